@@ -1,0 +1,27 @@
+package io.onceflow.ingest;
+
+/**
+ * Why a record could not be processed. The code ({@link #name()}) is written to the dead-letter
+ * record's {@code onceflow.dlq.reason} header and names a Flink counter, so it is part of the
+ * public contract: add new codes, never rename one.
+ */
+public enum DeadLetterReason {
+    /** The value is not valid JSON. */
+    MALFORMED_JSON,
+    /** The value is valid JSON but not an object. */
+    NOT_A_JSON_OBJECT,
+    /** The configured id source (header, JSON pointer or key) is absent. */
+    MISSING_ID,
+    /** The id is present but empty or only white space. */
+    EMPTY_ID,
+    /** The id is longer than the configured maximum. */
+    ID_TOO_LONG,
+    /** The value is larger than the configured maximum message size. */
+    PAYLOAD_TOO_LARGE,
+    /** The record has a null value (a tombstone). */
+    NULL_VALUE,
+    /** The value, or the id, is not valid UTF-8. */
+    INVALID_UTF8,
+    /** The id found at the JSON pointer is not a string or a number. */
+    INVALID_ID_TYPE
+}

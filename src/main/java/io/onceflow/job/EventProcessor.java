@@ -1,0 +1,37 @@
+package io.onceflow.job;
+
+import io.onceflow.ingest.Event;
+import org.apache.flink.api.common.functions.FlatMapFunction;
+import org.apache.flink.util.Collector;
+
+/**
+ * The place for a team's own business logic: it sees each event once, after deduplication and
+ * before the sinks, and emits zero or more events. Whatever it emits is written exactly once to
+ * Kafka and PostgreSQL with the rest of the checkpoint.
+ *
+ * <p>Rules that keep the guarantee: be deterministic in the event (a replay after a failure must
+ * produce the same output); keep the emitted {@link Event#messageId} stable and unique per output
+ * (it is the key of the output record and the primary key of the row; derive new ids from the input
+ * id, e.g. {@code id + ":refund"}, never at random); side effects outside Kafka and PostgreSQL (an
+ * HTTP call) are at-least-once and need an idempotency key. Implementations may also implement
+ * {@link org.apache.flink.api.common.functions.RichFunction} or
+ * {@link org.apache.flink.streaming.api.checkpoint.CheckpointedFunction} as any Flink function can.
+ */
+@FunctionalInterface
+public interface EventProcessor extends FlatMapFunction<Event, Event> {
+
+    /** The default: every event passes unchanged. */
+    static EventProcessor passThrough() {
+        return new PassThrough();
+    }
+
+    /** A named class rather than a lambda so its serialised form stays stable across builds. */
+    final class PassThrough implements EventProcessor {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        public void flatMap(Event event, Collector<Event> out) {
+            out.collect(event);
+        }
+    }
+}

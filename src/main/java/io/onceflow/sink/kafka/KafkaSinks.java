@@ -1,0 +1,70 @@
+package io.onceflow.sink.kafka;
+
+import io.onceflow.ingest.DeadLetter;
+import io.onceflow.ingest.Event;
+import java.time.Duration;
+import java.util.Properties;
+import org.apache.flink.connector.base.DeliveryGuarantee;
+import org.apache.flink.connector.kafka.sink.KafkaRecordSerializationSchema;
+import org.apache.flink.connector.kafka.sink.KafkaSink;
+import org.apache.kafka.clients.producer.ProducerConfig;
+
+/**
+ * Builds the output and dead-letter {@link KafkaSink}s. With {@link DeliveryGuarantee#EXACTLY_ONCE}
+ * records are written in Kafka transactions that commit when the checkpoint covering them
+ * completes, so a {@code read_committed} consumer sees each exactly once.
+ *
+ * <p>The two sinks of a job get transactional id prefixes {@code <prefix>-output} and
+ * {@code <prefix>-dlq}; the prefix must be stable across restarts (recovery finds and aborts the
+ * lingering transactions of the previous attempt by it) and unique among jobs on a cluster.
+ */
+public final class KafkaSinks {
+    private final String bootstrapServers;
+    private final Properties clientProperties;
+    private final DeliveryGuarantee guarantee;
+    private final String transactionalIdPrefix;
+    private final Duration transactionTimeout;
+
+    /**
+     * @param clientProperties pass-through client settings (security.protocol, sasl.*, ssl.*)
+     * @param transactionTimeout must outlive the longest checkpoint plus restart, and stay within the
+     *     broker's transaction.max.timeout.ms (15 min by default)
+     */
+    public KafkaSinks(String bootstrapServers, Properties clientProperties, DeliveryGuarantee guarantee,
+            String transactionalIdPrefix, Duration transactionTimeout) {
+        if (guarantee == DeliveryGuarantee.NONE) {
+            throw new IllegalArgumentException("onceflow writes exactly-once or at-least-once; NONE would lose records");
+        }
+        this.bootstrapServers = bootstrapServers;
+        this.clientProperties = new Properties();
+        this.clientProperties.putAll(clientProperties);
+        this.guarantee = guarantee;
+        this.transactionalIdPrefix = transactionalIdPrefix;
+        this.transactionTimeout = transactionTimeout;
+    }
+
+    /** The sink of processed events: key = message id, value = payload. */
+    public KafkaSink<Event> output(String topic) {
+        return build(new EventRecordSerializer(topic), "-output");
+    }
+
+    /** The sink of dead letters: original key and value, reason in headers. */
+    public KafkaSink<DeadLetter> deadLetters(String topic) {
+        return build(new DeadLetterRecordSerializer(topic), "-dlq");
+    }
+
+    private <T> KafkaSink<T> build(KafkaRecordSerializationSchema<T> serializer, String prefixSuffix) {
+        Properties producer = new Properties();
+        producer.putAll(clientProperties);
+        producer.setProperty(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, String.valueOf(transactionTimeout.toMillis()));
+        producer.setProperty(ProducerConfig.ACKS_CONFIG, "all");
+        producer.setProperty(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+        return KafkaSink.<T>builder()
+                .setBootstrapServers(bootstrapServers)
+                .setKafkaProducerConfig(producer)
+                .setRecordSerializer(serializer)
+                .setDeliveryGuarantee(guarantee)
+                .setTransactionalIdPrefix(transactionalIdPrefix + prefixSuffix)
+                .build();
+    }
+}

@@ -1,0 +1,113 @@
+package io.onceflow.testing;
+
+import io.onceflow.ingest.Event;
+import io.onceflow.job.EventProcessor;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.flink.api.common.state.CheckpointListener;
+import org.apache.flink.runtime.state.FunctionInitializationContext;
+import org.apache.flink.runtime.state.FunctionSnapshotContext;
+import org.apache.flink.streaming.api.checkpoint.CheckpointedFunction;
+import org.apache.flink.util.Collector;
+
+/**
+ * An {@link EventProcessor} that passes events through and throws once, at a chosen point of the
+ * checkpoint protocol, after a number of events went through the job. It stands where a user's
+ * business logic would, chained with the sinks, so its failure takes the sinks' open transactions
+ * down with it. Works in one JVM (MiniCluster): the "fired" flag and the event count are static,
+ * per scenario, so that the restarted attempt does not fail again.
+ */
+public final class FailureInjector implements EventProcessor, CheckpointedFunction, CheckpointListener {
+    private static final long serialVersionUID = 1L;
+
+    /** Where in the checkpoint protocol the failure happens. */
+    public enum Moment {
+        /** Before this subtask took its first snapshot: nothing has been committed yet. */
+        BEFORE_FIRST_CHECKPOINT,
+        /** After a snapshot (the sinks pre-committed) and before that checkpoint's completion notice. */
+        AFTER_SNAPSHOT_BEFORE_COMPLETION,
+        /** After a checkpoint's completion notice (its transactions are being or have been committed). */
+        AFTER_COMPLETION
+    }
+
+    private static final Map<String, AtomicBoolean> FIRED = new ConcurrentHashMap<>();
+    private static final Map<String, AtomicLong> EVENTS_SEEN = new ConcurrentHashMap<>();
+
+    private final String scenario;
+    private final Moment moment;
+    private final long afterEvents;
+
+    private transient long lastSnapshot;
+    private transient long lastCompleted;
+    private transient long eventsSinceSnapshot;
+    private transient long eventsSinceCompletion;
+
+    /**
+     * @param scenario a name unique to the test run, keying the static flags
+     * @param afterEvents how many events the whole job must have passed before the failure
+     */
+    public FailureInjector(String scenario, Moment moment, long afterEvents) {
+        this.scenario = scenario;
+        this.moment = moment;
+        this.afterEvents = afterEvents;
+        FIRED.put(scenario, new AtomicBoolean());
+        EVENTS_SEEN.put(scenario, new AtomicLong());
+    }
+
+    /** Whether the failure of {@code scenario} happened: a test whose failure never fired proves nothing. */
+    public static boolean fired(String scenario) {
+        AtomicBoolean fired = FIRED.get(scenario);
+        return fired != null && fired.get();
+    }
+
+    @Override
+    public void flatMap(Event event, Collector<Event> out) {
+        long seen = EVENTS_SEEN.get(scenario).incrementAndGet();
+        eventsSinceSnapshot++;
+        eventsSinceCompletion++;
+        if (seen >= afterEvents && atMoment() && FIRED.get(scenario).compareAndSet(false, true)) {
+            throw new InjectedFailure(moment + " after " + seen + " events (last snapshot " + lastSnapshot
+                    + ", last completed " + lastCompleted + ")");
+        }
+        out.collect(event);
+    }
+
+    private boolean atMoment() {
+        switch (moment) {
+            case BEFORE_FIRST_CHECKPOINT:
+                return lastSnapshot == 0;
+            case AFTER_SNAPSHOT_BEFORE_COMPLETION:
+                return lastSnapshot > lastCompleted && eventsSinceSnapshot > 0;
+            case AFTER_COMPLETION:
+                return lastCompleted > 0 && lastCompleted == lastSnapshot && eventsSinceCompletion > 0;
+            default:
+                throw new IllegalStateException("unknown moment " + moment);
+        }
+    }
+
+    @Override
+    public void snapshotState(FunctionSnapshotContext context) {
+        lastSnapshot = context.getCheckpointId();
+        eventsSinceSnapshot = 0;
+    }
+
+    @Override
+    public void initializeState(FunctionInitializationContext context) {}
+
+    @Override
+    public void notifyCheckpointComplete(long checkpointId) {
+        lastCompleted = Math.max(lastCompleted, checkpointId);
+        eventsSinceCompletion = 0;
+    }
+
+    /** The injected failure; its type makes it easy to tell apart from a real one in logs. */
+    public static final class InjectedFailure extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        InjectedFailure(String message) {
+            super("injected failure: " + message);
+        }
+    }
+}

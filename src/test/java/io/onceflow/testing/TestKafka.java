@@ -1,0 +1,124 @@
+package io.onceflow.testing;
+
+import io.onceflow.tools.audit.CommittedTopicReader;
+import java.nio.file.Files;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.UUID;
+import java.util.concurrent.TimeUnit;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.kafka.common.test.KafkaClusterTestKit;
+import org.apache.kafka.common.test.TestKitNodes;
+
+/**
+ * The Kafka broker that tests and the demo talk to: a real KRaft broker embedded in this JVM
+ * (Kafka's own {@link KafkaClusterTestKit}), or an external one when the environment variable
+ * {@value #EXTERNAL_BOOTSTRAP_ENV} names its bootstrap servers. One per JVM, started on first use.
+ */
+public final class TestKafka {
+    /** Set to {@code host:port[,host:port]} to run the suites against an external broker. */
+    public static final String EXTERNAL_BOOTSTRAP_ENV = "ONCEFLOW_TEST_KAFKA_BOOTSTRAP";
+
+    private static TestKafka shared;
+
+    private final String bootstrapServers;
+    private final KafkaClusterTestKit embedded;
+
+    private TestKafka(String bootstrapServers, KafkaClusterTestKit embedded) {
+        this.bootstrapServers = bootstrapServers;
+        this.embedded = embedded;
+    }
+
+    /** The broker of this JVM, started on first call. */
+    public static synchronized TestKafka shared() {
+        if (shared == null) {
+            String external = System.getenv(EXTERNAL_BOOTSTRAP_ENV);
+            shared = external != null && !external.isBlank() ? new TestKafka(external, null) : startEmbedded();
+            Runtime.getRuntime().addShutdownHook(new Thread(shared::close, "test-kafka-shutdown"));
+        }
+        return shared;
+    }
+
+    private static TestKafka startEmbedded() {
+        try {
+            TestKitNodes nodes = new TestKitNodes.Builder()
+                    .setCombined(true)
+                    .setNumBrokerNodes(1)
+                    .setNumControllerNodes(1)
+                    .setBaseDirectory(Files.createTempDirectory("onceflow-kafka"))
+                    .build();
+            KafkaClusterTestKit cluster = new KafkaClusterTestKit.Builder(nodes)
+                    .setConfigProp("offsets.topic.replication.factor", "1")
+                    .setConfigProp("transaction.state.log.replication.factor", "1")
+                    .setConfigProp("transaction.state.log.min.isr", "1")
+                    .setConfigProp("group.initial.rebalance.delay.ms", "0")
+                    .setConfigProp("num.partitions", "4")
+                    .setConfigProp("auto.create.topics.enable", "false")
+                    .setDeleteOnClose(true)
+                    .build();
+            cluster.format();
+            cluster.startup();
+            cluster.waitForReadyBrokers();
+            return new TestKafka(cluster.bootstrapServers(), cluster);
+        } catch (Exception e) {
+            throw new IllegalStateException("could not start the embedded Kafka broker", e);
+        }
+    }
+
+    public String bootstrapServers() {
+        return bootstrapServers;
+    }
+
+    /** A topic name that no other test uses, so tests share the broker without sharing data. */
+    public static String uniqueTopic(String purpose) {
+        return purpose + "-" + UUID.randomUUID().toString().substring(0, 8);
+    }
+
+    public void createTopics(int partitions, String... topics) {
+        try (Admin admin = Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrapServers))) {
+            List<NewTopic> newTopics = new ArrayList<>();
+            for (String topic : topics) {
+                newTopics.add(new NewTopic(topic, partitions, (short) 1));
+            }
+            admin.createTopics(newTopics).all().get(30, TimeUnit.SECONDS);
+        } catch (Exception e) {
+            throw new IllegalStateException("could not create topics " + List.of(topics), e);
+        }
+    }
+
+    /** An idempotent producer (acks=all) of raw bytes. */
+    public KafkaProducer<byte[], byte[]> newProducer() {
+        Properties props = new Properties();
+        props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrapServers);
+        props.put(ProducerConfig.ACKS_CONFIG, "all");
+        props.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+        props.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        return new KafkaProducer<>(props, new ByteArraySerializer(), new ByteArraySerializer());
+    }
+
+    /** Every record of {@code topic} that a {@code read_committed} consumer sees now. */
+    public List<ConsumerRecord<byte[], byte[]>> readCommitted(String topic, Duration timeout) {
+        List<ConsumerRecord<byte[], byte[]>> records = new ArrayList<>();
+        CommittedTopicReader.forBootstrapServers(bootstrapServers).read(topic, timeout, records::add);
+        return records;
+    }
+
+    private void close() {
+        if (embedded != null) {
+            try {
+                embedded.close();
+            } catch (Exception e) {
+                System.err.println("embedded Kafka did not close cleanly: " + e);
+            }
+        }
+    }
+}
