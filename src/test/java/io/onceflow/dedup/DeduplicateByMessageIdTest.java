@@ -1,0 +1,134 @@
+package io.onceflow.dedup;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.onceflow.ingest.Event;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
+import org.apache.flink.state.rocksdb.EmbeddedRocksDBStateBackend;
+import org.apache.flink.streaming.api.operators.KeyedProcessOperator;
+import org.apache.flink.streaming.util.KeyedOneInputStreamOperatorTestHarness;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+class DeduplicateByMessageIdTest {
+    private static final Duration TTL = Duration.ofMinutes(10);
+
+    private KeyedOneInputStreamOperatorTestHarness<String, Event, Event> harness;
+
+    @BeforeEach
+    void open() throws Exception {
+        harness = newHarness();
+        harness.open();
+    }
+
+    @AfterEach
+    void close() throws Exception {
+        harness.close();
+    }
+
+    private static KeyedOneInputStreamOperatorTestHarness<String, Event, Event> newHarness() throws Exception {
+        return new KeyedOneInputStreamOperatorTestHarness<>(
+                new KeyedProcessOperator<>(new DeduplicateByMessageId(TTL)), event -> event.messageId, Types.STRING);
+    }
+
+    private static Event event(String id, long offset) {
+        return new Event(id, ("{\"id\":\"" + id + "\"}").getBytes(StandardCharsets.UTF_8), "in", 0, offset, 0L, Map.of());
+    }
+
+    @Test
+    void forwardsTheFirstOccurrenceOfEachIdAndDropsTheRest() throws Exception {
+        harness.processElement(event("a", 0), 0);
+        harness.processElement(event("b", 1), 0);
+        harness.processElement(event("a", 2), 0);
+        harness.processElement(event("a", 3), 0);
+        harness.processElement(event("c", 4), 0);
+
+        assertThat(harness.extractOutputValues()).extracting(e -> e.messageId + "@" + e.sourceOffset)
+                .containsExactly("a@0", "b@1", "c@4");
+        assertThat(harness.numKeyedStateEntries()).as("one entry per distinct id").isEqualTo(3);
+    }
+
+    @Test
+    void registersNoTimersBecauseTheTtlDoesTheCleanup() throws Exception {
+        harness.processElement(event("a", 0), 0);
+        assertThat(harness.numProcessingTimeTimers()).isZero();
+        assertThat(harness.numEventTimeTimers()).isZero();
+    }
+
+    @Test
+    void anIdIsForgottenOnlyAfterItsTtlExpires() throws Exception {
+        harness.setStateTtlProcessingTime(0);
+        harness.processElement(event("a", 0), 0);
+
+        harness.setStateTtlProcessingTime(TTL.toMillis() - 1);
+        harness.processElement(event("a", 1), 0);
+        assertThat(harness.extractOutputValues()).hasSize(1);
+
+        harness.setStateTtlProcessingTime(TTL.toMillis() + 1);
+        harness.processElement(event("a", 2), 0);
+        assertThat(harness.extractOutputValues()).extracting(e -> e.sourceOffset).containsExactly(0L, 2L);
+        assertThat(harness.numKeyedStateEntries()).isEqualTo(1);
+    }
+
+    @Test
+    void aDuplicateDoesNotExtendTheTtlButANewFirstOccurrenceDoes() throws Exception {
+        harness.setStateTtlProcessingTime(0);
+        harness.processElement(event("a", 0), 0);
+        harness.setStateTtlProcessingTime(TTL.toMillis() / 2);
+        harness.processElement(event("a", 1), 0); // dropped; TTL refreshes on create and write only
+
+        harness.setStateTtlProcessingTime(TTL.toMillis() + 1);
+        harness.processElement(event("a", 2), 0); // expired: passes, and is remembered again from now
+        harness.setStateTtlProcessingTime(TTL.toMillis() + 2);
+        harness.processElement(event("a", 3), 0);
+
+        assertThat(harness.extractOutputValues()).extracting(e -> e.sourceOffset).containsExactly(0L, 2L);
+    }
+
+    @Test
+    void rememberedIdsSurviveASnapshotAndRestore() throws Exception {
+        harness.processElement(event("a", 0), 0);
+        harness.processElement(event("b", 1), 0);
+        OperatorSubtaskState snapshot = harness.snapshot(1L, 0L);
+        harness.close();
+
+        harness = newHarness();
+        harness.initializeState(snapshot);
+        harness.open();
+        harness.processElement(event("a", 2), 0);
+        harness.processElement(event("c", 3), 0);
+
+        assertThat(harness.extractOutputValues()).extracting(e -> e.messageId).containsExactly("c");
+        assertThat(harness.numKeyedStateEntries()).isEqualTo(3);
+    }
+
+    @Test
+    void worksOnRocksDbWithTheCompactionFilterCleanup() throws Exception {
+        harness.close();
+        harness = newHarness();
+        harness.setStateBackend(new EmbeddedRocksDBStateBackend(true));
+        harness.open();
+        harness.setStateTtlProcessingTime(0);
+        harness.processElement(event("a", 0), 0);
+        harness.processElement(event("a", 1), 0);
+        harness.setStateTtlProcessingTime(TTL.toMillis() + 1);
+        harness.processElement(event("a", 2), 0);
+
+        List<Event> output = harness.extractOutputValues();
+        assertThat(output).extracting(e -> e.sourceOffset).containsExactly(0L, 2L);
+    }
+
+    @Test
+    void rejectsANonPositiveTtl() {
+        assertThatThrownBy(() -> new DeduplicateByMessageId(Duration.ZERO))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("TTL must be positive");
+    }
+}
