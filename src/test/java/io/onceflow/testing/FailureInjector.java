@@ -38,6 +38,7 @@ public final class FailureInjector implements EventProcessor, CheckpointedFuncti
     private final String scenario;
     private final Moment moment;
     private final long afterEvents;
+    private long pauseMicrosPerEvent;
 
     private transient long lastSnapshot;
     private transient long lastCompleted;
@@ -56,6 +57,15 @@ public final class FailureInjector implements EventProcessor, CheckpointedFuncti
         EVENTS_SEEN.put(scenario, new AtomicLong());
     }
 
+    /**
+     * Slows each subtask down so that a small input spans several checkpoints: without it the
+     * input drains between two checkpoints and "after a completed checkpoint" never comes.
+     */
+    public FailureInjector pacedAt(long microsPerEvent) {
+        this.pauseMicrosPerEvent = microsPerEvent;
+        return this;
+    }
+
     /** Whether the failure of {@code scenario} happened: a test whose failure never fired proves nothing. */
     public static boolean fired(String scenario) {
         AtomicBoolean fired = FIRED.get(scenario);
@@ -63,7 +73,10 @@ public final class FailureInjector implements EventProcessor, CheckpointedFuncti
     }
 
     @Override
-    public void flatMap(Event event, Collector<Event> out) {
+    public void flatMap(Event event, Collector<Event> out) throws InterruptedException {
+        if (pauseMicrosPerEvent > 0) {
+            Thread.sleep(pauseMicrosPerEvent / 1000, (int) (pauseMicrosPerEvent % 1000) * 1000);
+        }
         long seen = EVENTS_SEEN.get(scenario).incrementAndGet();
         eventsSinceSnapshot++;
         eventsSinceCompletion++;

@@ -1,0 +1,222 @@
+package io.onceflow.config;
+
+import static java.util.Comparator.comparingInt;
+
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Optional;
+import java.util.function.Function;
+import java.util.stream.Collectors;
+
+/**
+ * Every configuration key with its default and description: the single source for validation of
+ * key names, defaults and {@link OnceflowConfig#usage()}.
+ */
+enum ConfigKey {
+    BOOTSTRAP_SERVERS(
+            "kafka.bootstrap.servers",
+            Presence.REQUIRED,
+            "Kafka brokers as host:port[,host:port...]."),
+    INPUT_TOPICS("input.topics", Presence.REQUIRED, "Comma-separated Kafka topics to read."),
+    INPUT_GROUP_ID(
+            "input.group.id",
+            Presence.REQUIRED,
+            "Kafka consumer group; offsets live in Flink checkpoints and are committed to the group"
+                    + " only for monitoring."),
+    INPUT_STARTING_OFFSETS(
+            "input.starting.offsets",
+            "committed-or-earliest",
+            "Where to start without a checkpoint or savepoint: committed-or-earliest,"
+                    + " committed-or-latest, earliest or latest."),
+    MESSAGE_ID_SOURCE(
+            "message.id.source",
+            "header:message-id",
+            "Where each message's id is: header:<name>, json:<JSON pointer> (e.g. json:/id) or"
+                    + " key."),
+    MESSAGE_MAX_BYTES(
+            "message.max.bytes",
+            "1048576",
+            "Largest accepted message value in bytes (1..104857600); larger ones are dead-lettered."),
+    MESSAGE_ID_MAX_LENGTH(
+            "message.id.max.length",
+            "256",
+            "Longest accepted message id in characters (1..4096)."),
+    DEDUP_TTL("dedup.ttl", "7d", "How long a message id is remembered to drop duplicates."),
+    OUTPUT_TOPIC("output.topic", Presence.REQUIRED, "Kafka topic for deduplicated messages."),
+    DEAD_LETTER_TOPIC(
+            "dead.letter.topic",
+            Presence.REQUIRED,
+            "Kafka topic for messages that cannot be processed."),
+    TRANSACTIONAL_ID_PREFIX(
+            "kafka.transactional.id.prefix",
+            Presence.REQUIRED,
+            "Prefix of the Kafka transactional ids ([a-zA-Z0-9._-], at most 100 characters); must"
+                    + " stay the same across restarts and be unique among jobs on the cluster."),
+    TRANSACTION_TIMEOUT(
+            "kafka.transaction.timeout",
+            "15min",
+            "Kafka transaction timeout; must exceed checkpoint.interval + checkpoint.timeout and"
+                    + " be at most kafka.transaction.timeout.broker.max."),
+    BROKER_TRANSACTION_MAX_TIMEOUT(
+            "kafka.transaction.timeout.broker.max",
+            "15min",
+            "The brokers' transaction.max.timeout.ms; raise it only after raising it on the"
+                    + " brokers."),
+    CHECKPOINT_INTERVAL(
+            "checkpoint.interval",
+            "10s",
+            "Time between checkpoints; output is committed, and so visible, at each checkpoint."),
+    CHECKPOINT_TIMEOUT(
+            "checkpoint.timeout", "2min", "A checkpoint taking longer than this is aborted."),
+    CHECKPOINT_MIN_PAUSE(
+            "checkpoint.min.pause",
+            "0ms",
+            "Least time between the end of one checkpoint and the start of the next."),
+    CHECKPOINT_DIR(
+            "checkpoint.dir",
+            Presence.OPTIONAL,
+            "Checkpoint storage URI, e.g. file:///var/onceflow/checkpoints or s3://bucket/onceflow;"
+                    + " default: the cluster's setting."),
+    PARALLELISM(
+            "parallelism",
+            Presence.OPTIONAL,
+            "Job parallelism (1..32768); default: the cluster's setting."),
+    DELIVERY_GUARANTEE(
+            "delivery.guarantee",
+            "exactly-once",
+            "exactly-once (Kafka and PostgreSQL transactions) or at-least-once."),
+    STATE_BACKEND(
+            "state.backend",
+            "rocksdb",
+            "rocksdb (RocksDB with incremental checkpoints) or hashmap (JVM heap)."),
+    POSTGRES_URL(
+            "postgres.url",
+            Presence.OPTIONAL,
+            "JDBC URL jdbc:postgresql://host:port/database; setting it enables the PostgreSQL"
+                    + " sink."),
+    POSTGRES_USER(
+            "postgres.user",
+            Presence.REQUIRED,
+            "Database user; required when postgres.url is set."),
+    POSTGRES_PASSWORD(
+            "postgres.password",
+            Presence.OPTIONAL,
+            "Database password (secret; pass it as ${ENV_VAR}); default: empty."),
+    POSTGRES_TABLE(
+            "postgres.table",
+            "onceflow_events",
+            "Table for deduplicated events, as table or schema.table."),
+    POSTGRES_COMMIT_LOG_TABLE(
+            "postgres.commit.log.table",
+            "onceflow_commit_log",
+            "Table in which the sink records its committed transactions, as table or"
+                    + " schema.table."),
+    POSTGRES_SINK_PREFIX(
+            "postgres.sink.prefix",
+            Presence.OPTIONAL,
+            "Names this job's transactions in the commit log ([a-zA-Z0-9_], at most 40"
+                    + " characters); default: kafka.transactional.id.prefix with other characters"
+                    + " replaced by '_'."),
+    POSTGRES_BATCH_SIZE("postgres.batch.size", "1000", "Rows per JDBC batch (1..100000).");
+
+    /** Prefix of keys passed unchecked to the Kafka clients. */
+    static final String KAFKA_PROPERTIES_PREFIX = "kafka.properties.";
+
+    private static final Map<String, ConfigKey> BY_KEY =
+            Arrays.stream(values()).collect(Collectors.toMap(ConfigKey::key, Function.identity()));
+
+    /** Whether a key without a default must be given. */
+    private enum Presence {
+        REQUIRED,
+        OPTIONAL
+    }
+
+    private final String key;
+    private final boolean required;
+    private final String defaultValue;
+    private final String description;
+
+    ConfigKey(String key, Presence presence, String description) {
+        this(key, presence == Presence.REQUIRED, null, description);
+    }
+
+    ConfigKey(String key, String defaultValue, String description) {
+        this(key, false, defaultValue, description);
+    }
+
+    ConfigKey(String key, boolean required, String defaultValue, String description) {
+        this.key = key;
+        this.required = required;
+        this.defaultValue = defaultValue;
+        this.description = description;
+    }
+
+    /** The key as written in arguments and properties files. */
+    String key() {
+        return key;
+    }
+
+    boolean required() {
+        return required;
+    }
+
+    /** The default value, or null if the key is required or optional without default. */
+    String defaultValue() {
+        return defaultValue;
+    }
+
+    /** One sentence, ending with a period. */
+    String description() {
+        return description;
+    }
+
+    /** Tells whether {@code key} is a known key or a Kafka client pass-through key. */
+    static boolean isValidKey(String key) {
+        return BY_KEY.containsKey(key)
+                || key.startsWith(KAFKA_PROPERTIES_PREFIX)
+                        && key.length() > KAFKA_PROPERTIES_PREFIX.length();
+    }
+
+    /**
+     * Guesses which known key an unknown one was meant to be: the only key ending with {@code
+     * "." + unknownKey} (e.g. {@code group.id}), else the key with the fewest typing differences
+     * if there are few enough to be a typo.
+     */
+    static Optional<ConfigKey> closestTo(String unknownKey) {
+        String typed = unknownKey.toLowerCase(Locale.ROOT);
+        List<ConfigKey> endingWithIt =
+                Arrays.stream(values()).filter(known -> known.key.endsWith("." + typed)).toList();
+        if (endingWithIt.size() == 1) {
+            return Optional.of(endingWithIt.get(0));
+        }
+        int tolerance = Math.max(2, typed.length() / 4);
+        return Arrays.stream(values())
+                .min(comparingInt(known -> editDistance(typed, known.key)))
+                .filter(closest -> editDistance(typed, closest.key) <= tolerance);
+    }
+
+    /** Levenshtein distance: the fewest single-character edits turning one into the other. */
+    private static int editDistance(String from, String to) {
+        int[] previousRow = new int[to.length() + 1];
+        int[] currentRow = new int[to.length() + 1];
+        for (int j = 0; j <= to.length(); j++) {
+            previousRow[j] = j;
+        }
+        for (int i = 1; i <= from.length(); i++) {
+            currentRow[0] = i;
+            for (int j = 1; j <= to.length(); j++) {
+                int substitution = from.charAt(i - 1) == to.charAt(j - 1) ? 0 : 1;
+                currentRow[j] =
+                        Math.min(
+                                previousRow[j - 1] + substitution,
+                                Math.min(previousRow[j], currentRow[j - 1]) + 1);
+            }
+            int[] swap = previousRow;
+            previousRow = currentRow;
+            currentRow = swap;
+        }
+        return previousRow[to.length()];
+    }
+}

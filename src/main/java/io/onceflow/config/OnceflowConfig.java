@@ -1,0 +1,571 @@
+package io.onceflow.config;
+
+import static io.onceflow.config.ConfigKey.BOOTSTRAP_SERVERS;
+import static io.onceflow.config.ConfigKey.BROKER_TRANSACTION_MAX_TIMEOUT;
+import static io.onceflow.config.ConfigKey.CHECKPOINT_DIR;
+import static io.onceflow.config.ConfigKey.CHECKPOINT_INTERVAL;
+import static io.onceflow.config.ConfigKey.CHECKPOINT_MIN_PAUSE;
+import static io.onceflow.config.ConfigKey.CHECKPOINT_TIMEOUT;
+import static io.onceflow.config.ConfigKey.DEAD_LETTER_TOPIC;
+import static io.onceflow.config.ConfigKey.DEDUP_TTL;
+import static io.onceflow.config.ConfigKey.DELIVERY_GUARANTEE;
+import static io.onceflow.config.ConfigKey.INPUT_GROUP_ID;
+import static io.onceflow.config.ConfigKey.INPUT_STARTING_OFFSETS;
+import static io.onceflow.config.ConfigKey.INPUT_TOPICS;
+import static io.onceflow.config.ConfigKey.KAFKA_PROPERTIES_PREFIX;
+import static io.onceflow.config.ConfigKey.MESSAGE_ID_MAX_LENGTH;
+import static io.onceflow.config.ConfigKey.MESSAGE_ID_SOURCE;
+import static io.onceflow.config.ConfigKey.MESSAGE_MAX_BYTES;
+import static io.onceflow.config.ConfigKey.OUTPUT_TOPIC;
+import static io.onceflow.config.ConfigKey.PARALLELISM;
+import static io.onceflow.config.ConfigKey.STATE_BACKEND;
+import static io.onceflow.config.ConfigKey.TRANSACTIONAL_ID_PREFIX;
+import static io.onceflow.config.ConfigKey.TRANSACTION_TIMEOUT;
+import static io.onceflow.config.ValueParsers.format;
+
+import java.io.Serializable;
+import java.time.Duration;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Optional;
+import java.util.OptionalInt;
+import java.util.Properties;
+import java.util.SortedMap;
+import java.util.regex.Pattern;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.connector.base.DeliveryGuarantee;
+
+/**
+ * The validated, immutable configuration of an onceflow job.
+ *
+ * <p>Settings come from {@code --key value} arguments, optionally on top of a Java properties file
+ * ({@code --config FILE}). {@code ${VAR}} and {@code ${VAR:-default}} in values are replaced from
+ * the environment, so secrets need not be written down. Values are trimmed, and an empty value
+ * counts as not set. All problems are collected and reported together in one {@link
+ * ConfigException}. See {@link #usage()} for every key.
+ *
+ * <p>Serializable so that Flink functions may capture it; it then carries its secrets into the job
+ * graph, as the sinks need them anyway.
+ */
+public final class OnceflowConfig implements Serializable {
+    private static final long serialVersionUID = 1L;
+
+    private static final Duration SHORTEST_DURATION = Duration.ofMillis(1);
+    /** Flink's CheckpointConfig refuses checkpoint intervals and timeouts below 10 ms. */
+    private static final Duration SHORTEST_CHECKPOINT_TIME = Duration.ofMillis(10);
+
+    private static final int MAX_MESSAGE_BYTES = 100 * 1024 * 1024;
+    /** Flink's upper bound for (max) parallelism. */
+    private static final int MAX_PARALLELISM = 32768;
+
+    private static final Pattern TRANSACTIONAL_ID_PREFIX_PATTERN =
+            Pattern.compile("[a-zA-Z0-9._-]{1,100}");
+
+    /** A Kafka client property that onceflow sets itself, and what to tell a user who sets it. */
+    private record ControlledKafkaProperty(String whatIsWrong, String whatToDo) {}
+
+    private static final Map<String, ControlledKafkaProperty> CONTROLLED_KAFKA_PROPERTIES =
+            Map.of(
+                    "bootstrap.servers",
+                    new ControlledKafkaProperty(
+                            "is taken from kafka.bootstrap.servers",
+                            "Set kafka.bootstrap.servers instead."),
+                    "group.id",
+                    new ControlledKafkaProperty(
+                            "is taken from input.group.id", "Set input.group.id instead."),
+                    "transactional.id",
+                    new ControlledKafkaProperty(
+                            "is derived by onceflow from kafka.transactional.id.prefix, one id per"
+                                    + " writer",
+                            "Set kafka.transactional.id.prefix instead."),
+                    "transaction.timeout.ms",
+                    new ControlledKafkaProperty(
+                            "is taken from kafka.transaction.timeout, which is checked against the"
+                                    + " checkpoint settings",
+                            "Set kafka.transaction.timeout instead."),
+                    "auto.offset.reset",
+                    new ControlledKafkaProperty(
+                            "is taken from input.starting.offsets",
+                            "Set input.starting.offsets instead."),
+                    "enable.auto.commit",
+                    new ControlledKafkaProperty(
+                            "is controlled by onceflow, which never auto-commits: offsets live in"
+                                    + " Flink checkpoints so that a restart resumes exactly where"
+                                    + " the last checkpoint ended",
+                            "Remove it."),
+                    "isolation.level",
+                    new ControlledKafkaProperty(
+                            "is controlled by onceflow, which reads with read_committed so that"
+                                    + " records of aborted transactions are never processed",
+                            "Remove it."));
+
+    private final String bootstrapServers;
+    private final Properties kafkaClientProperties;
+    private final List<String> inputTopics;
+    private final String groupId;
+    private final StartingOffsets startingOffsets;
+    private final String messageIdSourceSpec;
+    // Integers are boxed only because they are null while a problem is pending; a built
+    // configuration never holds null in a non-optional field.
+    private final Integer maxMessageBytes;
+    private final Integer maxIdLength;
+    private final Duration dedupTtl;
+    private final String outputTopic;
+    private final String deadLetterTopic;
+    private final String transactionalIdPrefix;
+    private final Duration kafkaTransactionTimeout;
+    private final Duration brokerTransactionMaxTimeout;
+    private final Duration checkpointInterval;
+    private final Duration checkpointTimeout;
+    private final Duration checkpointMinPause;
+    private final String checkpointDir;
+    private final Integer parallelism;
+    private final DeliveryGuarantee deliveryGuarantee;
+    private final StateBackendKind stateBackend;
+    private final PostgresSettings postgres;
+    private final SortedMap<String, String> effectiveSettings;
+
+    private OnceflowConfig(ConfigReader settings) {
+        bootstrapServers = settings.parsed(BOOTSTRAP_SERVERS, ValueParsers::hostAndPortList);
+        kafkaClientProperties = readKafkaClientProperties(settings);
+        inputTopics = settings.parsed(INPUT_TOPICS, ValueParsers::topicList);
+        groupId = settings.text(INPUT_GROUP_ID);
+        startingOffsets =
+                settings.parsed(
+                        INPUT_STARTING_OFFSETS,
+                        ValueParsers.oneOf(
+                                List.of(StartingOffsets.values()), StartingOffsets::configValue));
+        messageIdSourceSpec = settings.parsed(MESSAGE_ID_SOURCE, ValueParsers::messageIdSource);
+        maxMessageBytes =
+                settings.parsed(MESSAGE_MAX_BYTES, ValueParsers.integerBetween(1, MAX_MESSAGE_BYTES));
+        maxIdLength = settings.parsed(MESSAGE_ID_MAX_LENGTH, ValueParsers.integerBetween(1, 4096));
+        dedupTtl = settings.parsed(DEDUP_TTL, ValueParsers.durationAtLeast(SHORTEST_DURATION));
+        outputTopic = settings.parsed(OUTPUT_TOPIC, ValueParsers::topicName);
+        deadLetterTopic = settings.parsed(DEAD_LETTER_TOPIC, ValueParsers::topicName);
+        transactionalIdPrefix =
+                settings.parsed(
+                        TRANSACTIONAL_ID_PREFIX,
+                        ValueParsers.matching(
+                                TRANSACTIONAL_ID_PREFIX_PATTERN,
+                                "is not a valid transactional id prefix",
+                                "Use 1 to 100 of the characters a-z, A-Z, 0-9, '.', '_' and '-'."
+                                        + " Keep it stable across restarts (after a failure Flink"
+                                        + " finds the transactions to commit or abort by it) and"
+                                        + " unique among jobs (jobs sharing it fence each other's"
+                                        + " producers)."));
+        kafkaTransactionTimeout =
+                settings.parsed(
+                        TRANSACTION_TIMEOUT, ValueParsers.durationAtLeast(SHORTEST_DURATION));
+        brokerTransactionMaxTimeout =
+                settings.parsed(
+                        BROKER_TRANSACTION_MAX_TIMEOUT,
+                        ValueParsers.durationAtLeast(SHORTEST_DURATION));
+        checkpointInterval =
+                settings.parsed(
+                        CHECKPOINT_INTERVAL,
+                        ValueParsers.durationAtLeast(SHORTEST_CHECKPOINT_TIME));
+        checkpointTimeout =
+                settings.parsed(
+                        CHECKPOINT_TIMEOUT, ValueParsers.durationAtLeast(SHORTEST_CHECKPOINT_TIME));
+        checkpointMinPause =
+                settings.parsed(CHECKPOINT_MIN_PAUSE, ValueParsers.durationAtLeast(Duration.ZERO));
+        checkpointDir = settings.parsed(CHECKPOINT_DIR, ValueParsers::checkpointUri);
+        parallelism =
+                settings.parsed(PARALLELISM, ValueParsers.integerBetween(1, MAX_PARALLELISM));
+        deliveryGuarantee =
+                settings.parsed(
+                        DELIVERY_GUARANTEE,
+                        ValueParsers.oneOf(
+                                List.of(
+                                        DeliveryGuarantee.EXACTLY_ONCE,
+                                        DeliveryGuarantee.AT_LEAST_ONCE),
+                                guarantee -> guarantee.name().toLowerCase(Locale.ROOT).replace('_', '-')));
+        stateBackend =
+                settings.parsed(
+                        STATE_BACKEND,
+                        ValueParsers.oneOf(
+                                List.of(StateBackendKind.values()), StateBackendKind::configValue));
+        postgres = PostgresSettings.read(settings, transactionalIdPrefix);
+
+        checkTopicsAreDistinct(settings);
+        checkTransactionTimeout(settings);
+        settings.throwIfAnyProblem();
+        effectiveSettings = settings.effectiveValues();
+    }
+
+    /**
+     * Reads the configuration from command-line arguments.
+     *
+     * @param args {@code --key value} pairs; {@code --config FILE} first loads a Java properties
+     *     file, whose keys the other arguments override
+     * @param environment environment variables for {@code ${VAR}} substitution, usually {@link
+     *     System#getenv()}
+     * @return the validated configuration
+     * @throws ConfigException listing every problem found
+     */
+    public static OnceflowConfig fromArgs(String[] args, Map<String, String> environment) {
+        CommandLine commandLine = CommandLine.parse(args);
+        return new OnceflowConfig(
+                new ConfigReader(commandLine.settings(), environment, commandLine.problems()));
+    }
+
+    /**
+     * Reads the configuration from a map of settings, as for tests and the demo.
+     *
+     * @param values keys (without {@code --}) and values; null values count as not set
+     * @param environment environment variables for {@code ${VAR}} substitution
+     * @return the validated configuration
+     * @throws ConfigException listing every problem found
+     */
+    public static OnceflowConfig fromMap(Map<String, String> values, Map<String, String> environment) {
+        return new OnceflowConfig(new ConfigReader(values, environment, List.of()));
+    }
+
+    private static Properties readKafkaClientProperties(ConfigReader settings) {
+        Properties properties = new Properties();
+        settings.valuesWithPrefix(KAFKA_PROPERTIES_PREFIX)
+                .forEach(
+                        (name, value) -> {
+                            ControlledKafkaProperty controlled =
+                                    CONTROLLED_KAFKA_PROPERTIES.get(name);
+                            if (controlled == null) {
+                                properties.setProperty(name, value);
+                            } else {
+                                settings.problem(
+                                        KAFKA_PROPERTIES_PREFIX + name,
+                                        controlled.whatIsWrong(),
+                                        controlled.whatToDo());
+                            }
+                        });
+        return properties;
+    }
+
+    private void checkTopicsAreDistinct(ConfigReader settings) {
+        if (outputTopic != null && outputTopic.equals(deadLetterTopic)) {
+            settings.problem(
+                    DEAD_LETTER_TOPIC,
+                    "is the same topic as output.topic",
+                    "Give dead letters their own topic.");
+        }
+        rejectInputTopic(settings, OUTPUT_TOPIC, outputTopic);
+        rejectInputTopic(settings, DEAD_LETTER_TOPIC, deadLetterTopic);
+    }
+
+    private void rejectInputTopic(ConfigReader settings, ConfigKey key, String topic) {
+        if (inputTopics != null && topic != null && inputTopics.contains(topic)) {
+            settings.problem(
+                    key,
+                    "'" + topic + "' is also in input.topics",
+                    "Use a topic the job does not read, or it would consume its own output.");
+        }
+    }
+
+    private void checkTransactionTimeout(ConfigReader settings) {
+        if (kafkaTransactionTimeout == null) {
+            return;
+        }
+        if (brokerTransactionMaxTimeout != null
+                && kafkaTransactionTimeout.compareTo(brokerTransactionMaxTimeout) > 0) {
+            settings.problem(
+                    TRANSACTION_TIMEOUT,
+                    format(kafkaTransactionTimeout)
+                            + " exceeds the brokers' transaction.max.timeout.ms"
+                            + " (kafka.transaction.timeout.broker.max = "
+                            + format(brokerTransactionMaxTimeout) + "), so the brokers would refuse"
+                            + " the producers",
+                    "Lower it; or, if the brokers allow longer transactions, raise"
+                            + " kafka.transaction.timeout.broker.max to match.");
+        }
+        if (checkpointInterval == null || checkpointTimeout == null) {
+            return;
+        }
+        // A transaction opens at one checkpoint and commits when the next one completes: it lives
+        // for up to a checkpoint interval plus the checkpoint's duration.
+        Duration longestCheckpointCycle = checkpointInterval.plus(checkpointTimeout);
+        if (kafkaTransactionTimeout.compareTo(longestCheckpointCycle) <= 0) {
+            settings.problem(
+                    TRANSACTION_TIMEOUT,
+                    format(kafkaTransactionTimeout)
+                            + " is not longer than checkpoint.interval + checkpoint.timeout ("
+                            + format(checkpointInterval) + " + " + format(checkpointTimeout) + ")",
+                    "Raise it, or lower checkpoint.timeout or checkpoint.interval: a transaction"
+                            + " must outlive the longest checkpoint plus restart, or the broker"
+                            + " aborts a pre-committed transaction and its records are lost.");
+        }
+    }
+
+    /**
+     * Returns the Kafka brokers ({@code kafka.bootstrap.servers}).
+     *
+     * @return a comma-separated host:port list
+     */
+    public String bootstrapServers() {
+        return bootstrapServers;
+    }
+
+    /**
+     * Returns the extra Kafka client properties ({@code kafka.properties.<name>}), by name without
+     * the prefix, e.g. {@code security.protocol}. May hold secrets such as {@code
+     * sasl.jaas.config}: never log them.
+     *
+     * @return a copy that the caller may modify
+     */
+    public Properties kafkaClientProperties() {
+        Properties copy = new Properties();
+        copy.putAll(kafkaClientProperties);
+        return copy;
+    }
+
+    /**
+     * Returns the topics to read ({@code input.topics}).
+     *
+     * @return distinct, valid topic names; unmodifiable
+     */
+    public List<String> inputTopics() {
+        return inputTopics;
+    }
+
+    /**
+     * Returns the Kafka consumer group ({@code input.group.id}).
+     *
+     * @return the group id
+     */
+    public String groupId() {
+        return groupId;
+    }
+
+    /**
+     * Returns where to start reading when there is no checkpoint or savepoint ({@code
+     * input.starting.offsets}).
+     *
+     * @return the starting offsets
+     */
+    public StartingOffsets startingOffsets() {
+        return startingOffsets;
+    }
+
+    /**
+     * Returns where each message's id is ({@code message.id.source}).
+     *
+     * @return {@code header:<name>}, {@code json:<JSON pointer starting with />} or {@code key};
+     *     syntax already validated
+     */
+    public String messageIdSourceSpec() {
+        return messageIdSourceSpec;
+    }
+
+    /**
+     * Returns the largest accepted message value ({@code message.max.bytes}).
+     *
+     * @return bytes, 1 to 104857600
+     */
+    public int maxMessageBytes() {
+        return maxMessageBytes;
+    }
+
+    /**
+     * Returns the longest accepted message id ({@code message.id.max.length}).
+     *
+     * @return characters, 1 to 4096
+     */
+    public int maxIdLength() {
+        return maxIdLength;
+    }
+
+    /**
+     * Returns how long a message id is remembered for deduplication ({@code dedup.ttl}).
+     *
+     * @return a positive duration
+     */
+    public Duration dedupTtl() {
+        return dedupTtl;
+    }
+
+    /**
+     * Returns the topic for deduplicated messages ({@code output.topic}).
+     *
+     * @return a topic that is neither an input topic nor the dead-letter topic
+     */
+    public String outputTopic() {
+        return outputTopic;
+    }
+
+    /**
+     * Returns the topic for messages that cannot be processed ({@code dead.letter.topic}).
+     *
+     * @return a topic that is neither an input topic nor the output topic
+     */
+    public String deadLetterTopic() {
+        return deadLetterTopic;
+    }
+
+    /**
+     * Returns the prefix of the Kafka transactional ids ({@code kafka.transactional.id.prefix}).
+     *
+     * @return 1 to 100 of {@code [a-zA-Z0-9._-]}
+     */
+    public String transactionalIdPrefix() {
+        return transactionalIdPrefix;
+    }
+
+    /**
+     * Returns the Kafka producer transaction timeout ({@code kafka.transaction.timeout}).
+     *
+     * @return a duration longer than checkpoint interval plus timeout and at most {@link
+     *     #brokerTransactionMaxTimeout()}
+     */
+    public Duration kafkaTransactionTimeout() {
+        return kafkaTransactionTimeout;
+    }
+
+    /**
+     * Returns the brokers' maximum transaction timeout ({@code
+     * kafka.transaction.timeout.broker.max}), as configured on the brokers.
+     *
+     * @return a positive duration
+     */
+    public Duration brokerTransactionMaxTimeout() {
+        return brokerTransactionMaxTimeout;
+    }
+
+    /**
+     * Returns the time between checkpoints ({@code checkpoint.interval}).
+     *
+     * @return at least 10 ms
+     */
+    public Duration checkpointInterval() {
+        return checkpointInterval;
+    }
+
+    /**
+     * Returns the time after which a checkpoint is aborted ({@code checkpoint.timeout}).
+     *
+     * @return at least 10 ms
+     */
+    public Duration checkpointTimeout() {
+        return checkpointTimeout;
+    }
+
+    /**
+     * Returns the least pause between checkpoints ({@code checkpoint.min.pause}).
+     *
+     * @return zero or more
+     */
+    public Duration checkpointMinPause() {
+        return checkpointMinPause;
+    }
+
+    /**
+     * Returns the checkpoint storage URI ({@code checkpoint.dir}).
+     *
+     * @return a URI with scheme and directory; empty to use the cluster's setting
+     */
+    public Optional<String> checkpointDir() {
+        return Optional.ofNullable(checkpointDir);
+    }
+
+    /**
+     * Returns the job parallelism ({@code parallelism}).
+     *
+     * @return 1 to 32768; empty to use the cluster's setting
+     */
+    public OptionalInt parallelism() {
+        return parallelism == null ? OptionalInt.empty() : OptionalInt.of(parallelism);
+    }
+
+    /**
+     * Returns the delivery guarantee of the sinks ({@code delivery.guarantee}).
+     *
+     * @return {@link DeliveryGuarantee#EXACTLY_ONCE} or {@link DeliveryGuarantee#AT_LEAST_ONCE},
+     *     never {@link DeliveryGuarantee#NONE}
+     */
+    public DeliveryGuarantee deliveryGuarantee() {
+        return deliveryGuarantee;
+    }
+
+    /**
+     * Returns the state backend ({@code state.backend}).
+     *
+     * @return the state backend kind
+     */
+    public StateBackendKind stateBackend() {
+        return stateBackend;
+    }
+
+    /**
+     * Returns the PostgreSQL sink settings ({@code postgres.*}).
+     *
+     * @return the settings; empty if {@code postgres.url} is not set, and then there is no
+     *     PostgreSQL sink
+     */
+    public Optional<PostgresSettings> postgres() {
+        return Optional.ofNullable(postgres);
+    }
+
+    /**
+     * Returns every effective setting, defaults included, with secret values redacted. Keys of
+     * optional settings that are not set are absent.
+     *
+     * @return an unmodifiable map sorted by key
+     */
+    public SortedMap<String, String> redactedMap() {
+        return Secrets.redact(effectiveSettings);
+    }
+
+    /**
+     * Returns {@link #redactedMap()} as a Flink configuration, to register as the job's global job
+     * parameters: Flink shows those in its web UI, so they must not hold secrets.
+     *
+     * @return a new Flink configuration
+     */
+    public Configuration toJobParameters() {
+        return Configuration.fromMap(redactedMap());
+    }
+
+    /**
+     * Returns a reference of all keys with their defaults and a description each, as printed by
+     * {@code --help}.
+     *
+     * @return multi-line text
+     */
+    public static String usage() {
+        StringBuilder usage =
+                new StringBuilder(
+                        """
+                        Usage: onceflow [--config FILE] [--key value ...]
+
+                        Settings are read from the Java properties FILE, then from --key value
+                        pairs, which override the file. ${VAR} or ${VAR:-default} in a value is
+                        replaced from the environment: pass secrets that way. Values are trimmed;
+                        an empty value counts as not set. postgres.* keys apply only when
+                        postgres.url is set.
+
+                        """);
+        for (ConfigKey key : ConfigKey.values()) {
+            String presence =
+                    key.required()
+                            ? "required"
+                            : key.defaultValue() == null
+                                    ? "optional"
+                                    : "default: " + key.defaultValue();
+            appendUsageEntry(usage, key.key() + " (" + presence + ")", key.description());
+        }
+        appendUsageEntry(
+                usage,
+                KAFKA_PROPERTIES_PREFIX + "<name>",
+                "Passed to the Kafka clients as <name>, e.g. security.protocol, sasl.mechanism,"
+                        + " sasl.jaas.config, ssl.truststore.location, ssl.truststore.password.");
+        return usage.toString();
+    }
+
+    private static void appendUsageEntry(StringBuilder usage, String title, String description) {
+        usage.append("  ").append(title).append("\n      ").append(description).append('\n');
+    }
+
+    /** Shows every effective setting, with secret values redacted. */
+    @Override
+    public String toString() {
+        return "OnceflowConfig" + redactedMap();
+    }
+}

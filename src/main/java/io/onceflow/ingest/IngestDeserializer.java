@@ -1,0 +1,267 @@
+package io.onceflow.ingest;
+
+import com.fasterxml.jackson.core.ErrorReportConfiguration;
+import com.fasterxml.jackson.core.JacksonException;
+import com.fasterxml.jackson.core.JsonFactoryBuilder;
+import com.fasterxml.jackson.core.JsonLocation;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.IOException;
+import java.nio.CharBuffer;
+import java.util.HashMap;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Objects;
+import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.connector.kafka.source.reader.deserializer.KafkaRecordDeserializationSchema;
+import org.apache.flink.util.Collector;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.Headers;
+
+/**
+ * Turns each Kafka record into exactly one {@link IngestResult}: an accepted {@link Event}, or a
+ * {@link DeadLetter} that keeps the key and value bytes as received and says why.
+ *
+ * <p>{@link #deserialize} never throws, whatever the record holds: one bad record must not fail
+ * the job and, after the restart, fail it again. The checks, in order (the first failing one
+ * names the {@link DeadLetterReason}):
+ *
+ * <ol>
+ *   <li>{@code NULL_VALUE}: the value is null (a tombstone);
+ *   <li>{@code PAYLOAD_TOO_LARGE}: the value has more than {@code maxMessageBytes} bytes;
+ *   <li>{@code INVALID_UTF8}: the value is not valid UTF-8;
+ *   <li>{@code MALFORMED_JSON}: the value is not exactly one JSON value (trailing content counts);
+ *   <li>{@code NOT_A_JSON_OBJECT}: the value is JSON but not an object. Checked whatever the id
+ *       source, since the payload is later stored as jsonb;
+ *   <li>{@code MISSING_ID}: the header is absent or has a null value, the pointer matches nothing,
+ *       or the key is null;
+ *   <li>{@code INVALID_UTF8}: a header or key id is not valid UTF-8, or {@code INVALID_ID_TYPE}: the
+ *       pointer matches something other than a string or an integral number (which becomes its
+ *       decimal text);
+ *   <li>{@code EMPTY_ID}: the id is empty or only white space;
+ *   <li>{@code ID_TOO_LONG}: the id has more than {@code maxIdLength} chars (UTF-16 units, so a
+ *       supplementary character counts twice and the limit never undercounts a database's).
+ * </ol>
+ *
+ * <p>An accepted id is used exactly as found, without trimming. Each record's headers become a map
+ * holding the last value of each header key.
+ *
+ * <p>Flink gives each source reader its own copy of this schema; one copy is not thread-safe.
+ */
+public class IngestDeserializer implements KafkaRecordDeserializationSchema<IngestResult> {
+    private static final long serialVersionUID = 1L;
+
+    /**
+     * Parses record values; shared, as an ObjectMapper is thread-safe once configured. Jackson's
+     * error messages quote the offending token, so that quote is bounded like ours.
+     */
+    private static final ObjectMapper JSON = new ObjectMapper(new JsonFactoryBuilder()
+            .errorReportConfiguration(ErrorReportConfiguration.builder()
+                    .maxErrorTokenLength(Rejection.MAX_QUOTED_CHARS)
+                    .build())
+            .build());
+
+    private static final String VALUE_SUBJECT = "the value";
+
+    private final MessageIdSource idSource;
+    private final int maxMessageBytes;
+    private final int maxIdLength;
+
+    /** Created on first use, as it is not serialisable and Flink ships this schema to the tasks. */
+    private transient StrictUtf8Decoder utf8;
+
+    /**
+     * @param idSource where each record's message id is found
+     * @param maxMessageBytes the largest accepted value, in bytes
+     * @param maxIdLength the longest accepted id, in UTF-16 chars
+     * @throws IllegalArgumentException if a maximum is not positive
+     */
+    public IngestDeserializer(MessageIdSource idSource, int maxMessageBytes, int maxIdLength) {
+        if (maxMessageBytes <= 0 || maxIdLength <= 0) {
+            throw new IllegalArgumentException("maxMessageBytes and maxIdLength must be positive, got "
+                    + maxMessageBytes + " and " + maxIdLength);
+        }
+        this.idSource = Objects.requireNonNull(idSource, "idSource");
+        this.maxMessageBytes = maxMessageBytes;
+        this.maxIdLength = maxIdLength;
+    }
+
+    /** Emits exactly one {@link IngestResult} for the record; never throws. */
+    @Override
+    public void deserialize(ConsumerRecord<byte[], byte[]> record, Collector<IngestResult> out) {
+        out.collect(ingest(record));
+    }
+
+    /** Returns {@code TypeInformation.of(IngestResult.class)}, a POJO type: no Kryo anywhere. */
+    @Override
+    public TypeInformation<IngestResult> getProducedType() {
+        return TypeInformation.of(IngestResult.class);
+    }
+
+    private IngestResult ingest(ConsumerRecord<byte[], byte[]> record) {
+        Map<String, byte[]> headers = lastValuePerKey(record.headers());
+        try {
+            JsonNode payload = parseJsonObject(record.value());
+            String messageId = extractId(record, payload);
+            return IngestResult.accepted(new Event(
+                    messageId,
+                    record.value(),
+                    record.topic(),
+                    record.partition(),
+                    record.offset(),
+                    record.timestamp(),
+                    headers));
+        } catch (Rejection rejection) {
+            return IngestResult.rejected(new DeadLetter(
+                    record.key(),
+                    record.value(),
+                    rejection.reason,
+                    rejection.getMessage(),
+                    record.topic(),
+                    record.partition(),
+                    record.offset(),
+                    record.timestamp(),
+                    headers));
+        }
+    }
+
+    private static Map<String, byte[]> lastValuePerKey(Headers headers) {
+        Map<String, byte[]> lastValues = new HashMap<>();
+        for (Header header : headers) {
+            lastValues.put(header.key(), header.value());
+        }
+        return lastValues;
+    }
+
+    /** Checks the value up to and including {@code NOT_A_JSON_OBJECT}; returns the parsed object. */
+    private JsonNode parseJsonObject(byte[] value) {
+        if (value == null) {
+            throw new Rejection(DeadLetterReason.NULL_VALUE, "the value is null (a tombstone)");
+        }
+        if (value.length > maxMessageBytes) {
+            throw new Rejection(
+                    DeadLetterReason.PAYLOAD_TOO_LARGE,
+                    "the value has " + value.length + " bytes, more than the maximum of " + maxMessageBytes);
+        }
+        CharBuffer text = utf8().decode(value, VALUE_SUBJECT);
+        JsonNode root = parseJson(text);
+        if (!root.isObject()) {
+            throw new Rejection(
+                    DeadLetterReason.NOT_A_JSON_OBJECT,
+                    "the value is " + describeJsonType(root) + ", not a JSON object: " + Rejection.quote(text));
+        }
+        return root;
+    }
+
+    /** Parses exactly one JSON value; anything after it, even valid JSON, is malformed. */
+    private static JsonNode parseJson(CharBuffer text) {
+        try (JsonParser parser =
+                JSON.createParser(text.array(), text.arrayOffset() + text.position(), text.remaining())) {
+            JsonNode root = JSON.readTree(parser);
+            if (root == null) {
+                throw new Rejection(
+                        DeadLetterReason.MALFORMED_JSON, "the value is not JSON: it is empty or only white space");
+            }
+            if (parser.nextToken() != null) {
+                throw new Rejection(
+                        DeadLetterReason.MALFORMED_JSON,
+                        "the value has content after its JSON value, at "
+                                + position(parser.currentTokenLocation()));
+            }
+            return root;
+        } catch (JacksonException e) {
+            throw new Rejection(
+                    DeadLetterReason.MALFORMED_JSON,
+                    "the value is not valid JSON: " + e.getOriginalMessage() + ", at " + position(e.getLocation()));
+        } catch (IOException e) {
+            // Only JacksonExceptions can come from an in-memory source, but the API declares more.
+            throw new Rejection(DeadLetterReason.MALFORMED_JSON, "the value could not be read as JSON: " + e);
+        }
+    }
+
+    private static String position(JsonLocation location) {
+        return location == null
+                ? "an unknown position"
+                : "line " + location.getLineNr() + ", column " + location.getColumnNr();
+    }
+
+    /** Checks and returns the id, from {@code MISSING_ID} to {@code ID_TOO_LONG}. */
+    private String extractId(ConsumerRecord<byte[], byte[]> record, JsonNode payload) {
+        String id = switch (idSource.kind()) {
+            case HEADER -> headerId(record.headers());
+            case JSON_POINTER -> pointerId(payload);
+            case KEY -> keyId(record.key());
+        };
+        if (id.isBlank()) {
+            throw new Rejection(
+                    DeadLetterReason.EMPTY_ID,
+                    idSource.idDescription()
+                            + (id.isEmpty() ? " is empty" : " is only white space: " + Rejection.quote(id)));
+        }
+        if (id.length() > maxIdLength) {
+            throw new Rejection(
+                    DeadLetterReason.ID_TOO_LONG,
+                    idSource.idDescription() + " has " + id.length() + " chars, more than the maximum of " + maxIdLength
+                            + ": " + Rejection.quote(id));
+        }
+        return id;
+    }
+
+    private String headerId(Headers headers) {
+        Header header = headers.lastHeader(idSource.headerName());
+        if (header == null || header.value() == null) {
+            throw new Rejection(
+                    DeadLetterReason.MISSING_ID,
+                    idSource.idDescription() + " is missing: "
+                            + (header == null ? "the record has no such header" : "the header has a null value"));
+        }
+        return decodeId(header.value());
+    }
+
+    private String keyId(byte[] key) {
+        if (key == null) {
+            throw new Rejection(
+                    DeadLetterReason.MISSING_ID, idSource.idDescription() + " is missing: the key is null");
+        }
+        return decodeId(key);
+    }
+
+    private String decodeId(byte[] bytes) {
+        return utf8().decode(bytes, idSource.idDescription()).toString();
+    }
+
+    private String pointerId(JsonNode payload) {
+        JsonNode id = payload.at(idSource.jsonPointer());
+        if (id.isTextual()) {
+            return id.textValue();
+        }
+        if (id.isIntegralNumber()) {
+            return id.asText();
+        }
+        if (id.isMissingNode()) {
+            throw new Rejection(
+                    DeadLetterReason.MISSING_ID, idSource.idDescription() + " is missing: the pointer matches nothing");
+        }
+        throw new Rejection(
+                DeadLetterReason.INVALID_ID_TYPE,
+                idSource.idDescription() + " is " + describeJsonType(id)
+                        + ", not a string or an integral number: " + Rejection.quote(id.toString()));
+    }
+
+    /** E.g. "a JSON array", "a non-integral JSON number". */
+    private static String describeJsonType(JsonNode node) {
+        if (node.isNumber() && !node.isIntegralNumber()) {
+            return "a non-integral JSON number";
+        }
+        return "a JSON " + node.getNodeType().name().toLowerCase(Locale.ROOT);
+    }
+
+    private StrictUtf8Decoder utf8() {
+        if (utf8 == null) {
+            utf8 = new StrictUtf8Decoder();
+        }
+        return utf8;
+    }
+}

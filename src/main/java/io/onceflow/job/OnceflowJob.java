@@ -1,0 +1,127 @@
+package io.onceflow.job;
+
+import io.onceflow.config.ConfigException;
+import io.onceflow.config.OnceflowConfig;
+import io.onceflow.config.StateBackendKind;
+import io.onceflow.ingest.IngestDeserializer;
+import io.onceflow.ingest.IngestResult;
+import io.onceflow.ingest.KafkaInput;
+import io.onceflow.ingest.MessageIdSource;
+import io.onceflow.sink.kafka.KafkaSinks;
+import java.util.Optional;
+import org.apache.flink.configuration.CheckpointingOptions;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.CoreOptions;
+import org.apache.flink.configuration.ExternalizedCheckpointRetention;
+import org.apache.flink.configuration.PipelineOptions;
+import org.apache.flink.configuration.StateBackendOptions;
+import org.apache.flink.connector.kafka.source.KafkaSourceBuilder;
+import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer;
+import org.apache.flink.core.execution.CheckpointingMode;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.kafka.clients.consumer.OffsetResetStrategy;
+
+/**
+ * The entry point users submit: reads the configuration, checks it before anything starts, and
+ * wires it to {@link OnceflowPipeline}. Exits with status 2 and every configuration problem listed
+ * when the configuration is invalid.
+ */
+public final class OnceflowJob {
+    private OnceflowJob() {}
+
+    public static void main(String[] args) throws Exception {
+        if (args.length == 1 && ("--help".equals(args[0]) || "-h".equals(args[0]))) {
+            System.out.println(OnceflowConfig.usage());
+            return;
+        }
+        OnceflowConfig config;
+        try {
+            config = OnceflowConfig.fromArgs(args, System.getenv());
+        } catch (ConfigException e) {
+            System.err.println(e.getMessage());
+            System.exit(2);
+            return;
+        }
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(flinkConfiguration(config));
+        defineJob(env, config, EventProcessor.passThrough());
+        env.execute(jobName(config));
+    }
+
+    /** The job name shown in Flink's UI: names the input and output, never a secret. */
+    public static String jobName(OnceflowConfig config) {
+        return "onceflow " + String.join(",", config.inputTopics()) + " -> " + config.outputTopic();
+    }
+
+    /** Adds the configured pipeline, with real Kafka source and sinks, to {@code env}. */
+    public static void defineJob(StreamExecutionEnvironment env, OnceflowConfig config, EventProcessor processor) {
+        OnceflowPipeline.define(env, kafkaSourceBuilder(config).build(), sinks(config), config.dedupTtl(), processor);
+    }
+
+    /** The job's Kafka source, unbounded until a caller (a test, the demo) bounds it. */
+    public static KafkaSourceBuilder<IngestResult> kafkaSourceBuilder(OnceflowConfig config) {
+        return KafkaInput.sourceBuilder(
+                        config.bootstrapServers(),
+                        config.kafkaClientProperties(),
+                        config.inputTopics(),
+                        config.groupId(),
+                        startingOffsets(config),
+                        new IngestDeserializer(
+                                MessageIdSource.parse(config.messageIdSourceSpec()),
+                                config.maxMessageBytes(),
+                                config.maxIdLength()));
+    }
+
+    /** The configured sinks. */
+    public static OnceflowPipeline.Sinks sinks(OnceflowConfig config) {
+        KafkaSinks kafka = new KafkaSinks(
+                config.bootstrapServers(),
+                config.kafkaClientProperties(),
+                config.deliveryGuarantee(),
+                config.transactionalIdPrefix(),
+                config.kafkaTransactionTimeout());
+        return new OnceflowPipeline.Sinks(
+                kafka.output(config.outputTopic()), kafka.deadLetters(config.deadLetterTopic()), Optional.empty());
+    }
+
+    static OffsetsInitializer startingOffsets(OnceflowConfig config) {
+        switch (config.startingOffsets()) {
+            case COMMITTED_OR_EARLIEST:
+                return OffsetsInitializer.committedOffsets(OffsetResetStrategy.EARLIEST);
+            case COMMITTED_OR_LATEST:
+                return OffsetsInitializer.committedOffsets(OffsetResetStrategy.LATEST);
+            case EARLIEST:
+                return OffsetsInitializer.earliest();
+            case LATEST:
+                return OffsetsInitializer.latest();
+            default:
+                throw new IllegalStateException("unhandled starting offsets " + config.startingOffsets());
+        }
+    }
+
+    /**
+     * The Flink settings the configuration implies: exactly-once checkpoints (the sinks' transactions
+     * commit on them), retained on cancellation, the state backend, no Kryo fallback, and the redacted
+     * configuration as the job parameters Flink's web UI shows.
+     */
+    public static Configuration flinkConfiguration(OnceflowConfig config) {
+        Configuration flink = new Configuration();
+        flink.set(CheckpointingOptions.CHECKPOINTING_INTERVAL, config.checkpointInterval());
+        flink.set(CheckpointingOptions.CHECKPOINTING_CONSISTENCY_MODE, CheckpointingMode.EXACTLY_ONCE);
+        flink.set(CheckpointingOptions.CHECKPOINTING_TIMEOUT, config.checkpointTimeout());
+        flink.set(CheckpointingOptions.MIN_PAUSE_BETWEEN_CHECKPOINTS, config.checkpointMinPause());
+        flink.set(CheckpointingOptions.EXTERNALIZED_CHECKPOINT_RETENTION,
+                ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION);
+        config.checkpointDir().ifPresent(dir -> flink.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, dir));
+        if (config.stateBackend() == StateBackendKind.ROCKSDB) {
+            flink.set(StateBackendOptions.STATE_BACKEND, "rocksdb");
+            flink.set(CheckpointingOptions.INCREMENTAL_CHECKPOINTS, true);
+        } else {
+            flink.set(StateBackendOptions.STATE_BACKEND, "hashmap");
+        }
+        // a Kryo fallback is slow and breaks savepoint compatibility silently: fail instead
+        flink.set(PipelineOptions.GENERIC_TYPES, false);
+        config.parallelism().ifPresent(p -> flink.set(CoreOptions.DEFAULT_PARALLELISM, p));
+        flink.set(PipelineOptions.GLOBAL_JOB_PARAMETERS, config.toJobParameters().toMap());
+        return flink;
+    }
+}

@@ -1,0 +1,157 @@
+package io.onceflow.config;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import java.util.List;
+import java.util.Map;
+import org.apache.flink.configuration.Configuration;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+class RedactionTest {
+    private static final String PASSWORD = "pg-Pa55-w0rd";
+    private static final String JAAS_CONFIG =
+            "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"svc\""
+                    + " password=\"kafka-Pa55\";";
+
+    private static Map<String, String> settingsWithSecrets() {
+        Map<String, String> settings = ValidSettings.withPostgres("${PGPASSWORD}");
+        settings.put("kafka.properties.sasl.jaas.config", JAAS_CONFIG);
+        settings.put("kafka.properties.ssl.truststore.password", "${TRUSTSTORE_PASSWORD}");
+        settings.put("kafka.properties.security.protocol", "SASL_SSL");
+        return settings;
+    }
+
+    private static final Map<String, String> ENVIRONMENT =
+            Map.of("PGPASSWORD", PASSWORD, "TRUSTSTORE_PASSWORD", "trust-Pa55");
+
+    @ParameterizedTest
+    @ValueSource(
+            strings = {
+                "postgres.password",
+                "kafka.properties.ssl.truststore.password",
+                "kafka.properties.ssl.keystore.password",
+                "kafka.properties.ssl.key.password",
+                "kafka.properties.sasl.jaas.config",
+                "kafka.properties.sasl.oauthbearer.token.endpoint.url",
+                "kafka.properties.client.secret",
+                "kafka.properties.SASL.JAAS.CONFIG",
+                "kafka.properties.aws.credentials.file"
+            })
+    void secretKeysAreRecognised(String key) {
+        assertThat(Secrets.isSecretKey(key)).isTrue();
+    }
+
+    @ParameterizedTest
+    @ValueSource(
+            strings = {"postgres.user", "postgres.url", "kafka.properties.security.protocol",
+                "kafka.properties.sasl.mechanism", "kafka.properties.ssl.truststore.location",
+                "kafka.transactional.id.prefix"})
+    void otherKeysAreNotSecret(String key) {
+        assertThat(Secrets.isSecretKey(key)).isFalse();
+    }
+
+    @Test
+    void redactReplacesOnlySecretValuesAndSortsByKey() {
+        var redacted = Secrets.redact(Map.of("b.password", "x", "a.user", "y"));
+
+        assertThat(redacted)
+                .containsExactly(Map.entry("a.user", "y"), Map.entry("b.password", "******"));
+    }
+
+    @Test
+    void secretsReachTheJobButAreRedactedInRedactedMap() {
+        OnceflowConfig config = OnceflowConfig.fromMap(settingsWithSecrets(), ENVIRONMENT);
+
+        assertThat(config.postgres().orElseThrow().password()).isEqualTo(PASSWORD);
+        assertThat(config.kafkaClientProperties())
+                .containsEntry("sasl.jaas.config", JAAS_CONFIG)
+                .containsEntry("ssl.truststore.password", "trust-Pa55");
+        assertThat(config.redactedMap())
+                .containsEntry("postgres.password", Secrets.REDACTED)
+                .containsEntry("kafka.properties.sasl.jaas.config", Secrets.REDACTED)
+                .containsEntry("kafka.properties.ssl.truststore.password", Secrets.REDACTED)
+                .containsEntry("kafka.properties.security.protocol", "SASL_SSL")
+                .containsEntry("postgres.user", "onceflow");
+        assertNoSecretIn(config.redactedMap().toString());
+    }
+
+    @Test
+    void redactedMapHoldsEveryEffectiveSettingIncludingDefaultsSortedByKey() {
+        OnceflowConfig config = OnceflowConfig.fromMap(settingsWithSecrets(), ENVIRONMENT);
+
+        assertThat(List.copyOf(config.redactedMap().keySet()))
+                .isSorted()
+                .contains(
+                        "dedup.ttl",
+                        "checkpoint.interval",
+                        "state.backend",
+                        "postgres.table",
+                        "postgres.sink.prefix")
+                .doesNotContain("parallelism", "checkpoint.dir");
+        assertThat(config.redactedMap())
+                .containsEntry("dedup.ttl", "7d")
+                .containsEntry("postgres.sink.prefix", "onceflow_payments")
+                .containsEntry("message.id.source", "header:message-id");
+    }
+
+    @Test
+    void toStringShowsSettingsButNoSecret() {
+        OnceflowConfig config = OnceflowConfig.fromMap(settingsWithSecrets(), ENVIRONMENT);
+
+        assertThat(config.toString())
+                .startsWith("OnceflowConfig{")
+                .contains("input.topics=payments,refunds")
+                .contains("postgres.password=******");
+        assertNoSecretIn(config.toString());
+    }
+
+    @Test
+    void postgresSettingsToStringRedactsThePassword() {
+        OnceflowConfig config = OnceflowConfig.fromMap(settingsWithSecrets(), ENVIRONMENT);
+
+        assertThat(config.postgres().orElseThrow().toString())
+                .contains("user=onceflow")
+                .contains("password=******")
+                .doesNotContain(PASSWORD);
+    }
+
+    @Test
+    void jobParametersAreTheRedactedSettings() {
+        OnceflowConfig config = OnceflowConfig.fromMap(settingsWithSecrets(), ENVIRONMENT);
+
+        Configuration parameters = config.toJobParameters();
+
+        assertThat(parameters.toMap()).isEqualTo(config.redactedMap());
+        assertNoSecretIn(parameters.toMap().toString());
+    }
+
+    @Test
+    void problemsNeverShowASecretValue() {
+        Map<String, String> settings = settingsWithSecrets();
+        settings.put("postgres.url", "jdbc:postgresql://db/payments?password=" + PASSWORD);
+        settings.put("postgres.passwrd", PASSWORD);
+        settings.put("kafka.properties.transactional.id", PASSWORD);
+
+        assertThatThrownBy(() -> OnceflowConfig.fromMap(settings, ENVIRONMENT))
+                .isInstanceOf(ConfigException.class)
+                .satisfies(
+                        e -> {
+                            assertThat(((ConfigException) e).problems()).hasSize(3);
+                            assertNoSecretIn(e.getMessage());
+                            assertThat(e.getMessage())
+                                    .contains("postgres.url: contains a password")
+                                    .contains("postgres.passwrd: unknown key")
+                                    .contains("kafka.properties.transactional.id: is derived");
+                        });
+    }
+
+    private static void assertNoSecretIn(String text) {
+        assertThat(text)
+                .doesNotContain(PASSWORD)
+                .doesNotContain("kafka-Pa55")
+                .doesNotContain("trust-Pa55");
+    }
+}

@@ -1,0 +1,105 @@
+package io.onceflow.job;
+
+import static java.nio.charset.StandardCharsets.UTF_8;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.onceflow.config.OnceflowConfig;
+import io.onceflow.ingest.DeadLetterReason;
+import io.onceflow.sink.kafka.OnceflowHeaders;
+import io.onceflow.testing.FailureInjector;
+import io.onceflow.testing.PipelineScenario;
+import io.onceflow.tools.audit.AuditReport;
+import io.onceflow.tools.generator.GeneratedInput;
+import java.time.Duration;
+import java.util.EnumMap;
+import java.util.HashMap;
+import java.util.Map;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.RestartStrategyOptions;
+import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer;
+import org.apache.flink.runtime.testutils.MiniClusterResourceConfiguration;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.test.junit5.MiniClusterExtension;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.junit.jupiter.api.extension.RegisterExtension;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+/**
+ * Kafka in, Kafka out, exactly once, with a failure injected at each point of the checkpoint
+ * protocol. The oracle counts per message id against the generator's ground truth: each valid id
+ * exactly once in the output topic (read_committed), each poison record exactly once in the
+ * dead-letter topic with its reason.
+ */
+class ExactlyOnceKafkaIT {
+    private static final long RECORDS = 6_000;
+
+    @RegisterExtension
+    static final MiniClusterExtension FLINK = new MiniClusterExtension(
+            new MiniClusterResourceConfiguration.Builder()
+                    .setNumberTaskManagers(1)
+                    .setNumberSlotsPerTaskManager(4)
+                    .build());
+
+    @ParameterizedTest
+    @EnumSource(FailureInjector.Moment.class)
+    void everyIdExactlyOnceDespiteAFailure(FailureInjector.Moment moment) throws Exception {
+        PipelineScenario scenario = new PipelineScenario("eo-" + moment.name().toLowerCase().replace('_', '-'));
+        boolean beforeFirst = moment == FailureInjector.Moment.BEFORE_FIRST_CHECKPOINT;
+        // the first checkpoint must come after the data starts flowing for "before the first checkpoint"
+        scenario.with("checkpoint.interval", beforeFirst ? "10s" : "300ms");
+        GeneratedInput truth = scenario.produce(RECORDS, 7);
+        OnceflowConfig config = scenario.config();
+
+        FailureInjector failure = new FailureInjector(scenario.name, moment, beforeFirst ? 50 : RECORDS / 3).pacedAt(500);
+        StreamExecutionEnvironment env = boundedJob(config, failure);
+        env.execute(scenario.name);
+
+        assertThat(FailureInjector.fired(scenario.name)).as("the injected failure happened").isTrue();
+        assertExactlyOnce(scenario, truth);
+    }
+
+    /** The job over the scenario's input as it is now, ending when it has read all of it. */
+    static StreamExecutionEnvironment boundedJob(OnceflowConfig config, EventProcessor processor) {
+        Configuration flink = OnceflowJob.flinkConfiguration(config);
+        flink.set(RestartStrategyOptions.RESTART_STRATEGY, "fixed-delay");
+        flink.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_ATTEMPTS, 3);
+        flink.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_DELAY, Duration.ofMillis(200));
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(flink);
+        OnceflowPipeline.define(
+                env,
+                OnceflowJob.kafkaSourceBuilder(config).setBounded(OffsetsInitializer.latest()).build(),
+                OnceflowJob.sinks(config),
+                config.dedupTtl(),
+                processor);
+        return env;
+    }
+
+    static void assertExactlyOnce(PipelineScenario scenario, GeneratedInput truth) {
+        Map<String, Integer> outputPerId = new HashMap<>();
+        for (ConsumerRecord<byte[], byte[]> record : scenario.kafka().readCommitted(scenario.outputTopic, Duration.ofSeconds(60))) {
+            outputPerId.merge(new String(record.key(), UTF_8), 1, Integer::sum);
+        }
+        Map<String, Integer> wrongCounts = new HashMap<>();
+        for (String id : truth.uniqueIds()) {
+            int count = outputPerId.getOrDefault(id, 0);
+            if (count != 1) {
+                wrongCounts.put(id, count);
+            }
+        }
+        assertThat(wrongCounts).as("ids whose output count is not 1").isEmpty();
+        assertThat(outputPerId).as("output ids").hasSameSizeAs(truth.uniqueIds());
+
+        Map<DeadLetterReason, Long> deadLettersPerReason = new EnumMap<>(DeadLetterReason.class);
+        for (ConsumerRecord<byte[], byte[]> record : scenario.kafka().readCommitted(scenario.deadLetterTopic, Duration.ofSeconds(60))) {
+            String reason = new String(record.headers().lastHeader(OnceflowHeaders.DEAD_LETTER_REASON).value(), UTF_8);
+            deadLettersPerReason.merge(DeadLetterReason.valueOf(reason), 1L, Long::sum);
+        }
+        assertThat(deadLettersPerReason).isEqualTo(truth.poisonByReason());
+
+        AuditReport audit = scenario.audit();
+        assertThat(audit.problems()).isEmpty();
+        assertThat(audit.uniqueIds()).isEqualTo(truth.uniqueIds().size());
+        assertThat(audit.duplicateRecords()).isEqualTo(truth.duplicates());
+    }
+}

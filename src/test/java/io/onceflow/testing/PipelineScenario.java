@@ -1,0 +1,97 @@
+package io.onceflow.testing;
+
+import io.onceflow.config.OnceflowConfig;
+import io.onceflow.ingest.IngestDeserializer;
+import io.onceflow.ingest.MessageIdSource;
+import io.onceflow.tools.audit.Audit;
+import io.onceflow.tools.audit.AuditReport;
+import io.onceflow.tools.generator.EventGenerator;
+import io.onceflow.tools.generator.GeneratedInput;
+import io.onceflow.tools.generator.GeneratorSpec;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Properties;
+import java.util.UUID;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.producer.KafkaProducer;
+
+/**
+ * One test's own topics on the shared broker, the job configuration that points at them, and the
+ * means to produce generated input and audit the outputs per message id.
+ */
+public final class PipelineScenario {
+    /** Small limits keep the oversized and over-long poison records cheap. */
+    private static final int MAX_MESSAGE_BYTES = 4096;
+    private static final int MAX_ID_LENGTH = 64;
+
+    public final String name;
+    public final String inputTopic;
+    public final String outputTopic;
+    public final String deadLetterTopic;
+    private final TestKafka kafka;
+    private final Map<String, String> settings = new HashMap<>();
+
+    public PipelineScenario(String purpose) {
+        this.kafka = TestKafka.shared();
+        this.name = purpose + "-" + UUID.randomUUID().toString().substring(0, 8);
+        this.inputTopic = name + "-in";
+        this.outputTopic = name + "-out";
+        this.deadLetterTopic = name + "-dlq";
+        kafka.createTopics(4, inputTopic, outputTopic);
+        kafka.createTopics(2, deadLetterTopic);
+        settings.put("kafka.bootstrap.servers", kafka.bootstrapServers());
+        settings.put("input.topics", inputTopic);
+        settings.put("input.group.id", name);
+        settings.put("output.topic", outputTopic);
+        settings.put("dead.letter.topic", deadLetterTopic);
+        settings.put("kafka.transactional.id.prefix", name);
+        settings.put("message.max.bytes", String.valueOf(MAX_MESSAGE_BYTES));
+        settings.put("message.id.max.length", String.valueOf(MAX_ID_LENGTH));
+        settings.put("checkpoint.interval", "300ms");
+        settings.put("checkpoint.timeout", "1min");
+        settings.put("kafka.transaction.timeout", "5min");
+        settings.put("state.backend", "hashmap");
+        settings.put("parallelism", "2");
+    }
+
+    /** Overrides one setting of the job configuration. */
+    public PipelineScenario with(String key, String value) {
+        settings.put(key, value);
+        return this;
+    }
+
+    public OnceflowConfig config() {
+        return OnceflowConfig.fromMap(settings, Map.of());
+    }
+
+    /** Produces {@code records} generated records (10% duplicates, 2% poison) with the given seed. */
+    public GeneratedInput produce(long records, long seed) {
+        return produce(records, 0.10, 0.02, 0, seed);
+    }
+
+    /** Produces generated records sized to the configured limits, so poison is poison for this job. */
+    public GeneratedInput produce(long records, double duplicateRatio, double poisonRatio, int payloadBytes, long seed) {
+        OnceflowConfig config = config();
+        GeneratorSpec spec = new GeneratorSpec(records, duplicateRatio, poisonRatio, payloadBytes,
+                config.maxMessageBytes(), config.maxIdLength(), seed);
+        try (KafkaProducer<byte[], byte[]> producer = kafka.newProducer()) {
+            return new EventGenerator(spec).produce(producer, inputTopic);
+        }
+    }
+
+    /** Audits the scenario's topics, classifying input with the job's own deserializer settings. */
+    public AuditReport audit() {
+        OnceflowConfig config = config();
+        Properties client = new Properties();
+        client.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, kafka.bootstrapServers());
+        IngestDeserializer classifier = new IngestDeserializer(
+                MessageIdSource.parse(config.messageIdSourceSpec()), config.maxMessageBytes(), config.maxIdLength());
+        return new Audit(client, config.inputTopics(), outputTopic, deadLetterTopic, classifier)
+                .run(Duration.ofSeconds(60));
+    }
+
+    public TestKafka kafka() {
+        return kafka;
+    }
+}

@@ -1,0 +1,141 @@
+package io.onceflow.tools.demo;
+
+import io.onceflow.config.OnceflowConfig;
+import io.onceflow.job.OnceflowJob;
+import io.onceflow.job.OnceflowPipeline;
+import io.onceflow.testing.FailureInjector;
+import io.onceflow.testing.PipelineScenario;
+import io.onceflow.tools.audit.AuditReport;
+import io.onceflow.tools.generator.GeneratedInput;
+import java.time.Duration;
+import java.util.List;
+import java.util.Properties;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.flink.api.common.JobStatus;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.RestartStrategyOptions;
+import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer;
+import org.apache.flink.core.execution.JobClient;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+
+/**
+ * The README's first command: onceflow end to end on one machine with nothing installed but a JDK
+ * and Maven. Starts a real Kafka broker (embedded KRaft), produces payments and orders with
+ * duplicates and poison, runs the job in a Flink MiniCluster, kills it once mid-run, shows progress,
+ * and ends with the per-id audit. Exits 1 when any id is missing or duplicated.
+ */
+public final class Demo {
+    private static final long DEFAULT_RECORDS = 100_000;
+
+    private Demo() {}
+
+    public static void main(String[] args) throws Exception {
+        long records = args.length > 0 ? Long.parseLong(args[0]) : DEFAULT_RECORDS;
+        say("starting an embedded Kafka broker (KRaft)...");
+        PipelineScenario scenario = new PipelineScenario("demo")
+                .with("message.max.bytes", "16384")
+                .with("message.id.max.length", "128")
+                .with("checkpoint.interval", "2s")
+                .with("state.backend", "rocksdb");
+        OnceflowConfig config = scenario.config();
+        say("configuration: " + config);
+
+        say("producing " + records + " payments and orders (~10% re-sent duplicates, ~1% poison) to " + scenario.inputTopic);
+        GeneratedInput truth = scenario.produce(records, 0.10, 0.01, 200, 2026);
+        say("produced: " + truth);
+
+        String failureScenario = scenario.name + "-failure";
+        FailureInjector failure = new FailureInjector(
+                failureScenario, FailureInjector.Moment.AFTER_SNAPSHOT_BEFORE_COMPLETION, truth.uniqueIds().size() * 2L / 5);
+        Configuration flink = OnceflowJob.flinkConfiguration(config);
+        flink.set(RestartStrategyOptions.RESTART_STRATEGY, "fixed-delay");
+        flink.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_ATTEMPTS, 3);
+        flink.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_DELAY, Duration.ofSeconds(1));
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(flink);
+        OnceflowPipeline.define(env,
+                OnceflowJob.kafkaSourceBuilder(config).setBounded(OffsetsInitializer.latest()).build(),
+                OnceflowJob.sinks(config), config.dedupTtl(), failure);
+        say("running the job on a Flink MiniCluster (parallelism 2, checkpoint every 2 s); one failure will be"
+                + " injected after a checkpoint's snapshot and before its completion notice");
+        JobClient job = env.executeAsync(OnceflowJob.jobName(config));
+        CompletableFuture<?> done = job.getJobExecutionResult();
+        try (CommittedCounter output = new CommittedCounter(scenario.kafka().bootstrapServers(), scenario.outputTopic)) {
+            boolean failureReported = false;
+            while (!done.isDone()) {
+                waitUpTo(done, Duration.ofSeconds(2));
+                if (!failureReported && FailureInjector.fired(failureScenario)) {
+                    say("!! injected failure: the job restarts from its last completed checkpoint");
+                    failureReported = true;
+                }
+                say(String.format("job %-10s committed output records: %,d of %,d unique ids",
+                        statusOf(job), output.poll(), truth.uniqueIds().size()));
+            }
+        }
+        done.get();
+        say("job finished; auditing every id (read_committed)...");
+        AuditReport report = scenario.audit();
+        System.out.println();
+        System.out.println(report.toText());
+        System.exit(report.clean() ? 0 : 1);
+    }
+
+    private static void waitUpTo(CompletableFuture<?> future, Duration timeout) throws InterruptedException {
+        try {
+            future.get(timeout.toMillis(), TimeUnit.MILLISECONDS);
+        } catch (TimeoutException | ExecutionException notYetOrFailed) {
+            // the caller looks at the future again; a failure surfaces from its final get()
+        }
+    }
+
+    private static String statusOf(JobClient job) {
+        try {
+            return job.getJobStatus().get(2, TimeUnit.SECONDS).name();
+        } catch (Exception e) {
+            return JobStatus.FINISHED.name();
+        }
+    }
+
+    private static void say(String line) {
+        System.out.println("[demo] " + line);
+    }
+
+    /** Counts the records a read_committed consumer sees on a topic, as they become visible. */
+    private static final class CommittedCounter implements AutoCloseable {
+        private final KafkaConsumer<byte[], byte[]> consumer;
+        private final AtomicLong seen = new AtomicLong();
+
+        CommittedCounter(String bootstrapServers, String topic) {
+            Properties props = new Properties();
+            props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrapServers);
+            props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+            consumer = new KafkaConsumer<>(props, new ByteArrayDeserializer(), new ByteArrayDeserializer());
+            List<TopicPartition> partitions = consumer.partitionsFor(topic).stream()
+                    .map(p -> new TopicPartition(topic, p.partition())).toList();
+            consumer.assign(partitions);
+            consumer.seekToBeginning(partitions);
+        }
+
+        /** Reads what became visible since the last call, until a poll comes back empty. */
+        long poll() {
+            int batch;
+            do {
+                batch = consumer.poll(Duration.ofMillis(200)).count();
+                seen.addAndGet(batch);
+            } while (batch > 0);
+            return seen.get();
+        }
+
+        @Override
+        public void close() {
+            consumer.close();
+        }
+    }
+}
