@@ -1,0 +1,73 @@
+package io.onceflow.job;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.onceflow.config.OnceflowConfig;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
+import org.apache.flink.configuration.CheckpointingOptions;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.CoreOptions;
+import org.apache.flink.configuration.ExternalizedCheckpointRetention;
+import org.apache.flink.configuration.PipelineOptions;
+import org.apache.flink.configuration.StateBackendOptions;
+import org.apache.flink.core.execution.CheckpointingMode;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.junit.jupiter.api.Test;
+
+class OnceflowJobTest {
+    private static final String KAFKA_SECRET = "kafka-secret-value";
+
+    private static OnceflowConfig config(Map<String, String> overrides) {
+        Map<String, String> settings = new HashMap<>(Map.of(
+                "kafka.bootstrap.servers", "localhost:9092",
+                "input.topics", "payments,orders",
+                "input.group.id", "onceflow",
+                "output.topic", "processed",
+                "dead.letter.topic", "dead-letters",
+                "kafka.transactional.id.prefix", "onceflow-test",
+                "kafka.properties.sasl.jaas.config", "${JAAS}"));
+        settings.putAll(overrides);
+        return OnceflowConfig.fromMap(settings, Map.of("JAAS", "PlainLoginModule required password=\"" + KAFKA_SECRET + "\";"));
+    }
+
+    @Test
+    void configuresExactlyOnceCheckpointsRetainedOnCancellationWithRocksDbAndNoKryo() {
+        Configuration flink = OnceflowJob.flinkConfiguration(config(Map.of("checkpoint.interval", "5s", "parallelism", "3")));
+
+        assertThat(flink.get(CheckpointingOptions.CHECKPOINTING_INTERVAL)).isEqualTo(Duration.ofSeconds(5));
+        assertThat(flink.get(CheckpointingOptions.CHECKPOINTING_CONSISTENCY_MODE)).isEqualTo(CheckpointingMode.EXACTLY_ONCE);
+        assertThat(flink.get(CheckpointingOptions.EXTERNALIZED_CHECKPOINT_RETENTION))
+                .isEqualTo(ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION);
+        assertThat(flink.get(StateBackendOptions.STATE_BACKEND)).isEqualTo("rocksdb");
+        assertThat(flink.get(CheckpointingOptions.INCREMENTAL_CHECKPOINTS)).isTrue();
+        assertThat(flink.get(PipelineOptions.GENERIC_TYPES)).isFalse();
+        assertThat(flink.get(CoreOptions.DEFAULT_PARALLELISM)).isEqualTo(3);
+    }
+
+    @Test
+    void theJobParametersFlinksWebUiShowsHoldNoSecret() {
+        Configuration flink = OnceflowJob.flinkConfiguration(config(Map.of()));
+
+        Map<String, String> shown = flink.get(PipelineOptions.GLOBAL_JOB_PARAMETERS);
+        assertThat(shown).containsEntry("kafka.properties.sasl.jaas.config", "******");
+        assertThat(shown.toString()).doesNotContain(KAFKA_SECRET);
+        assertThat(flink.toString()).doesNotContain(KAFKA_SECRET);
+    }
+
+    @Test
+    void everyOperatorHasAStableUidAndNoGenericType() {
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(
+                OnceflowJob.flinkConfiguration(config(Map.of())));
+        OnceflowJob.defineJob(env, config(Map.of()), EventProcessor.passThrough());
+
+        // building the graph fails on a Kryo fallback because generic types are disabled
+        var graph = env.getStreamGraph();
+        assertThat(graph.getStreamNodes()).allSatisfy(node ->
+                assertThat(node.getTransformationUID()).as("uid of " + node.getOperatorName()).isNotBlank());
+        assertThat(graph.getStreamNodes()).extracting(node -> node.getTransformationUID())
+                .contains(OnceflowPipeline.SOURCE_UID, OnceflowPipeline.DEDUP_UID, OnceflowPipeline.PROCESSOR_UID,
+                        OnceflowPipeline.OUTPUT_SINK_UID, OnceflowPipeline.DEAD_LETTER_SINK_UID);
+    }
+}
