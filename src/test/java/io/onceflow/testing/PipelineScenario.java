@@ -1,9 +1,7 @@
 package io.onceflow.testing;
 
 import io.onceflow.config.OnceflowConfig;
-import io.onceflow.ingest.IngestDeserializer;
-import io.onceflow.ingest.MessageIdSource;
-import io.onceflow.tools.audit.Audit;
+import io.onceflow.tools.audit.AuditCommand;
 import io.onceflow.tools.audit.AuditReport;
 import io.onceflow.tools.generator.EventGenerator;
 import io.onceflow.tools.generator.GeneratedInput;
@@ -11,9 +9,7 @@ import io.onceflow.tools.generator.GeneratorSpec;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.Map;
-import java.util.Properties;
 import java.util.UUID;
-import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.producer.KafkaProducer;
 
 /**
@@ -82,13 +78,7 @@ public final class PipelineScenario {
 
     /** Audits the scenario's topics, classifying input with the job's own deserializer settings. */
     public AuditReport audit() {
-        OnceflowConfig config = config();
-        Properties client = new Properties();
-        client.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, kafka.bootstrapServers());
-        IngestDeserializer classifier = new IngestDeserializer(
-                MessageIdSource.parse(config.messageIdSourceSpec()), config.maxMessageBytes(), config.maxIdLength());
-        return new Audit(client, config.inputTopics(), outputTopic, deadLetterTopic, classifier)
-                .run(Duration.ofSeconds(60));
+        return AuditCommand.forConfig(config()).run(Duration.ofSeconds(60));
     }
 
     public TestKafka kafka() {
