@@ -23,5 +23,10 @@ public enum DeadLetterReason {
     /** The value, or the id, is not valid UTF-8. */
     INVALID_UTF8,
     /** The id found at the JSON pointer is not a string or a number. */
-    INVALID_ID_TYPE
+    INVALID_ID_TYPE,
+    /**
+     * The value escapes U+0000 or an unpaired surrogate ({@code \u0000}, {@code \ud800}), or the id
+     * holds U+0000: PostgreSQL's text and jsonb cannot store them, so the row would fail on every retry.
+     */
+    UNSUPPORTED_CHARACTER
 }

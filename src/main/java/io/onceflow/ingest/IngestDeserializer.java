@@ -35,12 +35,15 @@ import org.apache.kafka.common.header.Headers;
  *   <li>{@code MALFORMED_JSON}: the value is not exactly one JSON value (trailing content counts);
  *   <li>{@code NOT_A_JSON_OBJECT}: the value is JSON but not an object. Checked whatever the id
  *       source, since the payload is later stored as jsonb;
+ *   <li>{@code UNSUPPORTED_CHARACTER}: the value escapes U+0000 or an unpaired surrogate, which
+ *       jsonb rejects;
  *   <li>{@code MISSING_ID}: the header is absent or has a null value, the pointer matches nothing,
  *       or the key is null;
  *   <li>{@code INVALID_UTF8}: a header or key id is not valid UTF-8, or {@code INVALID_ID_TYPE}: the
  *       pointer matches something other than a string or an integral number (which becomes its
  *       decimal text);
  *   <li>{@code EMPTY_ID}: the id is empty or only white space;
+ *   <li>{@code UNSUPPORTED_CHARACTER}: the id holds U+0000, which PostgreSQL text rejects;
  *   <li>{@code ID_TOO_LONG}: the id has more than {@code maxIdLength} chars (UTF-16 units, so a
  *       supplementary character counts twice and the limit never undercounts a database's).
  * </ol>
@@ -152,6 +155,7 @@ public class IngestDeserializer implements KafkaRecordDeserializationSchema<Inge
                     DeadLetterReason.NOT_A_JSON_OBJECT,
                     "the value is " + describeJsonType(root) + ", not a JSON object: " + Rejection.quote(text));
         }
+        rejectEscapesPostgresCannotStore(text);
         return root;
     }
 
@@ -181,6 +185,47 @@ public class IngestDeserializer implements KafkaRecordDeserializationSchema<Inge
         }
     }
 
+    /**
+     * PostgreSQL's jsonb refuses {@code \u0000} and unpaired surrogate escapes. Accepting them would
+     * make the PostgreSQL sink fail on the same row after every restart, so they are dead letters.
+     * Runs on text that already parsed as JSON, where a backslash only occurs inside strings.
+     */
+    private static void rejectEscapesPostgresCannotStore(CharBuffer text) {
+        int start = text.position();
+        int end = text.limit();
+        int pendingHighSurrogateAt = -1;
+        for (int i = start; i < end; i++) {
+            boolean unicodeEscape = text.get(i) == '\\' && text.get(i + 1) == 'u';
+            if (!unicodeEscape) {
+                if (pendingHighSurrogateAt >= 0) {
+                    throw unpairedSurrogate(pendingHighSurrogateAt - start);
+                }
+                if (text.get(i) == '\\') {
+                    i++; // skip the escaped char, so "\\\\u0000" (an escaped backslash) is not an escape
+                }
+                continue;
+            }
+            char unit = (char) Integer.parseInt(text, i + 2 - start, i + 6 - start, 16);
+            if (unit == 0) {
+                throw new Rejection(DeadLetterReason.UNSUPPORTED_CHARACTER,
+                        "the value escapes U+0000, which PostgreSQL's jsonb cannot store, at char " + (i - start));
+            }
+            if (Character.isLowSurrogate(unit) != pendingHighSurrogateAt >= 0) {
+                throw unpairedSurrogate((pendingHighSurrogateAt >= 0 ? pendingHighSurrogateAt : i) - start);
+            }
+            pendingHighSurrogateAt = Character.isHighSurrogate(unit) ? i : -1;
+            i += 5;
+        }
+        if (pendingHighSurrogateAt >= 0) {
+            throw unpairedSurrogate(pendingHighSurrogateAt - start);
+        }
+    }
+
+    private static Rejection unpairedSurrogate(int at) {
+        return new Rejection(DeadLetterReason.UNSUPPORTED_CHARACTER,
+                "the value escapes an unpaired surrogate, which PostgreSQL's jsonb cannot store, at char " + at);
+    }
+
     private static String position(JsonLocation location) {
         return location == null
                 ? "an unknown position"
@@ -199,6 +244,10 @@ public class IngestDeserializer implements KafkaRecordDeserializationSchema<Inge
                     DeadLetterReason.EMPTY_ID,
                     idSource.idDescription()
                             + (id.isEmpty() ? " is empty" : " is only white space: " + Rejection.quote(id)));
+        }
+        if (id.indexOf(0) >= 0) {
+            throw new Rejection(DeadLetterReason.UNSUPPORTED_CHARACTER,
+                    idSource.idDescription() + " holds U+0000, which PostgreSQL text cannot store");
         }
         if (id.length() > maxIdLength) {
             throw new Rejection(

@@ -32,6 +32,7 @@ class IngestDeserializerFuzzTest {
         "{\"id\":17,\"a\":[{\"b\":\"x\"}]}",
         "{\"a\":[{\"b\":-3}],\"id\":\"\u00e9\u20ac\"}",
         "{\"id\":\" \",\"a\":[{\"b\":true}]}",
+        "{\"id\":\"b-2\",\"s\":\"\\ud83d\\ude00\\u0000\"}",
     };
     /** An independent judge of "is one JSON object": Jackson's byte parser, not the char one we use. */
     private static final ObjectMapper ORACLE =

@@ -9,6 +9,7 @@ import static io.onceflow.ingest.DeadLetterReason.MISSING_ID;
 import static io.onceflow.ingest.DeadLetterReason.NOT_A_JSON_OBJECT;
 import static io.onceflow.ingest.DeadLetterReason.NULL_VALUE;
 import static io.onceflow.ingest.DeadLetterReason.PAYLOAD_TOO_LARGE;
+import static io.onceflow.ingest.DeadLetterReason.UNSUPPORTED_CHARACTER;
 import static io.onceflow.ingest.TestRecords.OFFSET;
 import static io.onceflow.ingest.TestRecords.PARTITION;
 import static io.onceflow.ingest.TestRecords.TIMESTAMP;
@@ -272,7 +273,7 @@ class IngestDeserializerTest {
                 .errorMessage;
 
         assertThat(garbage).startsWith("the value is not valid JSON: Unrecognized token 'trailing'")
-                .endsWith("at line 1, column 20");
+                .endsWith("at line 1, column 12");
         assertThat(secondValue).isEqualTo("the value has content after its JSON value, at line 2, column 2");
     }
 
@@ -434,17 +435,60 @@ class IngestDeserializerTest {
     @Test
     void messagesEscapeControlCharacters() {
         String blank = rejected(HEADER, withHeaderId(utf8("\t\n ")), EMPTY_ID).errorMessage;
-        String nuls = rejected(KEY, record(new byte[MAX_ID_LENGTH + 1], utf8("{}")), ID_TOO_LONG)
-                .errorMessage;
+        byte[] controlChars = new byte[MAX_ID_LENGTH + 1];
+        Arrays.fill(controlChars, (byte) 1);
+        String controls = rejected(KEY, record(controlChars, utf8("{}")), ID_TOO_LONG).errorMessage;
 
         assertThat(blank).contains("'\\u0009\\u000a '").doesNotContainPattern("\\p{Cntrl}");
-        assertThat(nuls).contains("\\u0000".repeat(MAX_ID_LENGTH + 1)).doesNotContainPattern("\\p{Cntrl}");
+        assertThat(controls).contains("\\u0001".repeat(MAX_ID_LENGTH + 1)).doesNotContainPattern("\\p{Cntrl}");
     }
 
     // ---------------------------------------------------------------- helpers
 
     private static IngestDeserializer deserializer(String spec) {
         return new IngestDeserializer(MessageIdSource.parse(spec), MAX_MESSAGE_BYTES, MAX_ID_LENGTH);
+    }
+
+    // ---------------------------------------------------------------- what PostgreSQL cannot store
+
+    @ParameterizedTest
+    @MethodSource
+    void unsupportedCharacterInTheValue(String json) {
+        DeadLetter deadLetter = rejected(POINTER, value(json), UNSUPPORTED_CHARACTER);
+
+        assertThat(deadLetter.errorMessage).contains("PostgreSQL");
+    }
+
+    static Stream<String> unsupportedCharacterInTheValue() {
+        return Stream.of(
+                "{\"id\":\"a\",\"note\":\"x\\u0000y\"}",
+                "{\"id\":\"a\",\"note\":\"\\ud83d\"}",
+                "{\"id\":\"a\",\"note\":\"\\ud83dx\"}",
+                "{\"id\":\"a\",\"note\":\"\\ud83d\\n\"}",
+                "{\"id\":\"a\",\"note\":\"\\ude00\"}",
+                "{\"id\":\"a\",\"note\":\"\\ud83d\\ud83d\"}",
+                "{\"id\":\"a\\u0000\"}");
+    }
+
+    @ParameterizedTest
+    @MethodSource
+    void escapesPostgresCanStoreAreAccepted(String json) {
+        assertThat(accepted(POINTER, value(json)).messageId).isEqualTo("a");
+    }
+
+    static Stream<String> escapesPostgresCanStoreAreAccepted() {
+        return Stream.of(
+                "{\"id\":\"a\",\"note\":\"\\ud83d\\ude00 \\u00e9 \\n\"}",
+                "{\"id\":\"a\",\"note\":\"\\\\u0000 is an escaped backslash\"}",
+                "{\"id\":\"a\",\"note\":\"\\\\\"}");
+    }
+
+    @Test
+    void unsupportedCharacterInAHeaderId() {
+        RecordHeaders headers = new RecordHeaders();
+        headers.add("message-id", utf8("a\u0000b"));
+
+        rejected(HEADER, record(null, utf8("{}"), headers), UNSUPPORTED_CHARACTER);
     }
 
     private static Event accepted(String spec, ConsumerRecord<byte[], byte[]> record) {

@@ -35,7 +35,8 @@ public final class EventGenerator {
             DeadLetterReason.ID_TOO_LONG,
             DeadLetterReason.PAYLOAD_TOO_LARGE,
             DeadLetterReason.NULL_VALUE,
-            DeadLetterReason.INVALID_UTF8);
+            DeadLetterReason.INVALID_UTF8,
+            DeadLetterReason.UNSUPPORTED_CHARACTER);
 
     private final GeneratorSpec spec;
 
@@ -151,6 +152,8 @@ public final class EventGenerator {
                 value[question + 1] = (byte) 0x28;
                 return record(topic, idBytes, value, idBytes);
             }
+            case UNSUPPORTED_CHARACTER:
+                return record(topic, idBytes, ("{\"id\":\"" + id + "\",\"note\":\"a\\u0000b\"}").getBytes(UTF_8), idBytes);
             default:
                 throw new IllegalStateException("no poison of kind " + kind);
         }
