@@ -1,0 +1,133 @@
+package io.onceflow.sink.postgres;
+
+import java.io.IOException;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.Collection;
+import java.util.Set;
+import org.apache.flink.annotation.Internal;
+import org.apache.flink.api.connector.sink2.Committer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Internal. The committer of {@link PostgresSink}. Flink calls it only for checkpoints that have
+ * completed, including committables restored from a checkpoint; it runs {@code COMMIT PREPARED} on
+ * its own connection (PostgreSQL wants the second phase on a connection with no transaction open).
+ *
+ * <p>Idempotent: when the prepared transaction no longer exists, the commit log decides. Logged
+ * means it was committed before (a restore replays committables whose commit already happened):
+ * success. Not logged means it was rolled back or never prepared: its rows are lost, and the
+ * committer fails the job loudly instead of skipping it. A connection-level failure (server restart,
+ * dropped connection, timeout) asks Flink to retry; when Flink's retries are used up it fails the
+ * task, which restarts from the last checkpoint and commits the restored committables.
+ */
+@Internal
+final class PostgresCommitter implements Committer<PostgresCommittable> {
+    private static final Logger LOG = LoggerFactory.getLogger(PostgresCommitter.class);
+    /** SQLSTATEs worth another attempt besides connection exceptions (class 08). */
+    private static final Set<String> TRANSIENT_STATES = Set.of(
+            "40001", // serialization_failure
+            "40P01", // deadlock_detected
+            "55P03", // lock_not_available (lock_timeout)
+            "57014", // query_canceled (statement_timeout)
+            "57P01", // admin_shutdown
+            "57P02", // crash_shutdown
+            "57P03", // cannot_connect_now (server starting up)
+            "53300"); // too_many_connections
+
+    private final PostgresSinkConfig config;
+    private final String isLoggedSql;
+    private Connection connection;
+
+    PostgresCommitter(PostgresSinkConfig config) {
+        this.config = config;
+        this.isLoggedSql = "SELECT 1 FROM " + config.commitLogTable() + " WHERE gid = ?";
+    }
+
+    @Override
+    public void commit(Collection<CommitRequest<PostgresCommittable>> requests) throws IOException {
+        for (CommitRequest<PostgresCommittable> request : requests) {
+            commit(request);
+        }
+    }
+
+    private void commit(CommitRequest<PostgresCommittable> request) throws IOException {
+        TransactionId transaction = request.getCommittable().transactionId();
+        ProtocolHooks.reached(ProtocolHooks.Step.BEFORE_COMMIT, transaction);
+        try {
+            if (commitPrepared(transaction)) {
+                ProtocolHooks.reached(ProtocolHooks.Step.AFTER_COMMIT, transaction);
+            } else if (isLogged(transaction)) {
+                LOG.info("{} was committed before (restored committable)", transaction);
+                request.signalAlreadyCommitted();
+            } else {
+                throw new IOException("LOST: prepared transaction " + transaction + " of a completed checkpoint"
+                        + " is neither prepared nor in the commit log " + config.commitLogTable() + ": it was rolled"
+                        + " back (by hand, or by a second job using sink prefix '" + transaction.sinkPrefix()
+                        + "') and its rows are missing. Replay its input or restore an earlier savepoint.");
+            }
+        } catch (SQLException e) {
+            if (!isTransient(e)) {
+                throw new IOException("could not commit " + transaction, e);
+            }
+            LOG.warn("Transient failure committing {} (attempt {}), will retry: {}",
+                    transaction, request.getNumberOfRetries() + 1, e.toString());
+            closeConnection();
+            request.retryLater();
+        }
+    }
+
+    /** @return false if no prepared transaction has this gid */
+    private boolean commitPrepared(TransactionId transaction) throws SQLException {
+        try (Statement statement = connection().createStatement()) {
+            statement.execute("COMMIT PREPARED '" + transaction.encode() + "'");
+            return true;
+        } catch (SQLException e) {
+            if (PreparedTransactionRecovery.UNDEFINED_OBJECT.equals(e.getSQLState())) {
+                return false;
+            }
+            throw e;
+        }
+    }
+
+    private boolean isLogged(TransactionId transaction) throws SQLException {
+        try (PreparedStatement query = connection().prepareStatement(isLoggedSql)) {
+            query.setString(1, transaction.encode());
+            try (ResultSet result = query.executeQuery()) {
+                return result.next();
+            }
+        }
+    }
+
+    private static boolean isTransient(SQLException e) {
+        String state = e.getSQLState();
+        return state != null && (state.startsWith("08") || TRANSIENT_STATES.contains(state));
+    }
+
+    private Connection connection() throws SQLException {
+        if (connection == null) {
+            connection = PostgresConnections.open(config, "committer");
+        }
+        return connection;
+    }
+
+    private void closeConnection() {
+        if (connection != null) {
+            try {
+                connection.close();
+            } catch (SQLException e) {
+                LOG.debug("Closing a failed committer connection failed too", e);
+            }
+            connection = null;
+        }
+    }
+
+    @Override
+    public void close() {
+        closeConnection();
+    }
+}

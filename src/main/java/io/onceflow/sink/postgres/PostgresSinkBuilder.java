@@ -1,0 +1,170 @@
+package io.onceflow.sink.postgres;
+
+import io.onceflow.ingest.Event;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import org.apache.flink.api.connector.sink2.Sink;
+
+/**
+ * Builds a {@link PostgresSink} (exactly-once) or an at-least-once sink with the same upsert.
+ *
+ * <pre>{@code
+ * PostgresSink sink = PostgresSink.builder()
+ *         .setJdbcUrl("jdbc:postgresql://db:5432/onceflow")
+ *         .setUser("onceflow")
+ *         .setPassword(secret)
+ *         .setSinkPrefix("orders_pg")
+ *         .build();
+ * }</pre>
+ *
+ * <p>{@link #build()} and {@link #buildAtLeastOnce()} check every setting and report all problems
+ * at once, each with what to do. The password never appears in messages or {@code toString()}.
+ */
+public final class PostgresSinkBuilder {
+    public static final String DEFAULT_TABLE = "onceflow_events";
+    public static final String DEFAULT_COMMIT_LOG_TABLE = "onceflow_commit_log";
+    public static final int DEFAULT_BATCH_SIZE = 1000;
+    public static final int MAX_BATCH_SIZE = 100_000;
+    public static final Duration DEFAULT_LOCK_TIMEOUT = Duration.ofSeconds(30);
+    public static final Duration DEFAULT_STATEMENT_TIMEOUT = Duration.ofSeconds(120);
+
+    private String jdbcUrl;
+    private String user;
+    private String password = "";
+    private String table = DEFAULT_TABLE;
+    private String commitLogTable = DEFAULT_COMMIT_LOG_TABLE;
+    private String sinkPrefix;
+    private int batchSize = DEFAULT_BATCH_SIZE;
+    private Duration lockTimeout = DEFAULT_LOCK_TIMEOUT;
+    private Duration statementTimeout = DEFAULT_STATEMENT_TIMEOUT;
+
+    PostgresSinkBuilder() {}
+
+    /** Required: {@code jdbc:postgresql://host:port/database}, without a password in it. */
+    public PostgresSinkBuilder setJdbcUrl(String jdbcUrl) {
+        this.jdbcUrl = jdbcUrl;
+        return this;
+    }
+
+    /** Required: the database user. */
+    public PostgresSinkBuilder setUser(String user) {
+        this.user = user;
+        return this;
+    }
+
+    /** The password; none (empty) by default. */
+    public PostgresSinkBuilder setPassword(String password) {
+        this.password = password == null ? "" : password;
+        return this;
+    }
+
+    /** The event table, {@code table} or {@code schema.table}; default {@value #DEFAULT_TABLE}. */
+    public PostgresSinkBuilder setTable(String table) {
+        this.table = table;
+        return this;
+    }
+
+    /** The commit log table; default {@value #DEFAULT_COMMIT_LOG_TABLE}. May be shared by sinks. */
+    public PostgresSinkBuilder setCommitLogTable(String commitLogTable) {
+        this.commitLogTable = commitLogTable;
+        return this;
+    }
+
+    /**
+     * Required for {@link #build()}: 1 to 40 of {@code a-z A-Z 0-9 _}, stable across restarts and
+     * upgrades of the job, and unique among the jobs writing to the same database.
+     */
+    public PostgresSinkBuilder setSinkPrefix(String sinkPrefix) {
+        this.sinkPrefix = sinkPrefix;
+        return this;
+    }
+
+    /** Distinct ids per INSERT statement, 1 to {@value #MAX_BATCH_SIZE}; default {@value #DEFAULT_BATCH_SIZE}. */
+    public PostgresSinkBuilder setBatchSize(int batchSize) {
+        this.batchSize = batchSize;
+        return this;
+    }
+
+    /** The longest wait for a row lock (PostgreSQL {@code lock_timeout}); default 30 s. */
+    public PostgresSinkBuilder setLockTimeout(Duration lockTimeout) {
+        this.lockTimeout = lockTimeout;
+        return this;
+    }
+
+    /** The longest statement (PostgreSQL {@code statement_timeout}); default 120 s. */
+    public PostgresSinkBuilder setStatementTimeout(Duration statementTimeout) {
+        this.statementTimeout = statementTimeout;
+        return this;
+    }
+
+    /**
+     * The exactly-once sink.
+     *
+     * @throws IllegalArgumentException listing every invalid setting
+     */
+    public PostgresSink build() {
+        List<String> problems = commonProblems();
+        if (sinkPrefix == null || !TransactionId.SINK_PREFIX.matcher(sinkPrefix).matches()) {
+            problems.add("sink prefix '" + sinkPrefix + "' is not valid: use 1 to 40 of the characters a-z, A-Z, 0-9"
+                    + " and '_', stable across restarts of the job and unique among jobs using the database");
+        }
+        return new PostgresSink(validConfig(problems, sinkPrefix));
+    }
+
+    /**
+     * An at-least-once sink with the same upsert: rows become visible batch by batch (autocommit),
+     * and every row is written before a checkpoint completes. A restart replays rows written after
+     * the last checkpoint, which raises their {@code deliveries}. No sink prefix, commit log or
+     * prepared transactions are needed.
+     *
+     * @throws IllegalArgumentException listing every invalid setting
+     */
+    public Sink<Event> buildAtLeastOnce() {
+        return new PostgresAtLeastOnceSink(validConfig(commonProblems(), null));
+    }
+
+    private List<String> commonProblems() {
+        List<String> problems = new ArrayList<>();
+        if (jdbcUrl == null || !jdbcUrl.startsWith("jdbc:postgresql:")) {
+            problems.add("JDBC URL '" + jdbcUrl + "' is not a PostgreSQL URL: use jdbc:postgresql://host:port/database");
+        } else if (jdbcUrl.toLowerCase(Locale.ROOT).contains("password=")) {
+            // Not echoed: it holds the secret.
+            problems.add("the JDBC URL contains a password: remove it from the URL and use setPassword, since URLs"
+                    + " appear in logs and in the Flink web UI");
+        }
+        if (user == null || user.isBlank()) {
+            problems.add("user is not set: set the database user with setUser");
+        }
+        if (!SqlIdentifiers.isTableName(table)) {
+            problems.add(SqlIdentifiers.tableNameProblem("table", table));
+        }
+        if (!SqlIdentifiers.isTableName(commitLogTable)) {
+            problems.add(SqlIdentifiers.tableNameProblem("commit log table", commitLogTable));
+        } else if (commitLogTable.equalsIgnoreCase(table)) {
+            problems.add("commit log table '" + commitLogTable + "' is the event table: give the commit log its own");
+        }
+        if (batchSize < 1 || batchSize > MAX_BATCH_SIZE) {
+            problems.add("batch size " + batchSize + " is out of range: use 1 to " + MAX_BATCH_SIZE);
+        }
+        checkTimeout(problems, "lock timeout", lockTimeout);
+        checkTimeout(problems, "statement timeout", statementTimeout);
+        return problems;
+    }
+
+    private static void checkTimeout(List<String> problems, String name, Duration timeout) {
+        if (timeout == null || timeout.toMillis() < 1 || timeout.toMillis() > Integer.MAX_VALUE) {
+            problems.add(name + " " + timeout + " is out of range: use 1 ms to 24 days (a timeout bounds"
+                    + " every wait, so that a stuck lock becomes a restart instead of a hang)");
+        }
+    }
+
+    private PostgresSinkConfig validConfig(List<String> problems, String prefix) {
+        if (!problems.isEmpty()) {
+            throw new IllegalArgumentException("invalid PostgreSQL sink settings:\n  - " + String.join("\n  - ", problems));
+        }
+        return new PostgresSinkConfig(jdbcUrl, user, password, table, commitLogTable, prefix, batchSize,
+                lockTimeout, statementTimeout);
+    }
+}

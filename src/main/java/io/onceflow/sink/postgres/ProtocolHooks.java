@@ -1,0 +1,55 @@
+package io.onceflow.sink.postgres;
+
+import java.io.IOException;
+import org.apache.flink.annotation.Internal;
+import org.apache.flink.annotation.VisibleForTesting;
+
+/**
+ * Internal, for the tests of this package: lets them act at each step of the two-phase protocol
+ * (fail there, or misbehave on purpose to show that the tests notice). Does nothing unless a test
+ * installs a hook. Static because Flink re-creates writers and committers from serialized sinks
+ * after every restart, inside the same JVM in MiniCluster tests.
+ */
+@Internal
+@VisibleForTesting
+final class ProtocolHooks {
+    /** The steps, in protocol order. */
+    enum Step {
+        /** The writer has written the checkpoint's rows and is about to prepare. */
+        BEFORE_PREPARE,
+        /** The writer has prepared; the checkpoint has not completed yet. */
+        AFTER_PREPARE,
+        /** The checkpoint has completed; the committer is about to commit. */
+        BEFORE_COMMIT,
+        /** The committer has committed; Flink does not know yet. */
+        AFTER_COMMIT
+    }
+
+    @FunctionalInterface
+    interface Hook {
+        void reached(Step step, TransactionId transaction) throws Exception;
+    }
+
+    private static final Hook NONE = (step, transaction) -> {};
+    private static volatile Hook installed = NONE;
+
+    private ProtocolHooks() {}
+
+    static void install(Hook hook) {
+        installed = hook;
+    }
+
+    static void reset() {
+        installed = NONE;
+    }
+
+    static void reached(Step step, TransactionId transaction) throws IOException {
+        try {
+            installed.reached(step, transaction);
+        } catch (IOException | RuntimeException e) {
+            throw e;
+        } catch (Exception e) {
+            throw new IOException("protocol hook failed at " + step + " of " + transaction, e);
+        }
+    }
+}

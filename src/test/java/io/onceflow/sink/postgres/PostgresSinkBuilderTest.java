@@ -1,0 +1,121 @@
+package io.onceflow.sink.postgres;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import java.time.Duration;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+class PostgresSinkBuilderTest {
+    private static final String SECRET = "s3cr3t-pa55";
+
+    private static PostgresSinkBuilder valid() {
+        return PostgresSink.builder()
+                .setJdbcUrl("jdbc:postgresql://db:5432/onceflow")
+                .setUser("onceflow")
+                .setPassword(SECRET)
+                .setSinkPrefix("orders_pg");
+    }
+
+    @Test
+    void defaults() {
+        PostgresSinkConfig config = valid().build().config();
+
+        assertThat(config.table()).isEqualTo("onceflow_events");
+        assertThat(config.commitLogTable()).isEqualTo("onceflow_commit_log");
+        assertThat(config.batchSize()).isEqualTo(1000);
+        assertThat(config.lockTimeout()).isEqualTo(Duration.ofSeconds(30));
+        assertThat(config.statementTimeout()).isEqualTo(Duration.ofSeconds(120));
+    }
+
+    @Test
+    void acceptsSchemaQualifiedNames() {
+        PostgresSinkConfig config = valid().setTable("sink.events").setCommitLogTable("_Sink2.log_1").build().config();
+
+        assertThat(config.table()).isEqualTo("sink.events");
+        assertThat(config.commitLogTable()).isEqualTo("_Sink2.log_1");
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {
+            "events; DROP TABLE onceflow_commit_log",
+            "events--",
+            "events/**/",
+            "\"events\"",
+            "events(id)",
+            "a.b.c",
+            "1events",
+            "events.",
+            ".events",
+            "ev ents",
+            "événements",
+            ""})
+    void rejectsTableNamesThatAreNotPlainIdentifiers(String name) {
+        assertThatThrownBy(() -> valid().setTable(name).build())
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("table '" + name + "' is not a valid table name")
+                .hasMessageContaining("schema.table");
+        assertThatThrownBy(() -> valid().setCommitLogTable(name).build())
+                .hasMessageContaining("commit log table '" + name + "' is not a valid table name");
+        assertThatThrownBy(() -> new PostgresSchema(name, "log")).isInstanceOf(IllegalArgumentException.class);
+    }
+
+    @Test
+    void identifierPartsAreLimitedTo63Characters() {
+        String longest = "t".repeat(63);
+
+        assertThat(valid().setTable(longest + "." + longest).build().config().table()).hasSize(127);
+        assertThatThrownBy(() -> valid().setTable(longest + "t").build()).hasMessageContaining("62");
+    }
+
+    @Test
+    void theCommitLogNeedsItsOwnTable() {
+        assertThatThrownBy(() -> valid().setTable("events").setCommitLogTable("EVENTS").build())
+                .hasMessageContaining("give the commit log its own");
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"", "job-1", "job:1", "job'", "0123456789012345678901234567890123456789x"})
+    void rejectsInvalidSinkPrefixes(String prefix) {
+        assertThatThrownBy(() -> valid().setSinkPrefix(prefix).build())
+                .hasMessageContaining("sink prefix '" + prefix + "' is not valid")
+                .hasMessageContaining("a-z, A-Z, 0-9 and '_'");
+    }
+
+    @Test
+    void theExactlyOnceSinkNeedsAPrefixTheAtLeastOnceSinkDoesNot() {
+        assertThatThrownBy(() -> valid().setSinkPrefix(null).build()).hasMessageContaining("sink prefix 'null'");
+        assertThat(valid().setSinkPrefix(null).buildAtLeastOnce()).isNotNull();
+    }
+
+    @Test
+    void reportsEveryProblemAtOnce() {
+        assertThatThrownBy(() -> PostgresSink.builder()
+                        .setJdbcUrl("jdbc:mysql://db/x")
+                        .setBatchSize(0)
+                        .setLockTimeout(Duration.ZERO)
+                        .setStatementTimeout(null)
+                        .build())
+                .hasMessageContaining("not a PostgreSQL URL")
+                .hasMessageContaining("setUser")
+                .hasMessageContaining("sink prefix")
+                .hasMessageContaining("batch size 0")
+                .hasMessageContaining("lock timeout PT0S")
+                .hasMessageContaining("statement timeout null");
+    }
+
+    @Test
+    void thePasswordAppearsNowhere() {
+        PostgresSink sink = valid().build();
+        assertThat(sink.toString()).doesNotContain(SECRET).contains("orders_pg");
+        assertThat(sink.config().toString()).doesNotContain(SECRET);
+        assertThat(valid().buildAtLeastOnce().toString()).doesNotContain(SECRET);
+
+        assertThatThrownBy(() -> valid().setJdbcUrl("jdbc:postgresql://db/x?user=a&password=" + SECRET).build())
+                .hasMessageContaining("contains a password")
+                .message().doesNotContain(SECRET);
+        assertThatThrownBy(() -> valid().setBatchSize(-1).build()).message().doesNotContain(SECRET);
+    }
+}

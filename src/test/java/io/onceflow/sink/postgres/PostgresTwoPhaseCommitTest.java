@@ -1,0 +1,339 @@
+package io.onceflow.sink.postgres;
+
+import static io.onceflow.sink.postgres.SinkDatabase.event;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.onceflow.ingest.Event;
+import io.onceflow.sink.postgres.RecordingCommitRequest.Outcome;
+import io.onceflow.testing.TestPostgres;
+import java.io.IOException;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.List;
+import java.util.Map;
+import java.util.OptionalLong;
+import java.util.stream.IntStream;
+import org.apache.flink.api.connector.sink2.SinkWriter;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The protocol of {@link PostgresSink} against a real PostgreSQL server, driving writers and
+ * committers by hand the way Flink's sink operators do, crashes included.
+ */
+class PostgresTwoPhaseCommitTest {
+    private final SinkDatabase db = new SinkDatabase();
+    private final PostgresSinkConfig config = db.config("job");
+
+    private static PostgresExactlyOnceWriter freshWriter(PostgresSinkConfig config) throws IOException {
+        return new PostgresExactlyOnceWriter(config, 0, 1, OptionalLong.empty());
+    }
+
+    private static PostgresCommittable single(Collection<PostgresCommittable> committables) {
+        assertThat(committables).hasSize(1);
+        return committables.iterator().next();
+    }
+
+    /** Writes {@code ids}, prepares, and tells the writer the checkpoint was taken, as Flink does. */
+    private static PostgresCommittable checkpoint(PostgresExactlyOnceWriter writer, long checkpointId, String... ids)
+            throws Exception {
+        write(writer, ids);
+        PostgresCommittable committable = single(writer.prepareCommit());
+        writer.snapshotState(checkpointId);
+        return committable;
+    }
+
+    private static void write(SinkWriter<Event> writer, String... ids) throws Exception {
+        for (String id : ids) {
+            writer.write(event(id), null);
+        }
+    }
+
+    private static List<RecordingCommitRequest> commit(PostgresSinkConfig config, PostgresCommittable... committables)
+            throws IOException {
+        List<RecordingCommitRequest> requests = new ArrayList<>();
+        for (PostgresCommittable committable : committables) {
+            requests.add(new RecordingCommitRequest(committable));
+        }
+        try (PostgresCommitter committer = new PostgresCommitter(config)) {
+            committer.commit(new ArrayList<>(requests));
+        }
+        return requests;
+    }
+
+    @Test
+    void nothingIsVisibleBeforeTheCommitAndACrashLeavesThePreparedTransaction() throws Exception {
+        PostgresExactlyOnceWriter writer = freshWriter(config);
+        PostgresCommittable committable = checkpoint(writer, 1, "a", "b", "c");
+
+        writer.close(); // the task dies before the checkpoint completes
+
+        assertThat(db.deliveriesById()).isEmpty();
+        assertThat(db.prepared("job")).containsExactly(committable.transactionId());
+        assertThat(committable.transactionId().checkpointId()).isEqualTo(1);
+        assertThat(committable.transactionId().subtaskIndex()).isZero();
+
+        assertThat(commit(config, committable)).extracting(r -> r.outcome).containsExactly(Outcome.COMMITTED);
+        assertThat(db.deliveriesById()).containsOnlyKeys("a", "b", "c");
+        assertThat(db.prepared("job")).isEmpty();
+    }
+
+    @Test
+    void committingTwiceIsFineThanksToTheCommitLog() throws Exception {
+        PostgresCommittable committable;
+        try (PostgresExactlyOnceWriter writer = freshWriter(config)) {
+            committable = checkpoint(writer, 1, "a");
+        }
+
+        commit(config, committable);
+        List<RecordingCommitRequest> again = commit(config, committable);
+
+        assertThat(again).extracting(r -> r.outcome).containsExactly(Outcome.ALREADY_COMMITTED);
+        assertThat(db.deliveriesById()).containsExactlyEntriesOf(Map.of("a", 1));
+    }
+
+    @Test
+    void aLostTransactionFailsLoudly() throws Exception {
+        PostgresCommittable rolledBack;
+        try (PostgresExactlyOnceWriter writer = freshWriter(config)) {
+            rolledBack = checkpoint(writer, 1, "a");
+        }
+        db.execute("ROLLBACK PREPARED '" + rolledBack.transactionId().encode() + "'");
+        PostgresCommittable neverPrepared = new PostgresCommittable(new TransactionId("job", 1, 0, 7));
+
+        for (PostgresCommittable lost : List.of(rolledBack, neverPrepared)) {
+            assertThatThrownBy(() -> commit(config, lost))
+                    .isInstanceOf(IOException.class)
+                    .hasMessageContaining("LOST: prepared transaction " + lost.transactionId())
+                    .hasMessageContaining("neither prepared nor in the commit log");
+        }
+    }
+
+    @Test
+    void aRestoredWriterRollsBackLaterCheckpointsAndLeavesTheRestToTheCommitter() throws Exception {
+        PostgresCommittable first;
+        PostgresCommittable second;
+        PostgresCommittable third;
+        try (PostgresExactlyOnceWriter writer = freshWriter(config)) {
+            first = checkpoint(writer, 1, "a");
+            second = checkpoint(writer, 2, "b");
+            third = checkpoint(writer, 3, "c"); // checkpoint 3 never completes
+        }
+        assertThat(db.prepared("job")).hasSize(3);
+
+        // Flink restores checkpoint 2: its committer gets `first` and `second` back.
+        try (PostgresExactlyOnceWriter restored = new PostgresExactlyOnceWriter(config, 0, 1, OptionalLong.of(2))) {
+            assertThat(db.prepared("job")).containsExactlyInAnyOrder(first.transactionId(), second.transactionId());
+            commit(config, first, second);
+            PostgresCommittable replay = checkpoint(restored, 3, "c");
+            assertThat(replay.transactionId().checkpointId()).isEqualTo(3);
+            assertThat(replay.transactionId().epoch()).isNotEqualTo(third.transactionId().epoch());
+            commit(config, replay);
+        }
+
+        assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("a", 1, "b", 1, "c", 1));
+        assertThat(db.prepared("job")).isEmpty();
+    }
+
+    @Test
+    void aFreshStartRollsBackItsPrefixOnly() throws Exception {
+        PostgresSinkConfig job2 = db.config("job2");
+        PostgresSinkConfig jo = db.config("jo");
+        try (PostgresExactlyOnceWriter writer = freshWriter(config);
+                PostgresExactlyOnceWriter writer2 = freshWriter(job2);
+                PostgresExactlyOnceWriter writer3 = freshWriter(jo)) {
+            checkpoint(writer, 1, "a");
+            checkpoint(writer2, 1, "b");
+            checkpoint(writer3, 1, "c");
+        }
+
+        freshWriter(config).close();
+
+        assertThat(db.prepared("job")).isEmpty();
+        assertThat(db.prepared("job2")).hasSize(1);
+        assertThat(db.prepared("jo")).hasSize(1);
+        // ... and a restore of job2 leaves job alone just as well.
+        new PostgresExactlyOnceWriter(job2, 0, 1, OptionalLong.of(0)).close();
+        assertThat(db.prepared("job2")).isEmpty();
+        assertThat(db.prepared("jo")).hasSize(1);
+    }
+
+    @Test
+    void gidsStayUniqueWhenCheckpointIdsStartAgain() throws Exception {
+        PostgresCommittable firstRun;
+        PostgresCommittable secondRun;
+        try (PostgresExactlyOnceWriter writer = freshWriter(config)) {
+            firstRun = checkpoint(writer, 1, "a");
+        }
+        commit(config, firstRun);
+        try (PostgresExactlyOnceWriter writer = freshWriter(config)) { // resubmitted without a checkpoint
+            secondRun = checkpoint(writer, 1, "b");
+        }
+
+        assertThat(secondRun.transactionId().checkpointId()).isEqualTo(firstRun.transactionId().checkpointId());
+        assertThat(secondRun.transactionId()).isNotEqualTo(firstRun.transactionId());
+        assertThat(commit(config, secondRun)).extracting(r -> r.outcome).containsExactly(Outcome.COMMITTED);
+        assertThat(db.deliveriesById()).containsOnlyKeys("a", "b");
+    }
+
+    @Test
+    void recoveryCoversEveryOldSubtaskAfterRescaling() throws Exception {
+        List<PostgresExactlyOnceWriter> oldWriters = new ArrayList<>();
+        for (int subtask = 0; subtask < 3; subtask++) {
+            PostgresExactlyOnceWriter writer = new PostgresExactlyOnceWriter(config, subtask, 3, OptionalLong.of(4));
+            checkpoint(writer, 5, "id-" + subtask);
+            oldWriters.add(writer);
+        }
+        for (PostgresExactlyOnceWriter writer : oldWriters) {
+            writer.close();
+        }
+        assertThat(db.prepared("job")).extracting(TransactionId::subtaskIndex).containsExactlyInAnyOrder(0, 1, 2);
+
+        // 3 -> 2: subtask 1 takes old index 1 only, subtask 0 old indices 0 and 2.
+        new PostgresExactlyOnceWriter(config, 1, 2, OptionalLong.of(4)).close();
+        assertThat(db.prepared("job")).extracting(TransactionId::subtaskIndex).containsExactlyInAnyOrder(0, 2);
+        new PostgresExactlyOnceWriter(config, 0, 2, OptionalLong.of(4)).close();
+        assertThat(db.prepared("job")).isEmpty();
+    }
+
+    @Test
+    void everyOldIndexHasExactlyOneNewSubtaskForAnyParallelism() {
+        for (int oldIndex = 0; oldIndex < 8; oldIndex++) {
+            for (int p = 1; p <= 5; p++) {
+                int parallelism = p;
+                TransactionId id = new TransactionId("job", 1, oldIndex, 9);
+                long owners = IntStream.range(0, parallelism)
+                        .filter(subtask -> PreparedTransactionRecovery.isAbandoned(
+                                id, OptionalLong.of(8), subtask, parallelism))
+                        .count();
+                assertThat(owners).as("old index %d at parallelism %d", oldIndex, parallelism).isEqualTo(1);
+            }
+        }
+        TransactionId completed = new TransactionId("job", 1, 0, 8);
+        assertThat(PreparedTransactionRecovery.isAbandoned(completed, OptionalLong.of(8), 0, 1)).isFalse();
+        assertThat(PreparedTransactionRecovery.isAbandoned(completed, OptionalLong.empty(), 0, 1)).isTrue();
+    }
+
+    @Test
+    void anOrphanLockingAReplayedRowIsRolledBackFirstAndLockTimeoutBoundsAnyWait() throws Exception {
+        try (PostgresExactlyOnceWriter writer = freshWriter(config)) {
+            checkpoint(writer, 1, "a"); // orphan: checkpoint 1 never completes, it locks row "a"
+        }
+
+        // A writer that does not recover this prefix waits for the lock, but only for lock_timeout.
+        PostgresSinkConfig otherJob = db.config(db.builder("other").setLockTimeout(Duration.ofMillis(500)));
+        try (PostgresExactlyOnceWriter blocked = freshWriter(otherJob)) {
+            long start = System.nanoTime();
+            write(blocked, "a");
+            assertThatThrownBy(blocked::prepareCommit)
+                    .isInstanceOf(IOException.class)
+                    .rootCause()
+                    .isInstanceOf(SQLException.class)
+                    .hasMessageContaining("lock timeout");
+            assertThat(Duration.ofNanos(System.nanoTime() - start)).isLessThan(Duration.ofSeconds(5));
+        }
+
+        // The job's own restart rolls the orphan back before writing, so the replay goes through.
+        try (PostgresExactlyOnceWriter replay = freshWriter(config)) {
+            commit(config, checkpoint(replay, 1, "a"));
+        }
+        assertThat(db.deliveriesById()).containsExactlyEntriesOf(Map.of("a", 1));
+    }
+
+    @Test
+    void duplicatesRaiseDeliveriesAndNeverAddRows() throws Exception {
+        try (PostgresExactlyOnceWriter writer = freshWriter(config)) { // batches of 100 distinct ids
+            String[] ids = IntStream.range(0, 250).mapToObj(i -> "id-" + (i % 120)).toArray(String[]::new);
+            commit(config, checkpoint(writer, 1, ids)); // id-0..9 three times, within one batch, id-10.. twice
+            // Across checkpoints, once the first one has been committed: until then its prepared
+            // transaction holds the rows, and the writer would wait for them up to lock_timeout.
+            commit(config, checkpoint(writer, 2, "id-0", "id-0", "id-119"));
+        }
+
+        Map<String, Integer> deliveries = db.deliveriesById();
+        assertThat(deliveries).hasSize(120);
+        assertThat(deliveries.get("id-0")).isEqualTo(5);
+        assertThat(deliveries.get("id-9")).isEqualTo(3);
+        assertThat(deliveries.get("id-10")).isEqualTo(2);
+        assertThat(deliveries.get("id-119")).isEqualTo(3);
+    }
+
+    @Test
+    void aCheckpointWithoutRowsPreparesNothing() throws Exception {
+        try (PostgresExactlyOnceWriter writer = freshWriter(config)) {
+            assertThat(writer.prepareCommit()).isEmpty();
+            writer.snapshotState(1);
+            assertThat(checkpoint(writer, 2, "a").transactionId().checkpointId()).isEqualTo(2);
+        }
+    }
+
+    @Test
+    void theLastRowsArePreparedAtEndOfInputForTheFinalCheckpoint() throws Exception {
+        try (PostgresExactlyOnceWriter writer = new PostgresExactlyOnceWriter(config, 0, 1, OptionalLong.of(6))) {
+            write(writer, "a", "b");
+            writer.flush(true);
+            PostgresCommittable last = single(writer.prepareCommit());
+            assertThat(last.transactionId().checkpointId()).isEqualTo(7);
+            assertThat(db.deliveriesById()).isEmpty();
+            commit(config, last);
+        }
+        assertThat(db.deliveriesById()).containsOnlyKeys("a", "b");
+    }
+
+    @Test
+    void aServerRestartBeforeTheCommitIsRetriedAndThePreparedTransactionSurvives() throws Exception {
+        PostgresCommittable committable;
+        try (PostgresExactlyOnceWriter writer = freshWriter(config);
+                PostgresCommitter committer = new PostgresCommitter(config)) {
+            committable = checkpoint(writer, 1, "a");
+            committer.commit(List.of(new RecordingCommitRequest(checkpoint(writer, 2, "b"))));
+
+            TestPostgres.shared().restart();
+
+            RecordingCommitRequest request = new RecordingCommitRequest(committable);
+            committer.commit(List.of(request));
+            assertThat(request.outcome).isEqualTo(Outcome.RETRY_LATER);
+            committer.commit(List.of(request.retried()));
+            assertThat(request.outcome).isEqualTo(Outcome.COMMITTED);
+
+            assertThatThrownBy(() -> checkpoint(writer, 3, "c"))
+                    .as("the writer's connection died with the server: the task must fail and restart")
+                    .isInstanceOf(IOException.class);
+        }
+        assertThat(db.deliveriesById()).containsOnlyKeys("a", "b");
+    }
+
+    @Test
+    void theAtLeastOnceSinkShowsRowsAtOnceAndCountsReplays() throws Exception {
+        try (PostgresAtLeastOnceWriter writer = new PostgresAtLeastOnceWriter(config, 0)) {
+            write(writer, "a", "b", "a");
+            writer.flush(false);
+            assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("a", 2, "b", 1));
+            write(writer, "b"); // replayed after a restart
+            writer.flush(true);
+        }
+        assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("a", 2, "b", 2));
+        assertThat(db.prepared("job")).isEmpty();
+    }
+
+    @Test
+    void everyConnectionBoundsItsWaits() throws Exception {
+        try (Connection connection = PostgresConnections.open(config, "test");
+                Statement statement = connection.createStatement()) {
+            assertThat(show(statement, "lock_timeout")).isEqualTo("2s");
+            assertThat(show(statement, "statement_timeout")).isEqualTo("20s");
+            assertThat(show(statement, "application_name")).isEqualTo("onceflow-job-test");
+        }
+    }
+
+    private static String show(Statement statement, String setting) throws SQLException {
+        try (var result = statement.executeQuery("SHOW " + setting)) {
+            result.next();
+            return result.getString(1);
+        }
+    }
+}
