@@ -2,19 +2,26 @@ package io.onceflow.job;
 
 import io.onceflow.config.ConfigException;
 import io.onceflow.config.OnceflowConfig;
+import io.onceflow.config.PostgresSettings;
 import io.onceflow.config.StateBackendKind;
+import io.onceflow.ingest.Event;
 import io.onceflow.ingest.IngestDeserializer;
 import io.onceflow.ingest.IngestResult;
 import io.onceflow.ingest.KafkaInput;
 import io.onceflow.ingest.MessageIdSource;
 import io.onceflow.sink.kafka.KafkaSinks;
+import io.onceflow.sink.postgres.PostgresSink;
+import io.onceflow.sink.postgres.PostgresSinkBuilder;
+import java.sql.SQLException;
 import java.util.Optional;
+import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.CoreOptions;
 import org.apache.flink.configuration.ExternalizedCheckpointRetention;
 import org.apache.flink.configuration.PipelineOptions;
 import org.apache.flink.configuration.StateBackendOptions;
+import org.apache.flink.connector.base.DeliveryGuarantee;
 import org.apache.flink.connector.kafka.source.KafkaSourceBuilder;
 import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer;
 import org.apache.flink.core.execution.CheckpointingMode;
@@ -43,6 +50,8 @@ public final class OnceflowJob {
             return;
         }
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(flinkConfiguration(config));
+        // fail before submitting, with a message that says what to fix, rather than in a restart loop
+        checkPostgres(config, env.getParallelism());
         defineJob(env, config, EventProcessor.passThrough());
         env.execute(jobName(config));
     }
@@ -71,7 +80,7 @@ public final class OnceflowJob {
                                 config.maxIdLength()));
     }
 
-    /** The configured sinks. */
+    /** The configured sinks: the two Kafka sinks, and the PostgreSQL sink when {@code postgres.url} is set. */
     public static OnceflowPipeline.Sinks sinks(OnceflowConfig config) {
         KafkaSinks kafka = new KafkaSinks(
                 config.bootstrapServers(),
@@ -79,8 +88,35 @@ public final class OnceflowJob {
                 config.deliveryGuarantee(),
                 config.transactionalIdPrefix(),
                 config.kafkaTransactionTimeout());
+        Optional<Sink<Event>> postgres = config.postgres().map(settings ->
+                config.deliveryGuarantee() == DeliveryGuarantee.EXACTLY_ONCE
+                        ? postgresSink(settings).build()
+                        : postgresSink(settings).buildAtLeastOnce());
         return new OnceflowPipeline.Sinks(
-                kafka.output(config.outputTopic()), kafka.deadLetters(config.deadLetterTopic()), Optional.empty());
+                kafka.output(config.outputTopic()), kafka.deadLetters(config.deadLetterTopic()), postgres);
+    }
+
+    /**
+     * Checks that the database can hold the prepared transactions the job needs and creates the
+     * tables if missing; does nothing without {@code postgres.url}.
+     *
+     * @throws IllegalStateException naming the setting to change when the database falls short
+     */
+    public static void checkPostgres(OnceflowConfig config, int parallelism) throws SQLException {
+        if (config.postgres().isPresent() && config.deliveryGuarantee() == DeliveryGuarantee.EXACTLY_ONCE) {
+            postgresSink(config.postgres().get()).build().checkPreconditions(parallelism);
+        }
+    }
+
+    private static PostgresSinkBuilder postgresSink(PostgresSettings settings) {
+        return PostgresSink.builder()
+                .setJdbcUrl(settings.url())
+                .setUser(settings.user())
+                .setPassword(settings.password())
+                .setTable(settings.table())
+                .setCommitLogTable(settings.commitLogTable())
+                .setSinkPrefix(settings.sinkPrefix())
+                .setBatchSize(settings.batchSize());
     }
 
     static OffsetsInitializer startingOffsets(OnceflowConfig config) {

@@ -40,7 +40,7 @@ class SavepointRescaleIT {
 
     @Test
     void resumesFromASavepointAtAnotherParallelismWithoutLossOrDuplicates() throws Exception {
-        PipelineScenario scenario = new PipelineScenario("rescale").with("state.backend", "rocksdb");
+        PipelineScenario scenario = new PipelineScenario("rescale").withPostgres().with("state.backend", "rocksdb");
         Set<String> expectedIds = new HashSet<>(scenario.produce(RECORDS_PER_PHASE, 1).uniqueIds());
 
         String savepoint = runUntilCaughtUpThenStop(scenario, 2, null, expectedIds.size());

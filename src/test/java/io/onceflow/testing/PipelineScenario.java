@@ -13,8 +13,9 @@ import java.util.UUID;
 import org.apache.kafka.clients.producer.KafkaProducer;
 
 /**
- * One test's own topics on the shared broker, the job configuration that points at them, and the
- * means to produce generated input and audit the outputs per message id.
+ * One test's own topics on the shared broker (and, optionally, its own database on the shared
+ * PostgreSQL server), the job configuration that points at them, and the means to produce generated
+ * input and audit the outputs per message id.
  */
 public final class PipelineScenario {
     /** Small limits keep the oversized and over-long poison records cheap. */
@@ -27,6 +28,7 @@ public final class PipelineScenario {
     public final String deadLetterTopic;
     private final TestKafka kafka;
     private final Map<String, String> settings = new HashMap<>();
+    private TestPostgres.TestDatabase database;
 
     public PipelineScenario(String purpose) {
         this.kafka = TestKafka.shared();
@@ -49,6 +51,23 @@ public final class PipelineScenario {
         settings.put("kafka.transaction.timeout", "5min");
         settings.put("state.backend", "hashmap");
         settings.put("parallelism", "2");
+    }
+
+    /** Adds the PostgreSQL sink, writing to a fresh database of the shared test server. */
+    public PipelineScenario withPostgres() {
+        database = TestPostgres.shared().newDatabase();
+        settings.put("postgres.url", database.jdbcUrl());
+        settings.put("postgres.user", database.user());
+        settings.put("postgres.password", database.password());
+        return this;
+    }
+
+    /** The scenario's database; only after {@link #withPostgres()}. */
+    public TestPostgres.TestDatabase database() {
+        if (database == null) {
+            throw new IllegalStateException("call withPostgres() first");
+        }
+        return database;
     }
 
     /** Overrides one setting of the job configuration. */

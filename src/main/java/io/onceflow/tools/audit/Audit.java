@@ -2,6 +2,7 @@ package io.onceflow.tools.audit;
 
 import static java.nio.charset.StandardCharsets.UTF_8;
 
+import io.onceflow.config.PostgresSettings;
 import io.onceflow.ingest.IngestDeserializer;
 import io.onceflow.ingest.IngestResult;
 import io.onceflow.sink.kafka.OnceflowHeaders;
@@ -9,6 +10,7 @@ import java.time.Duration;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Properties;
 import org.apache.flink.util.Collector;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -17,8 +19,9 @@ import org.apache.kafka.common.header.Header;
 /**
  * Counts, per message id, what a deployment of onceflow read and what it wrote: the input topics
  * (classified exactly as the job classifies them), the output topic and the dead-letter topic, both
- * as a {@code read_committed} consumer sees them. Every accepted id must appear once in the output,
- * every poison record once in the dead-letter topic with the same reason.
+ * as a {@code read_committed} consumer sees them, and the PostgreSQL table. Every accepted id must
+ * appear once in the output and once in the table, every poison record once in the dead-letter
+ * topic with the same reason.
  *
  * <p>Totals alone would hide a lost id and a duplicated id that cancel out, so the audit keeps a
  * count per id. Memory: about 100 bytes per unique id.
@@ -29,19 +32,22 @@ public final class Audit {
     private final String outputTopic;
     private final String deadLetterTopic;
     private final IngestDeserializer classifier;
+    private final Optional<PostgresTableAudit> postgres;
 
     /**
      * @param clientProperties bootstrap.servers plus any security settings
      * @param classifier the job's own deserializer (same id source and limits), so the audit judges
      *     each input record the way the job must have
+     * @param postgres the job's PostgreSQL sink settings, if it has one
      */
     public Audit(Properties clientProperties, List<String> inputTopics, String outputTopic, String deadLetterTopic,
-            IngestDeserializer classifier) {
+            IngestDeserializer classifier, Optional<PostgresSettings> postgres) {
         this.reader = new CommittedTopicReader(clientProperties);
         this.inputTopics = List.copyOf(inputTopics);
         this.outputTopic = outputTopic;
         this.deadLetterTopic = deadLetterTopic;
         this.classifier = classifier;
+        this.postgres = postgres.map(PostgresTableAudit::new);
     }
 
     /** Reads everything committed now on the three kinds of topic and compares per id. */
@@ -111,6 +117,7 @@ public final class Audit {
                 report.duplicatedDeadLetters.add(source + " x" + count);
             }
         });
+        postgres.ifPresent(table -> table.audit(idCounts.keySet(), report));
         return report;
     }
 

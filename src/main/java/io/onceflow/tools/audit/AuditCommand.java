@@ -55,6 +55,7 @@ public final class AuditCommand {
         client.put(CommonClientConfigs.BOOTSTRAP_SERVERS_CONFIG, config.bootstrapServers());
         IngestDeserializer classifier = new IngestDeserializer(
                 MessageIdSource.parse(config.messageIdSourceSpec()), config.maxMessageBytes(), config.maxIdLength());
-        return new Audit(client, config.inputTopics(), config.outputTopic(), config.deadLetterTopic(), classifier);
+        return new Audit(client, config.inputTopics(), config.outputTopic(), config.deadLetterTopic(), classifier,
+                config.postgres());
     }
 }

@@ -32,8 +32,13 @@ public final class AuditReport {
     final Finding duplicatedDeadLetters = new Finding();
     final Finding unexpectedDeadLetters = new Finding();
     final Finding wrongReasonDeadLetters = new Finding();
-    final Map<String, Object> extraSections = new LinkedHashMap<>();
-    final List<String> extraProblems = new ArrayList<>();
+    boolean postgresAudited;
+    long postgresRows;
+    long maxDeliveries;
+    final Finding postgresMissingIds = new Finding();
+    final Finding postgresUnexpectedIds = new Finding();
+    final Finding postgresRepeatedDeliveries = new Finding();
+    final Finding preparedTransactionsLeft = new Finding();
 
     /** A count of offending ids with the first few as examples. */
     static final class Finding {
@@ -108,6 +113,27 @@ public final class AuditReport {
         return duplicatedDeadLetters.count;
     }
 
+    public boolean postgresAudited() {
+        return postgresAudited;
+    }
+
+    public long postgresRows() {
+        return postgresRows;
+    }
+
+    public long postgresMissingIds() {
+        return postgresMissingIds.count;
+    }
+
+    /** The largest {@code deliveries} in the table: 1 when no duplicate ever reached PostgreSQL. */
+    public long maxDeliveries() {
+        return maxDeliveries;
+    }
+
+    public long preparedTransactionsLeft() {
+        return preparedTransactionsLeft.count;
+    }
+
     /** Every problem found, one line each; empty when the audit is clean. */
     public List<String> problems() {
         List<String> problems = new ArrayList<>();
@@ -118,7 +144,11 @@ public final class AuditReport {
         describe(problems, duplicatedDeadLetters, "poison records more than once in the dead-letter topic");
         describe(problems, unexpectedDeadLetters, "dead letters whose source record is not poison");
         describe(problems, wrongReasonDeadLetters, "dead letters with a reason other than the expected one");
-        problems.addAll(extraProblems);
+        describe(problems, postgresMissingIds, "ids missing from the PostgreSQL table");
+        describe(problems, postgresUnexpectedIds, "rows in the PostgreSQL table that no accepted input record has");
+        describe(problems, postgresRepeatedDeliveries,
+                "rows delivered more than once (a duplicate passed dedup, e.g. after its TTL expired)");
+        describe(problems, preparedTransactionsLeft, "prepared PostgreSQL transactions of this job left behind");
         return problems;
     }
 
@@ -150,7 +180,14 @@ public final class AuditReport {
                 .append("  by reason             ").append(deadLettersByReason).append('\n')
                 .append("  missing               ").append(missingDeadLetters.count).append('\n')
                 .append("  duplicated            ").append(duplicatedDeadLetters.count).append('\n');
-        extraSections.forEach((name, section) -> text.append(name).append('\n').append(section).append('\n'));
+        if (postgresAudited) {
+            text.append("PostgreSQL table\n")
+                    .append("  rows                  ").append(postgresRows).append('\n')
+                    .append("  ids missing           ").append(postgresMissingIds.count).append('\n')
+                    .append("  ids unexpected        ").append(postgresUnexpectedIds.count).append('\n')
+                    .append("  max(deliveries)       ").append(maxDeliveries).append('\n')
+                    .append("  prepared txns left    ").append(preparedTransactionsLeft.count).append('\n');
+        }
         List<String> problems = problems();
         text.append(problems.isEmpty() ? "VERDICT: clean, every id exactly once\n" : "VERDICT: FAILED\n");
         problems.forEach(problem -> text.append("  - ").append(problem).append('\n'));
@@ -181,7 +218,16 @@ public final class AuditReport {
         deadLetters.put("unexpected", unexpectedDeadLetters.toMap());
         deadLetters.put("wrongReason", wrongReasonDeadLetters.toMap());
         json.put("deadLetters", deadLetters);
-        json.putAll(extraSections);
+        if (postgresAudited) {
+            Map<String, Object> postgres = new LinkedHashMap<>();
+            postgres.put("rows", postgresRows);
+            postgres.put("idsMissing", postgresMissingIds.toMap());
+            postgres.put("idsUnexpected", postgresUnexpectedIds.toMap());
+            postgres.put("maxDeliveries", maxDeliveries);
+            postgres.put("repeatedDeliveries", postgresRepeatedDeliveries.toMap());
+            postgres.put("preparedTransactionsLeft", preparedTransactionsLeft.toMap());
+            json.put("postgres", postgres);
+        }
         json.put("clean", clean());
         json.put("problems", problems());
         try {

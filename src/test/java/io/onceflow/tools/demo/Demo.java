@@ -28,9 +28,10 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 /**
  * The README's first command: onceflow end to end on one machine with nothing installed but a JDK
- * and Maven. Starts a real Kafka broker (embedded KRaft), produces payments and orders with
- * duplicates and poison, runs the job in a Flink MiniCluster, kills it once mid-run, shows progress,
- * and ends with the per-id audit. Exits 1 when any id is missing or duplicated.
+ * and Maven. Starts a real Kafka broker (embedded KRaft) and a real PostgreSQL server, produces
+ * payments and orders with duplicates and poison, runs the job in a Flink MiniCluster, kills it once
+ * mid-run, shows progress, and ends with the per-id audit of the output topic, the dead-letter topic
+ * and the PostgreSQL table. Exits 1 when any id is missing or duplicated.
  */
 public final class Demo {
     private static final long DEFAULT_RECORDS = 100_000;
@@ -39,8 +40,9 @@ public final class Demo {
 
     public static void main(String[] args) throws Exception {
         long records = args.length > 0 ? Long.parseLong(args[0]) : DEFAULT_RECORDS;
-        say("starting an embedded Kafka broker (KRaft)...");
+        say("starting an embedded Kafka broker (KRaft) and PostgreSQL 17...");
         PipelineScenario scenario = new PipelineScenario("demo")
+                .withPostgres()
                 .with("message.max.bytes", "16384")
                 .with("message.id.max.length", "128")
                 .with("checkpoint.interval", "2s")
@@ -65,6 +67,7 @@ public final class Demo {
                 OnceflowJob.sinks(config), config.dedupTtl(), failure);
         say("running the job on a Flink MiniCluster (parallelism 2, checkpoint every 2 s); one failure will be"
                 + " injected after a checkpoint's snapshot and before its completion notice");
+        OnceflowJob.checkPostgres(config, env.getParallelism());
         JobClient job = env.executeAsync(OnceflowJob.jobName(config));
         CompletableFuture<?> done = job.getJobExecutionResult();
         try (CommittedCounter output = new CommittedCounter(scenario.kafka().bootstrapServers(), scenario.outputTopic)) {

@@ -26,12 +26,13 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
 /**
- * Kafka in, Kafka out, exactly once, with a failure injected at each point of the checkpoint
- * protocol. The oracle counts per message id against the generator's ground truth: each valid id
- * exactly once in the output topic (read_committed), each poison record exactly once in the
- * dead-letter topic with its reason.
+ * Kafka in; Kafka and PostgreSQL out, exactly once, with a failure injected at each point of the
+ * checkpoint protocol. The oracle counts per message id against the generator's ground truth: each
+ * valid id exactly once in the output topic (read_committed) and once in the table with
+ * deliveries = 1, each poison record exactly once in the dead-letter topic with its reason, and no
+ * prepared transaction left behind.
  */
-class ExactlyOnceKafkaIT {
+class ExactlyOnceIT {
     private static final long RECORDS = 6_000;
 
     @RegisterExtension
@@ -44,7 +45,8 @@ class ExactlyOnceKafkaIT {
     @ParameterizedTest
     @EnumSource(FailureInjector.Moment.class)
     void everyIdExactlyOnceDespiteAFailure(FailureInjector.Moment moment) throws Exception {
-        PipelineScenario scenario = new PipelineScenario("eo-" + moment.name().toLowerCase().replace('_', '-'));
+        PipelineScenario scenario = new PipelineScenario("eo-" + moment.name().toLowerCase().replace('_', '-'))
+                .withPostgres();
         boolean beforeFirst = moment == FailureInjector.Moment.BEFORE_FIRST_CHECKPOINT;
         // the first checkpoint must come after the data starts flowing for "before the first checkpoint"
         scenario.with("checkpoint.interval", beforeFirst ? "10s" : "300ms");
@@ -63,8 +65,9 @@ class ExactlyOnceKafkaIT {
     static StreamExecutionEnvironment boundedJob(OnceflowConfig config, EventProcessor processor) {
         Configuration flink = OnceflowJob.flinkConfiguration(config);
         flink.set(RestartStrategyOptions.RESTART_STRATEGY, "fixed-delay");
-        flink.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_ATTEMPTS, 3);
-        flink.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_DELAY, Duration.ofMillis(200));
+        // enough attempts to outlast a PostgreSQL or broker restart
+        flink.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_ATTEMPTS, 20);
+        flink.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_DELAY, Duration.ofMillis(500));
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(flink);
         OnceflowPipeline.define(
                 env,
@@ -101,6 +104,11 @@ class ExactlyOnceKafkaIT {
 
         AuditReport audit = scenario.audit();
         assertThat(audit.problems()).isEmpty();
+        if (audit.postgresAudited()) {
+            assertThat(audit.postgresRows()).isEqualTo(truth.uniqueIds().size());
+            assertThat(audit.maxDeliveries()).isEqualTo(1);
+            assertThat(audit.preparedTransactionsLeft()).isZero();
+        }
         assertThat(audit.uniqueIds()).isEqualTo(truth.uniqueIds().size());
         assertThat(audit.duplicateRecords()).isEqualTo(truth.duplicates());
     }

@@ -1,0 +1,72 @@
+package io.onceflow.tools.audit;
+
+import io.onceflow.config.PostgresSettings;
+import io.onceflow.sink.postgres.TransactionId;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.HashSet;
+import java.util.Set;
+
+/**
+ * The PostgreSQL part of an {@link Audit}: one row per accepted id, {@code deliveries = 1} on every
+ * row, and no prepared transaction of this job's sink prefix left behind. Run it once the job has
+ * stopped or drained: a running job legitimately has the transaction of its next checkpoint prepared.
+ */
+final class PostgresTableAudit {
+    /** Rows are streamed, not loaded at once: an audit of millions of rows fits in the audit's memory. */
+    private static final int FETCH_SIZE = 10_000;
+
+    private final PostgresSettings settings;
+
+    PostgresTableAudit(PostgresSettings settings) {
+        this.settings = settings;
+    }
+
+    /** @param expectedIds every accepted id of the input */
+    void audit(Set<String> expectedIds, AuditReport report) {
+        report.postgresAudited = true;
+        try (Connection connection = DriverManager.getConnection(settings.url(), settings.user(), settings.password())) {
+            connection.setAutoCommit(false); // a cursor, so the driver honours the fetch size
+            Set<String> seen = new HashSet<>(expectedIds.size() * 2);
+            try (Statement statement = connection.createStatement()) {
+                statement.setFetchSize(FETCH_SIZE);
+                // the table name was validated as an identifier by the configuration
+                try (ResultSet rows = statement.executeQuery("SELECT id, deliveries FROM " + settings.table())) {
+                    while (rows.next()) {
+                        String id = rows.getString(1);
+                        int deliveries = rows.getInt(2);
+                        report.postgresRows++;
+                        report.maxDeliveries = Math.max(report.maxDeliveries, deliveries);
+                        if (!expectedIds.contains(id)) {
+                            report.postgresUnexpectedIds.add(id);
+                        }
+                        if (deliveries > 1) {
+                            report.postgresRepeatedDeliveries.add(id + " x" + deliveries);
+                        }
+                        seen.add(id);
+                    }
+                }
+                try (ResultSet prepared = statement.executeQuery(
+                        "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()")) {
+                    while (prepared.next()) {
+                        String gid = prepared.getString(1);
+                        if (TransactionId.parse(gid, settings.sinkPrefix()).isPresent()) {
+                            report.preparedTransactionsLeft.add(gid);
+                        }
+                    }
+                }
+            }
+            connection.rollback();
+            for (String id : expectedIds) {
+                if (!seen.contains(id)) {
+                    report.postgresMissingIds.add(id);
+                }
+            }
+        } catch (SQLException e) {
+            throw new IllegalStateException("could not audit PostgreSQL table " + settings.table() + ": " + e.getMessage(), e);
+        }
+    }
+}
