@@ -6,6 +6,7 @@ import static java.time.temporal.ChronoUnit.MILLIS;
 import static java.time.temporal.ChronoUnit.MINUTES;
 import static java.time.temporal.ChronoUnit.SECONDS;
 
+import io.onceflow.ingest.MessageIdSource;
 import java.net.URI;
 import java.net.URISyntaxException;
 import java.time.Duration;
@@ -42,8 +43,6 @@ final class ValueParsers {
 
     private static final Pattern HOST_AND_PORT =
             Pattern.compile("(\\[[0-9a-fA-F:.]+]|[a-zA-Z0-9._-]+):(\\d{1,5})");
-    /** Non-empty reference tokens, where '~' may only appear escaped as ~0 or ~1 (RFC 6901). */
-    private static final Pattern JSON_POINTER = Pattern.compile("(/([^~/]|~[01])*)+");
     /**
      * An unquoted PostgreSQL identifier (at most 63 bytes). Only these characters are allowed, so
      * table names can be put into SQL text without any way to inject SQL.
@@ -163,18 +162,16 @@ final class ValueParsers {
         return port >= 1 && port <= 65535;
     }
 
-    /** Validates {@code header:<name>}, {@code json:<JSON pointer>} or {@code key}. */
+    /**
+     * Validates {@code header:<name>}, {@code json:<JSON pointer>} or {@code key} with the parser the
+     * job uses, so that a spec accepted here never fails later while the job graph is built.
+     */
     static String messageIdSource(String text) {
-        boolean valid =
-                text.equals("key")
-                        || text.startsWith("header:") && !text.substring(7).isBlank()
-                        || text.startsWith("json:")
-                                && JSON_POINTER.matcher(text.substring(5)).matches();
-        if (!valid) {
-            throw new InvalidValueException(
-                    "'" + text + "' is not a message id source",
-                    "Use header:<name> (e.g. header:message-id), json:<JSON pointer starting with"
-                            + " '/'> (e.g. json:/id or json:/payment/id) or key.");
+        try {
+            MessageIdSource.parse(text);
+        } catch (IllegalArgumentException e) {
+            // the parser's message already lists the allowed forms
+            throw new InvalidValueException(e.getMessage(), "Set message.id.source to one of those forms.");
         }
         return text;
     }

@@ -71,8 +71,8 @@ public final class MessageIdSource implements Serializable {
         }
         if (spec.startsWith(HEADER_PREFIX)) {
             String name = spec.substring(HEADER_PREFIX.length());
-            if (name.isEmpty()) {
-                throw invalid(spec, "the header name is empty");
+            if (name.isBlank()) {
+                throw invalid(spec, "the header name is empty or only white space");
             }
             return new MessageIdSource(spec, Kind.HEADER, name, null, "the id in header '" + name + "'");
         }
@@ -107,7 +107,7 @@ public final class MessageIdSource implements Serializable {
     private static IllegalArgumentException invalid(String spec, String problem) {
         String shown = spec == null ? "null" : "'" + spec + "'";
         return new IllegalArgumentException(
-                "Invalid message id source " + shown + " (" + problem + "): " + ALLOWED_FORMS);
+                shown + " is not a message id source (" + problem + "): " + ALLOWED_FORMS);
     }
 
     Kind kind() {

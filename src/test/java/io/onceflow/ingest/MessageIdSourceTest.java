@@ -57,7 +57,7 @@ class MessageIdSourceTest {
     @ParameterizedTest(name = "''{0}''")
     @NullSource
     @ValueSource(strings = {
-        "", "KEY", "key ", "Header:message-id", "header", "header:", "json:", "json:id", "json:/a~2b", "json:/a~",
+        "", "KEY", "key ", "Header:message-id", "header", "header:", "header: ", "json:", "json:id", "json:/a~2b", "json:/a~",
         "message-id", "random"
     })
     void rejectsAnythingElseSayingWhatIsAllowed(String spec) {

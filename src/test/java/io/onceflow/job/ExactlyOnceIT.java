@@ -7,6 +7,7 @@ import io.onceflow.config.OnceflowConfig;
 import io.onceflow.ingest.DeadLetterReason;
 import io.onceflow.sink.kafka.OnceflowHeaders;
 import io.onceflow.testing.FailureInjector;
+import io.onceflow.testing.MiniClusters;
 import io.onceflow.testing.PipelineScenario;
 import io.onceflow.tools.audit.AuditReport;
 import io.onceflow.tools.generator.GeneratedInput;
@@ -17,7 +18,6 @@ import java.util.Map;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.RestartStrategyOptions;
 import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer;
-import org.apache.flink.runtime.testutils.MiniClusterResourceConfiguration;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.test.junit5.MiniClusterExtension;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -36,11 +36,7 @@ class ExactlyOnceIT {
     private static final long RECORDS = 6_000;
 
     @RegisterExtension
-    static final MiniClusterExtension FLINK = new MiniClusterExtension(
-            new MiniClusterResourceConfiguration.Builder()
-                    .setNumberTaskManagers(1)
-                    .setNumberSlotsPerTaskManager(4)
-                    .build());
+    static final MiniClusterExtension FLINK = MiniClusters.fourSlots();
 
     @ParameterizedTest
     @EnumSource(FailureInjector.Moment.class)

@@ -3,10 +3,10 @@ package io.onceflow.job;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.onceflow.testing.ActionAfterEvents;
+import io.onceflow.testing.MiniClusters;
 import io.onceflow.testing.PipelineScenario;
 import io.onceflow.testing.TestPostgres;
 import io.onceflow.tools.generator.GeneratedInput;
-import org.apache.flink.runtime.testutils.MiniClusterResourceConfiguration;
 import org.apache.flink.test.junit5.MiniClusterExtension;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
@@ -20,11 +20,7 @@ class PostgresRestartIT {
     private static final long RECORDS = 6_000;
 
     @RegisterExtension
-    static final MiniClusterExtension FLINK = new MiniClusterExtension(
-            new MiniClusterResourceConfiguration.Builder()
-                    .setNumberTaskManagers(1)
-                    .setNumberSlotsPerTaskManager(4)
-                    .build());
+    static final MiniClusterExtension FLINK = MiniClusters.fourSlots();
 
     @Test
     void everyIdExactlyOnceAcrossADatabaseRestart() throws Exception {

@@ -3,6 +3,7 @@ package io.onceflow.job;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.onceflow.config.OnceflowConfig;
+import io.onceflow.testing.MiniClusters;
 import io.onceflow.testing.PipelineScenario;
 import io.onceflow.tools.audit.AuditReport;
 import java.nio.file.Path;
@@ -13,7 +14,6 @@ import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.StateRecoveryOptions;
 import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.core.execution.SavepointFormatType;
-import org.apache.flink.runtime.testutils.MiniClusterResourceConfiguration;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.test.junit5.MiniClusterExtension;
 import org.junit.jupiter.api.Test;
@@ -29,11 +29,7 @@ class SavepointRescaleIT {
     private static final long RECORDS_PER_PHASE = 3_000;
 
     @RegisterExtension
-    static final MiniClusterExtension FLINK = new MiniClusterExtension(
-            new MiniClusterResourceConfiguration.Builder()
-                    .setNumberTaskManagers(1)
-                    .setNumberSlotsPerTaskManager(4)
-                    .build());
+    static final MiniClusterExtension FLINK = MiniClusters.fourSlots();
 
     @TempDir
     Path savepoints;
