@@ -55,7 +55,16 @@ public final class PipelineScenario {
 
     /** Adds the PostgreSQL sink, writing to a fresh database of the shared test server. */
     public PipelineScenario withPostgres() {
-        database = TestPostgres.shared().newDatabase();
+        return withPostgres(TestPostgres.shared().newDatabase());
+    }
+
+    /**
+     * Adds the PostgreSQL sink, writing to {@code database} (maybe shared with another scenario) into
+     * a table of this scenario's own; the commit log table is the database's one.
+     */
+    public PipelineScenario withPostgres(TestPostgres.TestDatabase database) {
+        this.database = database;
+        settings.put("postgres.table", name.replace('-', '_') + "_events");
         settings.put("postgres.url", database.jdbcUrl());
         settings.put("postgres.user", database.user());
         settings.put("postgres.password", database.password());
