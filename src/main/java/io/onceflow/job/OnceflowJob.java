@@ -10,9 +10,11 @@ import io.onceflow.ingest.IngestResult;
 import io.onceflow.ingest.KafkaInput;
 import io.onceflow.ingest.MessageIdSource;
 import io.onceflow.sink.kafka.KafkaSinks;
+import io.onceflow.sink.postgres.PostgresSchema;
 import io.onceflow.sink.postgres.PostgresSink;
 import io.onceflow.sink.postgres.PostgresSinkBuilder;
 import java.sql.SQLException;
+import java.util.List;
 import java.util.Optional;
 import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.configuration.CheckpointingOptions;
@@ -36,17 +38,29 @@ import org.apache.kafka.clients.consumer.OffsetResetStrategy;
 public final class OnceflowJob {
     private OnceflowJob() {}
 
+    /** Printed instead of running the job: the DDL of the configured tables, for DBAs who create them by hand. */
+    static final String PRINT_POSTGRES_DDL = "--print-postgres-ddl";
+
     public static void main(String[] args) throws Exception {
         if (args.length == 1 && ("--help".equals(args[0]) || "-h".equals(args[0]))) {
             System.out.println(OnceflowConfig.usage());
             return;
         }
+        boolean printDdl = List.of(args).contains(PRINT_POSTGRES_DDL);
         OnceflowConfig config;
         try {
-            config = OnceflowConfig.fromArgs(args, System.getenv());
+            config = OnceflowConfig.fromArgs(
+                    List.of(args).stream().filter(arg -> !arg.equals(PRINT_POSTGRES_DDL)).toArray(String[]::new),
+                    System.getenv());
         } catch (ConfigException e) {
             System.err.println(e.getMessage());
             System.exit(2);
+            return;
+        }
+        if (printDdl) {
+            PostgresSettings postgres = config.postgres().orElseThrow(() ->
+                    new IllegalArgumentException(PRINT_POSTGRES_DDL + " needs postgres.url (and the table settings)"));
+            System.out.print(new PostgresSchema(postgres.table(), postgres.commitLogTable()).ddl());
             return;
         }
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(flinkConfiguration(config));
