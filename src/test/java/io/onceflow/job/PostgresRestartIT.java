@@ -1,6 +1,7 @@
 package io.onceflow.job;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.onceflow.testing.ActionAfterEvents;
 import io.onceflow.testing.MiniClusters;
@@ -24,6 +25,7 @@ class PostgresRestartIT {
 
     @Test
     void everyIdExactlyOnceAcrossADatabaseRestart() throws Exception {
+        assumeTrue(TestPostgres.shared().canRestart(), "needs the embedded PostgreSQL server to restart it");
         PipelineScenario scenario = new PipelineScenario("pg-restart").withPostgres();
         GeneratedInput truth = scenario.produce(RECORDS, 11);
 

@@ -99,6 +99,11 @@ public final class TestPostgres {
         return new TestDatabase(adminUrl.replaceFirst("/[^/?]*(\\?.*)?$", "/" + name + "$1"), user, password);
     }
 
+    /** Whether {@link #restart()} works: only for the embedded server, not an external one. */
+    public boolean canRestart() {
+        return embedded != null;
+    }
+
     /**
      * Stops the embedded server as a crash would look to clients (connections drop) and starts it
      * again on the same data directory and port. Prepared transactions survive, as they must.

@@ -2,6 +2,7 @@ package io.onceflow.sink.postgres;
 
 import static io.onceflow.sink.postgres.SinkDatabase.event;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.onceflow.ingest.Event;
@@ -286,6 +287,7 @@ class PostgresTwoPhaseCommitTest {
 
     @Test
     void aServerRestartBeforeTheCommitIsRetriedAndThePreparedTransactionSurvives() throws Exception {
+        assumeTrue(TestPostgres.shared().canRestart(), "needs the embedded PostgreSQL server to restart it");
         PostgresCommittable committable;
         try (PostgresExactlyOnceWriter writer = freshWriter(config);
                 PostgresCommitter committer = new PostgresCommitter(config)) {
