@@ -14,13 +14,15 @@ import org.apache.flink.util.Preconditions;
 
 /**
  * Forwards the first event of each message id and drops the others while the id is remembered.
- * Keyed by message id; the state of a key is a single "seen" flag with a time-to-live.
+ * Keyed by {@link MessageIdKey} (the id's 16 bytes when it is a canonical UUID, else the id); the
+ * state of a key is a single "seen" flag with a time-to-live. Key the input with
+ * {@link MessageIdKey.Selector} and {@link MessageIdKeyTypeInfo#INSTANCE}.
  *
  * <p>The TTL bounds memory, not correctness of the sinks: a duplicate arriving after its id expired
  * passes. Size it to the longest redelivery window (producer retries, replays from old offsets).
  * State TTL in Flink is processing time: the clock is the TaskManager's, not the event's.
  */
-public class DeduplicateByMessageId extends KeyedProcessFunction<String, Event, Event> {
+public class DeduplicateByMessageId extends KeyedProcessFunction<MessageIdKey, Event, Event> {
     /** Part of the savepoint format: renaming it loses every remembered id on upgrade. */
     static final String SEEN_STATE_NAME = "seen-message-ids";
 

@@ -1,6 +1,8 @@
 package io.onceflow.job;
 
 import io.onceflow.dedup.DeduplicateByMessageId;
+import io.onceflow.dedup.MessageIdKey;
+import io.onceflow.dedup.MessageIdKeyTypeInfo;
 import io.onceflow.ingest.DeadLetter;
 import io.onceflow.ingest.Event;
 import io.onceflow.ingest.IngestResult;
@@ -79,7 +81,7 @@ public final class OnceflowPipeline {
                 .name("Dead-letter topic");
 
         DataStream<Event> output = accepted
-                .keyBy(event -> event.messageId, TypeInformation.of(String.class))
+                .keyBy(new MessageIdKey.Selector(), MessageIdKeyTypeInfo.INSTANCE)
                 .process(new DeduplicateByMessageId(dedupTtl), TypeInformation.of(Event.class))
                 .uid(DEDUP_UID)
                 .name("Dedup by message id")

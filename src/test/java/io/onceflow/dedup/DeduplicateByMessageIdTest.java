@@ -7,8 +7,8 @@ import io.onceflow.ingest.Event;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
-import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
 import org.apache.flink.state.rocksdb.EmbeddedRocksDBStateBackend;
 import org.apache.flink.streaming.api.operators.KeyedProcessOperator;
@@ -20,7 +20,7 @@ import org.junit.jupiter.api.Test;
 class DeduplicateByMessageIdTest {
     private static final Duration TTL = Duration.ofMinutes(10);
 
-    private KeyedOneInputStreamOperatorTestHarness<String, Event, Event> harness;
+    private KeyedOneInputStreamOperatorTestHarness<MessageIdKey, Event, Event> harness;
 
     @BeforeEach
     void open() throws Exception {
@@ -33,9 +33,10 @@ class DeduplicateByMessageIdTest {
         harness.close();
     }
 
-    private static KeyedOneInputStreamOperatorTestHarness<String, Event, Event> newHarness() throws Exception {
+    private static KeyedOneInputStreamOperatorTestHarness<MessageIdKey, Event, Event> newHarness() throws Exception {
         return new KeyedOneInputStreamOperatorTestHarness<>(
-                new KeyedProcessOperator<>(new DeduplicateByMessageId(TTL)), event -> event.messageId, Types.STRING);
+                new KeyedProcessOperator<>(new DeduplicateByMessageId(TTL)), new MessageIdKey.Selector(),
+                MessageIdKeyTypeInfo.INSTANCE);
     }
 
     private static Event event(String id, long offset) {
@@ -123,6 +124,28 @@ class DeduplicateByMessageIdTest {
 
         List<Event> output = harness.extractOutputValues();
         assertThat(output).extracting(e -> e.sourceOffset).containsExactly(0L, 2L);
+    }
+
+    @Test
+    void aUuidIdAndANonCanonicalSpellingOfItAreDifferentMessagesOnBothBackends() throws Exception {
+        String lower = "0f8e6c2a-3b1d-4e5f-9a7b-c6d5e4f3a2b1";
+        String upper = lower.toUpperCase(Locale.ROOT);
+        for (boolean rocksDb : new boolean[] {false, true}) {
+            harness.close();
+            harness = newHarness();
+            if (rocksDb) {
+                harness.setStateBackend(new EmbeddedRocksDBStateBackend(true));
+            }
+            harness.open();
+            harness.processElement(event(lower, 0), 0);
+            harness.processElement(event(upper, 1), 0);
+            harness.processElement(event(lower, 2), 0);
+            harness.processElement(event(upper, 3), 0);
+
+            assertThat(harness.extractOutputValues()).as(rocksDb ? "RocksDB" : "heap")
+                    .extracting(e -> e.messageId + "@" + e.sourceOffset)
+                    .containsExactly(lower + "@0", upper + "@1");
+        }
     }
 
     @Test

@@ -20,6 +20,9 @@ import org.postgresql.jdbc.PgConnection;
  * repeated inside one batch is merged here first, counting its deliveries, because {@code ON
  * CONFLICT DO UPDATE} refuses to touch the same row twice in one statement. The first delivery's
  * payload and source position are kept, as the table keeps the first row.
+ *
+ * <p>A row's values are copied out of the event when it is added, and the event is not kept: with
+ * object reuse on, an upstream operator may legitimately change an event after emitting it.
  */
 @Internal
 final class EventUpsertBatch {
@@ -39,7 +42,12 @@ final class EventUpsertBatch {
 
     /** @return true if the batch is now full and should be written */
     boolean add(Event event) {
-        rowsById.computeIfAbsent(event.messageId, id -> new PendingRow(event)).deliveries++;
+        PendingRow row = rowsById.get(event.messageId);
+        if (row == null) {
+            row = new PendingRow(event);
+            rowsById.put(event.messageId, row);
+        }
+        row.deliveries++;
         return rowsById.size() >= capacity;
     }
 
@@ -58,13 +66,13 @@ final class EventUpsertBatch {
         int[] deliveries = new int[size];
         int i = 0;
         for (Map.Entry<String, PendingRow> entry : rowsById.entrySet()) {
-            Event event = entry.getValue().first;
+            PendingRow row = entry.getValue();
             ids[i] = entry.getKey();
-            payloads[i] = new String(event.payload, StandardCharsets.UTF_8);
-            topics[i] = event.sourceTopic;
-            partitions[i] = event.sourcePartition;
-            offsets[i] = event.sourceOffset;
-            deliveries[i] = entry.getValue().deliveries;
+            payloads[i] = row.payload;
+            topics[i] = row.sourceTopic;
+            partitions[i] = row.sourcePartition;
+            offsets[i] = row.sourceOffset;
+            deliveries[i] = row.deliveries;
             i++;
         }
         // pgjdbc's own createArrayOf takes primitive arrays too (no boxing).
@@ -81,13 +89,19 @@ final class EventUpsertBatch {
         rowsById.clear();
     }
 
-    /** The first event seen for an id in this batch, and how often the id arrived. */
+    /** The values of the first event seen for an id in this batch, and how often the id arrived. */
     private static final class PendingRow {
-        final Event first;
+        final String payload;
+        final String sourceTopic;
+        final int sourcePartition;
+        final long sourceOffset;
         int deliveries;
 
         PendingRow(Event first) {
-            this.first = first;
+            this.payload = new String(first.payload, StandardCharsets.UTF_8);
+            this.sourceTopic = first.sourceTopic;
+            this.sourcePartition = first.sourcePartition;
+            this.sourceOffset = first.sourceOffset;
         }
     }
 }

@@ -1,0 +1,97 @@
+package io.onceflow.tools.bench;
+
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.Optional;
+import java.util.Set;
+import java.util.stream.Collectors;
+import org.apache.flink.util.TimeUtils;
+
+/**
+ * What one benchmark run does, from {@code -Dbench.*} system properties (the Maven profile passes
+ * them through):
+ *
+ * <pre>
+ * bench.events             input records of the throughput phase (default 300000)
+ * bench.payload.bytes      payload size (default 200)
+ * bench.duplicate.ratio    share of re-sent records (default 0.10)
+ * bench.checkpoint.interval the jobs' checkpoint interval, a job duration such as 1s (default 1s)
+ * bench.parallelism        the jobs' parallelism (default 2)
+ * bench.scenarios          comma-separated subset of raw,alo,eo,state (default all)
+ * bench.state.ids          ids preloaded into dedup state for the "state" scenario (default 1000000,10000000)
+ * bench.latency.rate       records/s of the paced latency phase (default 1000)
+ * bench.latency.seconds    length of the latency phase (default 10)
+ * bench.json               also write the results as JSON to this file (default: none)
+ * </pre>
+ */
+record BenchSettings(
+        long events,
+        int payloadBytes,
+        double duplicateRatio,
+        String checkpointInterval,
+        int parallelism,
+        Set<String> scenarios,
+        List<Long> preloadedIds,
+        int latencyRate,
+        int latencySeconds,
+        Optional<Path> json) {
+
+    static final String RAW = "raw";
+    static final String AT_LEAST_ONCE = "alo";
+    static final String EXACTLY_ONCE = "eo";
+    static final String STATE = "state";
+    private static final String ALL_SCENARIOS = String.join(",", RAW, AT_LEAST_ONCE, EXACTLY_ONCE, STATE);
+
+    static BenchSettings fromSystemProperties() {
+        String json = System.getProperty("bench.json", "");
+        return new BenchSettings(
+                Long.parseLong(property("bench.events", "300000")),
+                Integer.parseInt(property("bench.payload.bytes", "200")),
+                Double.parseDouble(property("bench.duplicate.ratio", "0.10")),
+                property("bench.checkpoint.interval", "1s"),
+                Integer.parseInt(property("bench.parallelism", "2")),
+                Arrays.stream(property("bench.scenarios", ALL_SCENARIOS).split(","))
+                        .map(s -> s.trim().toLowerCase(Locale.ROOT))
+                        .collect(Collectors.toCollection(java.util.LinkedHashSet::new)),
+                Arrays.stream(property("bench.state.ids", "1000000,10000000").split(","))
+                        .map(String::trim).filter(s -> !s.isEmpty()).map(Long::parseLong).toList(),
+                Integer.parseInt(property("bench.latency.rate", "1000")),
+                Integer.parseInt(property("bench.latency.seconds", "10")),
+                json.isBlank() ? Optional.empty() : Optional.of(Path.of(json)));
+    }
+
+    BenchSettings {
+        if (!Set.of(RAW, AT_LEAST_ONCE, EXACTLY_ONCE, STATE).containsAll(scenarios)) {
+            throw new IllegalArgumentException("bench.scenarios must be a subset of " + ALL_SCENARIOS + ", got " + scenarios);
+        }
+        if (events <= 0 || payloadBytes < 0 || parallelism <= 0 || latencyRate <= 0 || latencySeconds < 0) {
+            throw new IllegalArgumentException("bench.events, bench.parallelism and bench.latency.rate must be positive");
+        }
+    }
+
+    /** Maven passes an unset {@code ${bench.x}} through as an empty string: treat it as unset. */
+    private static String property(String name, String fallback) {
+        String value = System.getProperty(name);
+        return value == null || value.isBlank() ? fallback : value.trim();
+    }
+
+    /** The checkpoint interval as the job will read it (Flink's duration syntax: 1s, 500ms, 1min). */
+    Duration checkpointIntervalDuration() {
+        return TimeUtils.parseDuration(checkpointInterval);
+    }
+
+    Duration latencyPhase() {
+        return Duration.ofSeconds(latencySeconds);
+    }
+
+    @Override
+    public String toString() {
+        return String.format(Locale.ROOT, "events=%,d payload=%dB duplicates=%.0f%% checkpoint=%s parallelism=%d"
+                        + " scenarios=%s preloaded ids=%s latency=%d/s for %ds",
+                events, payloadBytes, duplicateRatio * 100, checkpointInterval, parallelism, scenarios,
+                preloadedIds, latencyRate, latencySeconds);
+    }
+}

@@ -1,0 +1,193 @@
+package io.onceflow.tools.bench;
+
+import io.onceflow.config.OnceflowConfig;
+import io.onceflow.job.OnceflowJob;
+import io.onceflow.testing.PipelineScenario;
+import io.onceflow.testing.TestKafka;
+import io.onceflow.testing.TestPostgres;
+import io.onceflow.tools.generator.EventGenerator;
+import io.onceflow.tools.generator.GeneratedInput;
+import io.onceflow.tools.generator.GeneratorSpec;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Optional;
+import java.util.OptionalLong;
+import java.util.stream.Stream;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.MemorySize;
+import org.apache.flink.configuration.TaskManagerOptions;
+import org.apache.flink.configuration.WebOptions;
+import org.apache.flink.runtime.minicluster.MiniCluster;
+import org.apache.flink.runtime.minicluster.MiniClusterConfiguration;
+import org.apache.kafka.clients.producer.KafkaProducer;
+
+/**
+ * The benchmark command ({@code mvn -Pbench verify}, see docs/benchmarks.md): on one machine, in one
+ * run, over the same generated input, measures the raw limit (Kafka copy + COPY, no Flink), the job
+ * with at-least-once sinks, the job with exactly-once sinks, and the exactly-once job with 1M and 10M
+ * ids already tracked in dedup state; prints a table and the ratios, and optionally writes JSON.
+ *
+ * <p>Everything runs on embedded services: the Kafka broker and the Flink MiniCluster inside this
+ * JVM, PostgreSQL as a separate server process. CPU is this JVM's plus PostgreSQL's, so it includes
+ * the broker's work and the benchmark's own clients. Timings are for ratios within one run on one
+ * machine, never for assertions.
+ */
+public final class Benchmark {
+    /** Managed memory of the MiniCluster's TaskManager, shared by the RocksDB instances of its slots. */
+    private static final MemorySize MANAGED_MEMORY = MemorySize.parse("512m");
+    private static final int CHECKPOINT_HISTORY = 10_000;
+    private static final long INPUT_SEED = 2026;
+    private static final long WARM_UP_RECORDS = 100_000;
+    private static final long BACKEND_EXIT_MILLIS = 500;
+
+    private Benchmark() {}
+
+    public static void main(String[] args) throws Exception {
+        BenchSettings settings = BenchSettings.fromSystemProperties();
+        say("settings: " + settings);
+        say("starting the embedded Kafka broker and PostgreSQL...");
+        TestKafka kafka = TestKafka.shared();
+        ResourceMeter meter = new ResourceMeter(postgresPid());
+        if (!meter.measuresPostgres()) {
+            say("PostgreSQL's process is not visible here: CPU figures cover this JVM only");
+        }
+        Path work = Files.createTempDirectory("onceflow-bench");
+
+        String inputTopic = TestKafka.uniqueTopic("bench-in");
+        GeneratedInput input = produceInput(kafka, inputTopic, settings, settings.events(), INPUT_SEED);
+        long uniqueIds = input.uniqueIds().size();
+        say("produced the input: " + input);
+
+        List<ScenarioResult> results = new ArrayList<>();
+        if (settings.scenarios().contains(BenchSettings.RAW)) {
+            results.add(rawLimit(kafka, inputTopic, settings.events(), meter));
+        }
+        MiniCluster cluster = startMiniCluster(settings.parallelism());
+        try {
+            if (settings.scenarios().stream().anyMatch(s -> !s.equals(BenchSettings.RAW))) {
+                warmUp(kafka, cluster, settings, meter, work);
+            }
+            JobScenario jobs = new JobScenario(cluster, settings, inputTopic, settings.events(), uniqueIds, meter, work);
+            if (settings.scenarios().contains(BenchSettings.AT_LEAST_ONCE)) {
+                results.add(jobs.run(Report.AT_LEAST_ONCE, jobs.newScenario("bench-alo", "at-least-once"),
+                        Optional.empty(), 0));
+            }
+            if (settings.scenarios().contains(BenchSettings.EXACTLY_ONCE)) {
+                results.add(jobs.run(Report.EXACTLY_ONCE, jobs.newScenario("bench-eo", "exactly-once"),
+                        Optional.empty(), 0));
+            }
+            if (settings.scenarios().contains(BenchSettings.STATE)) {
+                StatePreloader preloader = new StatePreloader(cluster, settings.parallelism());
+                for (long preloaded : settings.preloadedIds()) {
+                    PipelineScenario scenario = jobs.newScenario("bench-state", "exactly-once");
+                    OnceflowConfig config = scenario.config();
+                    String savepoint = preloader.preload(preloaded, config.dedupTtl(),
+                            OnceflowJob.flinkConfiguration(config),
+                            Files.createTempDirectory(work, "savepoint").toUri().toString());
+                    results.add(jobs.run(Report.preloadedName(preloaded), scenario, Optional.of(savepoint), preloaded));
+                }
+            }
+        } finally {
+            cluster.close();
+            deleteRecursively(work);
+        }
+
+        Report report = new Report(settings, input, meter.measuresPostgres(), results);
+        System.out.println();
+        System.out.println(report.toText());
+        if (settings.json().isPresent()) {
+            report.writeJson(settings.json().get());
+            say("wrote " + settings.json().get());
+        }
+        System.exit(0); // the embedded services' threads would keep the JVM alive
+    }
+
+    /**
+     * The input: {@code records} generated records, without poison (the raw COPY could not take it,
+     * and dead letters are not what is measured).
+     */
+    private static GeneratedInput produceInput(TestKafka kafka, String topic, BenchSettings settings, long records,
+            long seed) {
+        kafka.createTopics(4, topic);
+        GeneratorSpec spec = new GeneratorSpec(records, settings.duplicateRatio(), 0.0, settings.payloadBytes(),
+                Integer.MAX_VALUE, Integer.MAX_VALUE, seed);
+        try (KafkaProducer<byte[], byte[]> producer = kafka.newProducer()) {
+            return new EventGenerator(spec).produce(producer, topic);
+        }
+    }
+
+    /**
+     * Runs the exactly-once job once over a smaller input of its own and discards the figures: the
+     * first job in a JVM pays for class loading and JIT compilation, which would flatter whichever
+     * scenario runs second.
+     */
+    private static void warmUp(TestKafka kafka, MiniCluster cluster, BenchSettings settings, ResourceMeter meter,
+            Path work) throws Exception {
+        String topic = TestKafka.uniqueTopic("bench-warm-up");
+        GeneratedInput input = produceInput(kafka, topic, settings, Math.min(settings.events(), WARM_UP_RECORDS),
+                INPUT_SEED + 1);
+        JobScenario warmUp = new JobScenario(cluster, settings, topic, input.records(), input.uniqueIds().size(),
+                meter, work);
+        warmUp.run("warm-up (discarded)", warmUp.newScenario("bench-warm-up", "exactly-once"), Optional.empty(), 0);
+    }
+
+    private static ScenarioResult rawLimit(TestKafka kafka, String inputTopic, long records, ResourceMeter meter)
+            throws Exception {
+        say("raw limit: copying the input topic and COPYing its rows, at the same time...");
+        ResourceMeter.resetPeakRss();
+        ResourceMeter.CpuTime before = meter.cpuTime();
+        double seconds = new RawLimit(kafka, inputTopic, records).run();
+        // the COPY's backend exits after its connection closes; its CPU time counts once it is reaped
+        Thread.sleep(BACKEND_EXIT_MILLIS);
+        ResourceMeter.CpuTime cpu = meter.cpuTime().minus(before);
+        return new ScenarioResult(Report.RAW_LIMIT, records, records / seconds,
+                cpu.totalSeconds() / records * 1e6, cpu.postgresSeconds() / cpu.totalSeconds(),
+                ResourceMeter.peakRssBytes(), Percentiles.NONE, Percentiles.NONE, Percentiles.NONE, 0, -1);
+    }
+
+    private static MiniCluster startMiniCluster(int parallelism) throws Exception {
+        Configuration config = new Configuration();
+        config.set(TaskManagerOptions.MANAGED_MEMORY_SIZE, MANAGED_MEMORY);
+        config.set(WebOptions.CHECKPOINTS_HISTORY_SIZE, CHECKPOINT_HISTORY);
+        MiniCluster cluster = new MiniCluster(new MiniClusterConfiguration.Builder()
+                .setConfiguration(config)
+                .setNumTaskManagers(1)
+                .setNumSlotsPerTaskManager(parallelism)
+                .build());
+        cluster.start();
+        return cluster;
+    }
+
+    /** The postmaster of the embedded server: the parent of a backend serving us. */
+    private static OptionalLong postgresPid() {
+        try (Connection connection = TestPostgres.shared().newDatabase().connect();
+                Statement statement = connection.createStatement();
+                ResultSet backend = statement.executeQuery("SELECT pg_backend_pid()")) {
+            backend.next();
+            long postmaster = ResourceMeter.parentOf(backend.getLong(1));
+            return postmaster > 1 ? OptionalLong.of(postmaster) : OptionalLong.empty();
+        } catch (Exception e) {
+            return OptionalLong.empty();
+        }
+    }
+
+    /** Checkpoints and savepoints of a default run take a few hundred MB of the temp directory. */
+    private static void deleteRecursively(Path directory) throws IOException {
+        try (Stream<Path> paths = Files.walk(directory)) {
+            for (Path path : paths.sorted(Comparator.reverseOrder()).toList()) {
+                Files.deleteIfExists(path);
+            }
+        }
+    }
+
+    static void say(String line) {
+        System.out.println("[bench] " + line);
+    }
+}

@@ -1,0 +1,251 @@
+package io.onceflow.tools.bench;
+
+import static java.nio.charset.StandardCharsets.UTF_8;
+
+import io.onceflow.config.OnceflowConfig;
+import io.onceflow.config.PostgresSettings;
+import io.onceflow.job.EventProcessor;
+import io.onceflow.job.OnceflowJob;
+import io.onceflow.sink.postgres.PostgresSchema;
+import io.onceflow.testing.PipelineScenario;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.sql.Connection;
+import java.time.Duration;
+import java.util.List;
+import java.util.Optional;
+import java.util.UUID;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.StateRecoveryOptions;
+import org.apache.flink.core.execution.JobClient;
+import org.apache.flink.core.execution.RecoveryClaimMode;
+import org.apache.flink.runtime.checkpoint.AbstractCheckpointStats;
+import org.apache.flink.runtime.checkpoint.CheckpointStatsStatus;
+import org.apache.flink.runtime.checkpoint.CompletedCheckpointStats;
+import org.apache.flink.runtime.execution.ExecutionState;
+import org.apache.flink.runtime.executiongraph.AccessExecutionGraph;
+import org.apache.flink.runtime.executiongraph.AccessExecutionJobVertex;
+import org.apache.flink.runtime.minicluster.MiniCluster;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.streaming.util.TestStreamEnvironment;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.header.internals.RecordHeader;
+
+/**
+ * One run of the onceflow job (the production wiring of {@link OnceflowJob#defineJob}, RocksDB,
+ * both sinks) on the shared MiniCluster, in two phases:
+ *
+ * <ol>
+ *   <li>throughput: the job starts on the shared input topic, already full. Records/s is the input
+ *       records over the time from all tasks RUNNING (after state restore and sink start-up) to
+ *       every unique id visible in Kafka (read_committed) and committed in PostgreSQL. The
+ *       exactly-once tail, the last records waiting for a checkpoint, is in: keep the run much
+ *       longer than a checkpoint interval;
+ *   <li>latency: with the backlog done, records are produced at a steady rate below capacity to the
+ *       job's second input topic and timed from their producer timestamp until visible.
+ * </ol>
+ *
+ * Then it waits for one more checkpoint, reads the checkpoint history of the job and cancels it.
+ */
+final class JobScenario {
+    /** Name of the dedup operator in {@code OnceflowPipeline}; its task's checkpointed state is the dedup state. */
+    private static final String DEDUP_TASK_NAME = "Dedup by message id";
+    /** One id in this many of the latency phase is also timed in PostgreSQL. */
+    private static final int POSTGRES_SAMPLE_EVERY = 10;
+
+    private final MiniCluster cluster;
+    private final BenchSettings settings;
+    private final String inputTopic;
+    private final long inputRecords;
+    private final long uniqueIds;
+    private final ResourceMeter meter;
+    private final Path workDirectory;
+
+    JobScenario(MiniCluster cluster, BenchSettings settings, String inputTopic, long inputRecords, long uniqueIds,
+            ResourceMeter meter, Path workDirectory) {
+        this.cluster = cluster;
+        this.settings = settings;
+        this.inputTopic = inputTopic;
+        this.inputRecords = inputRecords;
+        this.uniqueIds = uniqueIds;
+        this.meter = meter;
+        this.workDirectory = workDirectory;
+    }
+
+    /** The job's configuration for one scenario: its own output topic, database and checkpoints. */
+    PipelineScenario newScenario(String purpose, String deliveryGuarantee) throws Exception {
+        PipelineScenario scenario = new PipelineScenario(purpose).withPostgres();
+        return scenario
+                .with("input.topics", inputTopic + "," + scenario.inputTopic)
+                .with("input.starting.offsets", "earliest")
+                .with("delivery.guarantee", deliveryGuarantee)
+                .with("state.backend", "rocksdb")
+                .with("checkpoint.interval", settings.checkpointInterval())
+                .with("checkpoint.dir", Files.createTempDirectory(workDirectory, purpose).toUri().toString())
+                .with("parallelism", String.valueOf(settings.parallelism()))
+                .with("message.max.bytes", String.valueOf(Math.max(4096, 2 * settings.payloadBytes() + 1024)));
+    }
+
+    /**
+     * @param restoreFrom a savepoint holding preloaded dedup state, claimed by the job
+     * @param preloadedIds how many ids that savepoint tracks
+     */
+    ScenarioResult run(String name, PipelineScenario scenario, Optional<String> restoreFrom, long preloadedIds)
+            throws Exception {
+        OnceflowConfig config = scenario.config();
+        PostgresSettings postgres = config.postgres().orElseThrow();
+        try (Connection connection = scenario.database().connect()) {
+            new PostgresSchema(postgres.table(), postgres.commitLogTable()).createIfMissing(connection);
+        }
+        Configuration flink = OnceflowJob.flinkConfiguration(config);
+        restoreFrom.ifPresent(savepoint -> {
+            flink.set(StateRecoveryOptions.SAVEPOINT_PATH, savepoint);
+            flink.set(StateRecoveryOptions.SAVEPOINT_IGNORE_UNCLAIMED_STATE, true);
+            // claimed: the first checkpoint stays incremental instead of copying the whole preloaded state
+            flink.set(StateRecoveryOptions.RESTORE_MODE, RecoveryClaimMode.CLAIM);
+        });
+        OnceflowJob.checkPostgres(config, settings.parallelism());
+        StreamExecutionEnvironment env =
+                new TestStreamEnvironment(cluster, flink, settings.parallelism(), List.of(), List.of());
+        OnceflowJob.defineJob(env, config, EventProcessor.passThrough());
+
+        Benchmark.say(name + ": running the job over " + String.format("%,d", inputRecords) + " records...");
+        try (VisibilityProbes probes = new VisibilityProbes(
+                scenario.kafka().bootstrapServers(), scenario.outputTopic, scenario.database(), postgres.table())) {
+            ResourceMeter.resetPeakRss();
+            ResourceMeter.CpuTime cpuBefore = meter.cpuTime();
+            JobClient job = env.executeAsync("bench " + name);
+            await(Duration.ofMinutes(5), () -> allTasksRunning(job), "all tasks running", job);
+            long startNanos = System.nanoTime();
+            Duration backlogTimeout = Duration.ofSeconds(120 + inputRecords / 1000);
+            await(backlogTimeout, () -> probes.visibleRecords() >= uniqueIds, "all ids visible in Kafka", job);
+            await(backlogTimeout, () -> probes.postgresRows() >= uniqueIds, "all ids committed in PostgreSQL", job);
+            double seconds = (System.nanoTime() - startNanos) / 1e9;
+            ResourceMeter.CpuTime cpu = meter.cpuTime().minus(cpuBefore);
+            long peakRss = ResourceMeter.peakRssBytes();
+            double recordsPerSecond = inputRecords / seconds;
+            Benchmark.say(String.format("%s: %,.0f records/s, %.1f CPU s (PostgreSQL %.1f)",
+                    name, recordsPerSecond, cpu.totalSeconds(), cpu.postgresSeconds()));
+
+            long pacedIds = producePaced(scenario, probes);
+            long latencyDone = System.currentTimeMillis();
+            Duration latencyTimeout = config.checkpointInterval().multipliedBy(3).plusSeconds(30);
+            await(latencyTimeout, () -> probes.sendTimes.isEmpty() && probes.postgresSample.isEmpty(),
+                    "the latency phase's ids visible", job);
+            CompletedCheckpointStats last = awaitCheckpointAfter(job, latencyDone);
+            AccessExecutionGraph graph = cluster.getExecutionGraph(job.getJobID()).get();
+            job.cancel().get(60, TimeUnit.SECONDS);
+
+            return new ScenarioResult(
+                    name,
+                    inputRecords,
+                    recordsPerSecond,
+                    cpu.totalSeconds() / inputRecords * 1e6,
+                    cpu.postgresSeconds() / cpu.totalSeconds(),
+                    peakRss,
+                    Percentiles.of(probes.kafkaLatencies()),
+                    Percentiles.of(probes.postgresLatencies()),
+                    Percentiles.of(completedCheckpoints(graph).stream()
+                            .mapToLong(AbstractCheckpointStats::getEndToEndDuration).toArray()),
+                    preloadedIds + uniqueIds + pacedIds,
+                    last.getTaskStateStats(dedupTask(graph).getJobVertexId()).getStateSize());
+        }
+    }
+
+    /**
+     * Produces {@code latency.rate} records per second for {@code latency.seconds}, each a new UUID
+     * id, stamped with the time of sending. Returns how many.
+     */
+    private long producePaced(PipelineScenario scenario, VisibilityProbes probes) throws InterruptedException {
+        long count = (long) settings.latencyRate() * settings.latencySeconds();
+        Benchmark.say(String.format("latency phase: %,d records at %,d/s", count, settings.latencyRate()));
+        long start = System.nanoTime();
+        try (KafkaProducer<byte[], byte[]> producer = scenario.kafka().newProducer()) {
+            for (long i = 0; i < count; i++) {
+                long due = start + i * 1_000_000_000L / settings.latencyRate();
+                long wait = due - System.nanoTime();
+                if (wait > 0) {
+                    TimeUnit.NANOSECONDS.sleep(wait);
+                }
+                String id = UUID.randomUUID().toString();
+                byte[] idBytes = id.getBytes(UTF_8);
+                long sent = System.currentTimeMillis();
+                probes.sendTimes.put(id, sent);
+                if (i % POSTGRES_SAMPLE_EVERY == 0) {
+                    probes.postgresSample.put(id, sent);
+                }
+                producer.send(new ProducerRecord<>(scenario.inputTopic, null, sent, idBytes, payload(id),
+                        List.of(new RecordHeader("message-id", idBytes))));
+            }
+        }
+        return count;
+    }
+
+    private byte[] payload(String id) {
+        String json = "{\"id\":\"" + id + "\",\"type\":\"latency-probe\"";
+        int padding = settings.payloadBytes() - json.length() - 12;
+        return (padding > 0 ? json + ",\"note\":\"" + "x".repeat(padding) + "\"}" : json + "}").getBytes(UTF_8);
+    }
+
+    private CompletedCheckpointStats awaitCheckpointAfter(JobClient job, long epochMillis) throws Exception {
+        CompletedCheckpointStats[] found = new CompletedCheckpointStats[1];
+        await(settings.latencyPhase().plusMinutes(2), () -> {
+            List<CompletedCheckpointStats> completed =
+                    completedCheckpoints(cluster.getExecutionGraph(job.getJobID()).get());
+            found[0] = completed.stream()
+                    .filter(c -> c.getTriggerTimestamp() > epochMillis)
+                    .reduce((first, second) -> second).orElse(null);
+            return found[0] != null;
+        }, "a checkpoint after the latency phase", job);
+        return found[0];
+    }
+
+    private static List<CompletedCheckpointStats> completedCheckpoints(AccessExecutionGraph graph) {
+        return graph.getCheckpointStatsSnapshot().getHistory().getCheckpoints().stream()
+                .filter(c -> c.getStatus() == CheckpointStatsStatus.COMPLETED)
+                .map(CompletedCheckpointStats.class::cast)
+                .sorted((a, b) -> Long.compare(a.getCheckpointId(), b.getCheckpointId()))
+                .toList();
+    }
+
+    private boolean allTasksRunning(JobClient job) throws Exception {
+        for (AccessExecutionJobVertex vertex : cluster.getExecutionGraph(job.getJobID()).get().getVerticesTopologically()) {
+            if (vertex.getAggregateState() != ExecutionState.RUNNING) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private static AccessExecutionJobVertex dedupTask(AccessExecutionGraph graph) {
+        for (AccessExecutionJobVertex vertex : graph.getVerticesTopologically()) {
+            if (vertex.getName().contains(DEDUP_TASK_NAME)) {
+                return vertex;
+            }
+        }
+        throw new IllegalStateException("no task named " + DEDUP_TASK_NAME + " in the job graph");
+    }
+
+    /** A condition that may throw while it checks. */
+    interface Condition {
+        boolean holds() throws Exception;
+    }
+
+    /** Polls {@code condition} until it holds; fails fast if the job stopped, or after {@code timeout}. */
+    static void await(Duration timeout, Condition condition, String what, JobClient job) throws Exception {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (!condition.holds()) {
+            if (job.getJobStatus().get().isGloballyTerminalState()) {
+                job.getJobExecutionResult().get(); // throws the job's failure
+                throw new IllegalStateException("the job ended before " + what);
+            }
+            if (System.nanoTime() > deadline) {
+                throw new TimeoutException("no " + what + " within " + timeout);
+            }
+            Thread.sleep(50);
+        }
+    }
+}

@@ -1,0 +1,137 @@
+package io.onceflow.tools.bench;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.SerializationFeature;
+import io.onceflow.tools.generator.GeneratedInput;
+import java.io.IOException;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Optional;
+
+/** The benchmark's table, ratios and target checks, as text and as JSON. */
+final class Report {
+    static final String RAW_LIMIT = "raw limit";
+    static final String AT_LEAST_ONCE = "at-least-once";
+    static final String EXACTLY_ONCE = "exactly-once";
+    static final double TARGET_EO_VS_ALO = 0.95;
+    static final double TARGET_EO_VS_RAW = 0.5;
+    static final double TARGET_STATE_BYTES_PER_ID = 40;
+
+    private final BenchSettings settings;
+    private final GeneratedInput input;
+    private final boolean postgresCpuMeasured;
+    private final List<ScenarioResult> results;
+
+    Report(BenchSettings settings, GeneratedInput input, boolean postgresCpuMeasured, List<ScenarioResult> results) {
+        this.settings = settings;
+        this.input = input;
+        this.postgresCpuMeasured = postgresCpuMeasured;
+        this.results = results;
+    }
+
+    static String preloadedName(long ids) {
+        return EXACTLY_ONCE + ", " + compact(ids) + " ids preloaded";
+    }
+
+    private static String compact(long n) {
+        return n % 1_000_000 == 0 ? n / 1_000_000 + "M" : n % 1000 == 0 ? n / 1000 + "k" : Long.toString(n);
+    }
+
+    private Optional<ScenarioResult> result(String name) {
+        return results.stream().filter(r -> r.name().equals(name)).findFirst();
+    }
+
+    private Optional<Double> throughputRatio(String numerator, String denominator) {
+        return result(numerator).flatMap(n -> result(denominator).map(d -> n.recordsPerSecond() / d.recordsPerSecond()));
+    }
+
+    String toText() {
+        StringBuilder text = new StringBuilder();
+        text.append("Input: ").append(input).append("; ").append(settings).append('\n');
+        text.append("CPU = this JVM (broker, MiniCluster, benchmark clients)")
+                .append(postgresCpuMeasured ? " + the PostgreSQL server processes" : " only (PostgreSQL not visible)")
+                .append("; RSS = this JVM's peak during the scenario. Latencies and checkpoints in ms.\n\n");
+        text.append("| scenario | records/s | CPU s / M records | of which PostgreSQL | peak RSS MB"
+                + " | Kafka visible p50 / p99 | PostgreSQL committed p50 / p99 | checkpoint p50 / p99"
+                + " | ids tracked | dedup state B / id |\n");
+        text.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        for (ScenarioResult r : results) {
+            text.append(String.format(Locale.ROOT, "| %s | %,.0f | %.1f | %.0f%% | %,d | %s | %s | %s | %s | %s |%n",
+                    r.name(), r.recordsPerSecond(), r.cpuSecondsPerMillion(), 100 * r.postgresCpuShare(),
+                    r.peakRssBytes() / (1024 * 1024), pair(r.kafkaVisibility()), pair(r.postgresVisibility()),
+                    pair(r.checkpointDuration()), r.trackedIds() > 0 ? String.format(Locale.ROOT, "%,d", r.trackedIds()) : "-",
+                    r.stateBytesPerTrackedId() >= 0 ? String.format(Locale.ROOT, "%.1f", r.stateBytesPerTrackedId()) : "-"));
+        }
+        text.append('\n');
+        throughputRatio(EXACTLY_ONCE, AT_LEAST_ONCE).ifPresent(ratio -> text.append(String.format(Locale.ROOT,
+                "EO / ALO throughput: %.2f (target >= %.2f: %s)%n", ratio, TARGET_EO_VS_ALO, verdict(ratio >= TARGET_EO_VS_ALO))));
+        throughputRatio(EXACTLY_ONCE, RAW_LIMIT).ifPresent(ratio -> text.append(String.format(Locale.ROOT,
+                "EO / raw limit throughput: %.2f (target >= %.2f: %s)%n", ratio, TARGET_EO_VS_RAW, verdict(ratio >= TARGET_EO_VS_RAW))));
+        result(EXACTLY_ONCE).ifPresent(eo -> {
+            text.append(String.format(Locale.ROOT, "EO dedup state: %.1f B per tracked id (target <= %.0f: %s)%n",
+                    eo.stateBytesPerTrackedId(), TARGET_STATE_BYTES_PER_ID,
+                    verdict(eo.stateBytesPerTrackedId() <= TARGET_STATE_BYTES_PER_ID)));
+            long bound = latencyBoundMillis();
+            long worst = Math.max(eo.kafkaVisibility().p99(), eo.postgresVisibility().p99());
+            text.append(String.format(Locale.ROOT, "EO p99 visibility: Kafka %d ms, PostgreSQL %d ms (target <= %d ms: %s)%n",
+                    eo.kafkaVisibility().p99(), eo.postgresVisibility().p99(), bound, verdict(worst <= bound)));
+            for (long preloaded : settings.preloadedIds()) {
+                result(preloadedName(preloaded)).ifPresent(r -> text.append(String.format(Locale.ROOT,
+                        "EO throughput with %s ids preloaded / with none: %.2f%n", compact(preloaded),
+                        r.recordsPerSecond() / eo.recordsPerSecond())));
+            }
+        });
+        return text.toString();
+    }
+
+    private long latencyBoundMillis() {
+        return settings.checkpointIntervalDuration().plus(Duration.ofSeconds(1)).toMillis();
+    }
+
+    private static String pair(Percentiles p) {
+        return p.count() == 0 ? "-" : String.format(Locale.ROOT, "%,d / %,d", p.p50(), p.p99());
+    }
+
+    private static String verdict(boolean met) {
+        return met ? "met" : "NOT met";
+    }
+
+    void writeJson(Path file) throws IOException {
+        Map<String, Object> json = new LinkedHashMap<>();
+        json.put("settings", settings.toString());
+        json.put("input", input.toString());
+        json.put("postgresCpuMeasured", postgresCpuMeasured);
+        List<Map<String, Object>> scenarios = new ArrayList<>();
+        for (ScenarioResult r : results) {
+            Map<String, Object> scenario = new LinkedHashMap<>();
+            scenario.put("name", r.name());
+            scenario.put("inputRecords", r.inputRecords());
+            scenario.put("recordsPerSecond", r.recordsPerSecond());
+            scenario.put("cpuSecondsPerMillionRecords", r.cpuSecondsPerMillion());
+            scenario.put("postgresCpuShare", r.postgresCpuShare());
+            scenario.put("peakRssBytes", r.peakRssBytes());
+            scenario.put("kafkaVisibilityMillis", r.kafkaVisibility());
+            scenario.put("postgresVisibilityMillis", r.postgresVisibility());
+            scenario.put("checkpointDurationMillis", r.checkpointDuration());
+            scenario.put("trackedIds", r.trackedIds());
+            scenario.put("dedupStateBytes", r.dedupStateBytes());
+            scenario.put("dedupStateBytesPerTrackedId", r.stateBytesPerTrackedId());
+            scenarios.add(scenario);
+        }
+        json.put("scenarios", scenarios);
+        Map<String, Object> ratios = new LinkedHashMap<>();
+        throughputRatio(EXACTLY_ONCE, AT_LEAST_ONCE).ifPresent(ratio -> ratios.put("eoOverAlo", ratio));
+        throughputRatio(EXACTLY_ONCE, RAW_LIMIT).ifPresent(ratio -> ratios.put("eoOverRawLimit", ratio));
+        for (long preloaded : settings.preloadedIds()) {
+            throughputRatio(preloadedName(preloaded), EXACTLY_ONCE)
+                    .ifPresent(ratio -> ratios.put("eoWith" + compact(preloaded) + "IdsOverEo", ratio));
+        }
+        json.put("ratios", ratios);
+        new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValue(file.toFile(), json);
+    }
+}

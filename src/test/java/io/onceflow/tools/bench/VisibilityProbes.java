@@ -1,0 +1,154 @@
+package io.onceflow.tools.bench;
+
+import io.onceflow.testing.TestPostgres;
+import java.sql.Array;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.StringDeserializer;
+
+/**
+ * Watches a job's outputs as their readers see them: a {@code read_committed} consumer of the output
+ * topic (counting records, for throughput, and timing the ids in {@link #sendTimes}, for latency)
+ * and a poller of the PostgreSQL table (counting rows on request, and timing the ids in
+ * {@link #postgresSample}).
+ *
+ * <p>Latency is the wall clock when an id became visible minus the producer timestamp of the input
+ * record that carried it; both clocks are this JVM's. Resolution: one consumer poll (at most
+ * {@value #KAFKA_POLL_MS} ms when idle) and one PostgreSQL poll ({@value #POSTGRES_POLL_MS} ms).
+ */
+final class VisibilityProbes implements AutoCloseable {
+    private static final long KAFKA_POLL_MS = 20;
+    private static final long POSTGRES_POLL_MS = 50;
+
+    /** Producer timestamp (epoch ms) of each id whose visibility latency is wanted. */
+    final Map<String, Long> sendTimes = new ConcurrentHashMap<>();
+    /** Ids to time in PostgreSQL too: a sample, since each poll looks them up one by one. */
+    final Map<String, Long> postgresSample = new ConcurrentHashMap<>();
+
+    private final KafkaConsumer<String, byte[]> consumer;
+    private final TestPostgres.TestDatabase database;
+    private final String table;
+    private final Thread kafkaWatcher;
+    private final Thread postgresWatcher;
+    private final AtomicLong visibleRecords = new AtomicLong();
+    private final List<Long> kafkaLatencies = new ArrayList<>();
+    private final List<Long> postgresLatencies = new ArrayList<>();
+    private volatile boolean running = true;
+
+    VisibilityProbes(String bootstrapServers, String topic, TestPostgres.TestDatabase database, String table) {
+        Properties props = new Properties();
+        props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrapServers);
+        props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        props.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "5000");
+        consumer = new KafkaConsumer<>(props, new StringDeserializer(), new ByteArrayDeserializer());
+        List<TopicPartition> partitions = consumer.partitionsFor(topic).stream()
+                .map(p -> new TopicPartition(topic, p.partition())).toList();
+        consumer.assign(partitions);
+        consumer.seekToBeginning(partitions);
+        this.database = database;
+        this.table = table;
+        kafkaWatcher = new Thread(this::watchKafka, "bench-kafka-visibility");
+        postgresWatcher = new Thread(this::watchPostgres, "bench-postgres-visibility");
+        kafkaWatcher.start();
+        postgresWatcher.start();
+    }
+
+    private void watchKafka() {
+        while (running) {
+            ConsumerRecords<String, byte[]> records = consumer.poll(Duration.ofMillis(KAFKA_POLL_MS));
+            if (records.isEmpty()) {
+                continue;
+            }
+            long now = System.currentTimeMillis();
+            synchronized (kafkaLatencies) {
+                for (ConsumerRecord<String, byte[]> record : records) {
+                    Long sent = sendTimes.remove(record.key());
+                    if (sent != null) {
+                        kafkaLatencies.add(now - sent);
+                    }
+                }
+            }
+            visibleRecords.addAndGet(records.count());
+        }
+        consumer.close();
+    }
+
+    private void watchPostgres() {
+        try (Connection connection = database.connect();
+                PreparedStatement lookup = connection.prepareStatement(
+                        "SELECT id FROM " + table + " WHERE id = ANY(?)")) {
+            while (running) {
+                Thread.sleep(POSTGRES_POLL_MS);
+                if (postgresSample.isEmpty()) {
+                    continue;
+                }
+                Array ids = connection.createArrayOf("text", postgresSample.keySet().toArray());
+                lookup.setArray(1, ids);
+                try (ResultSet visible = lookup.executeQuery()) {
+                    long now = System.currentTimeMillis();
+                    synchronized (postgresLatencies) {
+                        while (visible.next()) {
+                            Long sent = postgresSample.remove(visible.getString(1));
+                            if (sent != null) {
+                                postgresLatencies.add(now - sent);
+                            }
+                        }
+                    }
+                }
+            }
+        } catch (SQLException | InterruptedException e) {
+            if (running) {
+                throw new IllegalStateException("the PostgreSQL visibility probe failed", e);
+            }
+        }
+    }
+
+    long visibleRecords() {
+        return visibleRecords.get();
+    }
+
+    /** Rows in the table now. */
+    long postgresRows() throws SQLException {
+        try (Connection connection = database.connect();
+                Statement statement = connection.createStatement();
+                ResultSet count = statement.executeQuery("SELECT count(*) FROM " + table)) {
+            count.next();
+            return count.getLong(1);
+        }
+    }
+
+    long[] kafkaLatencies() {
+        synchronized (kafkaLatencies) {
+            return kafkaLatencies.stream().mapToLong(Long::longValue).toArray();
+        }
+    }
+
+    long[] postgresLatencies() {
+        synchronized (postgresLatencies) {
+            return postgresLatencies.stream().mapToLong(Long::longValue).toArray();
+        }
+    }
+
+    @Override
+    public void close() throws InterruptedException {
+        running = false;
+        kafkaWatcher.join();
+        postgresWatcher.join();
+    }
+}
