@@ -1,0 +1,50 @@
+package io.onceflow.chaos;
+
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Random;
+
+/**
+ * How much chaos a run inflicts. The defaults are the short run of every {@code mvn verify}; the
+ * {@code chaos} Maven profile raises them through system properties ({@code chaos.events},
+ * {@code chaos.rate}, {@code chaos.taskManagerKills}, {@code chaos.brokerRestarts},
+ * {@code chaos.postgresRestarts}, {@code chaos.upgrades}, {@code chaos.seed}).
+ *
+ * @param minimumEvents the producer writes at least this many records, and keeps writing until the last fault is over
+ * @param eventsPerSecond the producer's rate limit
+ * @param seed orders the faults and picks their moments; printed so that a failing run can be repeated
+ */
+record ChaosPlan(long minimumEvents, int eventsPerSecond, int taskManagerKills, int brokerRestarts,
+        int postgresRestarts, int upgrades, long seed) {
+
+    /** One fault. */
+    enum Fault {
+        KILL_TASK_MANAGER,
+        RESTART_KAFKA_BROKER,
+        RESTART_POSTGRES,
+        UPGRADE_WITH_RESCALE
+    }
+
+    static ChaosPlan fromSystemProperties() {
+        return new ChaosPlan(
+                Long.getLong("chaos.events", 100_000),
+                Integer.getInteger("chaos.rate", 1_500),
+                Integer.getInteger("chaos.taskManagerKills", 3),
+                Integer.getInteger("chaos.brokerRestarts", 1),
+                Integer.getInteger("chaos.postgresRestarts", 1),
+                Integer.getInteger("chaos.upgrades", 1),
+                Long.getLong("chaos.seed", System.nanoTime()));
+    }
+
+    /** Every fault of the plan, in a random order fixed by the seed. */
+    List<Fault> faultsInOrder(Random random) {
+        List<Fault> faults = new ArrayList<>();
+        faults.addAll(Collections.nCopies(taskManagerKills, Fault.KILL_TASK_MANAGER));
+        faults.addAll(Collections.nCopies(brokerRestarts, Fault.RESTART_KAFKA_BROKER));
+        faults.addAll(Collections.nCopies(postgresRestarts, Fault.RESTART_POSTGRES));
+        faults.addAll(Collections.nCopies(upgrades, Fault.UPGRADE_WITH_RESCALE));
+        Collections.shuffle(faults, random);
+        return faults;
+    }
+}

@@ -1,0 +1,291 @@
+package io.onceflow.chaos;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.onceflow.testing.cluster.ClusterHarness;
+import io.onceflow.testing.cluster.FlinkRestClient;
+import io.onceflow.testing.cluster.FlinkStandaloneCluster;
+import java.io.IOException;
+import java.io.Writer;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.EnumMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Random;
+import java.util.TreeMap;
+import java.util.stream.Collectors;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.common.TopicPartition;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The exactly-once guarantee on a real deployment: a Flink standalone cluster (JobManager and two
+ * TaskManagers, each its own JVM), a Kafka broker and PostgreSQL as their own processes, the job jar
+ * submitted over REST. While a producer keeps writing events with duplicates and poison, the run
+ * kills TaskManagers with {@code kill -9} (some during a checkpoint) and starts fresh ones, kills and
+ * restarts the broker, restarts PostgreSQL, and upgrades the job through a savepoint with another
+ * parallelism and changed settings. Once the producer stopped and the job drained, the audit command
+ * (its own JVM, the job's configuration, JSON report) must find every id exactly once in the output
+ * topic and in PostgreSQL, and every poison record once in the dead-letter topic.
+ *
+ * <p>Sizes come from {@link ChaosPlan}: a short run by default, {@code mvn -Pchaos verify} for the long one.
+ */
+class ClusterChaosIT {
+    private static final int TASK_MANAGERS = 2;
+    private static final int SLOTS_PER_TASK_MANAGER = 2;
+    private static final int INITIAL_PARALLELISM = 2;
+    /** Each upgrade moves to the next parallelism: up, then down, then up to every slot. */
+    private static final int[] UPGRADE_PARALLELISMS = {3, 1, 4};
+    private static final int MAX_MESSAGE_BYTES = 4096;
+    private static final int MAX_ID_LENGTH = 64;
+    /**
+     * The job also writes to PostgreSQL (which the run restarts), and the audit command, given the same
+     * arguments, checks its rows, deliveries and leftover prepared transactions too. False runs the
+     * Kafka-only topology.
+     */
+    private static final boolean WITH_POSTGRES_SINK = true;
+    private static final Duration RECOVERY_TIMEOUT = Duration.ofMinutes(3);
+
+    private ClusterHarness harness;
+    private FlinkRestClient rest;
+    private final Map<String, String> jobSettings = new TreeMap<>();
+    private final Map<ChaosPlan.Fault, Integer> faultsDone = new EnumMap<>(ChaosPlan.Fault.class);
+    private String jobId;
+    private long restartsOfEarlierJobs;
+    private int killsDuringCheckpoint;
+
+    @Test
+    void everyIdExactlyOnceThroughKillsRestartsAndUpgrades() throws Exception {
+        ChaosPlan plan = ChaosPlan.fromSystemProperties();
+        Random random = new Random(plan.seed());
+        System.out.println("chaos plan " + plan);
+        long started = System.nanoTime();
+        try (ClusterHarness cluster = ClusterHarness.start(TASK_MANAGERS, SLOTS_PER_TASK_MANAGER)) {
+            harness = cluster;
+            rest = cluster.flink().rest();
+            defineJob(cluster);
+            String jarId = rest.uploadJar(ClusterHarness.jobJar());
+            jobId = rest.runJar(jarId, jobArgs(INITIAL_PARALLELISM), null);
+            awaitRecovered(0);
+
+            try (ContinuousProducer producer = new ContinuousProducer(cluster.kafka().bootstrapServers(),
+                    jobSettings.get("input.topics"), plan.minimumEvents(), plan.eventsPerSecond(),
+                    MAX_MESSAGE_BYTES, MAX_ID_LENGTH)) {
+                producer.start();
+                List<ChaosPlan.Fault> faults = plan.faultsInOrder(random);
+                for (ChaosPlan.Fault fault : faults) {
+                    Thread.sleep(2_000 + random.nextInt(6_000));
+                    System.out.printf("%6.1fs  %s (%d records produced)%n", seconds(started), fault,
+                            producer.recordsSent());
+                    inflict(fault, random);
+                }
+                ContinuousProducer.GroundTruth truth = producer.stopAndAwait(Duration.ofMinutes(30).toMillis());
+                System.out.printf("%6.1fs  producer done: %s%n", seconds(started), truth);
+
+                awaitDrained();
+                System.out.printf("%6.1fs  drained%n", seconds(started));
+                long restarts = restartsOfEarlierJobs + Math.max(0, rest.jobMetric(jobId, "numRestarts"));
+                ClusterHarness.AuditOutcome audit = cluster.audit(jobArgs(0), Duration.ofMinutes(10));
+                JsonNode report = audit.report();
+                System.out.printf("%6.1fs  audit exit %d%n%s%n", seconds(started), audit.exitCode(), report);
+                System.out.printf("SUMMARY events=%d uniqueIds=%d poison=%d faults=%s killsDuringCheckpoint=%d "
+                                + "jobRestarts=%d auditClean=%s durationSeconds=%.0f seed=%d%n",
+                        truth.records(), truth.uniqueIds(), truth.poisonRecords(), faultsDone, killsDuringCheckpoint,
+                        restarts, report.path("clean").asBoolean(), seconds(started), plan.seed());
+
+                assertThat(report.path("problems")).as("audit problems").isEmpty();
+                assertThat(audit.exitCode()).as("audit exit code").isZero();
+                assertThat(report.path("input").path("records").asLong()).as("input records").isEqualTo(truth.records());
+                assertThat(report.path("input").path("uniqueIds").asLong()).as("unique ids").isEqualTo(truth.uniqueIds());
+                assertThat(report.path("input").path("duplicates").asLong()).as("duplicates in the input").isPositive();
+                assertThat(report.path("output").path("records").asLong()).as("output records")
+                        .isEqualTo(truth.uniqueIds());
+                assertThat(report.path("deadLetters").path("records").asLong()).as("dead letters")
+                        .isEqualTo(truth.poisonRecords());
+                if (WITH_POSTGRES_SINK) {
+                    assertThat(report.path("postgres").path("rows").asLong()).as("PostgreSQL rows")
+                            .isEqualTo(truth.uniqueIds());
+                }
+                assertThat(truth.records()).isGreaterThanOrEqualTo(plan.minimumEvents());
+                assertThat(faultsDone.values().stream().mapToInt(Integer::intValue).sum()).isEqualTo(faults.size());
+            }
+        }
+    }
+
+    /** Topics and the job's configuration, written to a properties file that the job and the audit both read. */
+    private void defineJob(ClusterHarness cluster) {
+        String name = "chaos";
+        cluster.kafka().createTopic(name + "-in", 4);
+        cluster.kafka().createTopic(name + "-out", 4);
+        cluster.kafka().createTopic(name + "-dlq", 2);
+        jobSettings.put("kafka.bootstrap.servers", cluster.kafka().bootstrapServers());
+        jobSettings.put("input.topics", name + "-in");
+        jobSettings.put("input.group.id", name);
+        jobSettings.put("input.starting.offsets", "earliest");
+        jobSettings.put("output.topic", name + "-out");
+        jobSettings.put("dead.letter.topic", name + "-dlq");
+        jobSettings.put("kafka.transactional.id.prefix", name);
+        jobSettings.put("message.max.bytes", String.valueOf(MAX_MESSAGE_BYTES));
+        jobSettings.put("message.id.max.length", String.valueOf(MAX_ID_LENGTH));
+        jobSettings.put("checkpoint.interval", "1s");
+        jobSettings.put("checkpoint.min.pause", "200ms");
+        jobSettings.put("checkpoint.timeout", "1min");
+        jobSettings.put("state.backend", "rocksdb");
+        jobSettings.put("dedup.ttl", "7d");
+        if (WITH_POSTGRES_SINK) {
+            jobSettings.put("postgres.url", cluster.postgres().jdbcUrl());
+            jobSettings.put("postgres.user", cluster.postgres().user());
+        }
+        writeJobProperties();
+    }
+
+    private Path jobProperties() {
+        return harness.directory().resolve("job.properties");
+    }
+
+    private void writeJobProperties() {
+        Properties properties = new Properties();
+        properties.putAll(jobSettings);
+        try (Writer out = Files.newBufferedWriter(jobProperties())) {
+            properties.store(out, "onceflow chaos job");
+        } catch (IOException e) {
+            throw new IllegalStateException("could not write " + jobProperties(), e);
+        }
+    }
+
+    /** {@code --config job.properties}, plus the parallelism when it is positive. */
+    private List<String> jobArgs(int parallelism) {
+        List<String> args = new ArrayList<>(List.of("--config", jobProperties().toString()));
+        if (parallelism > 0) {
+            args.addAll(List.of("--parallelism", String.valueOf(parallelism)));
+        }
+        return args;
+    }
+
+    private void inflict(ChaosPlan.Fault fault, Random random) throws Exception {
+        long checkpointsBefore = completedCheckpoints();
+        switch (fault) {
+            case KILL_TASK_MANAGER -> killTaskManager(random);
+            case RESTART_KAFKA_BROKER -> harness.kafka().killAndRestart();
+            case RESTART_POSTGRES -> harness.postgres().restart();
+            case UPGRADE_WITH_RESCALE -> {
+                upgrade(faultsDone.getOrDefault(fault, 0));
+                checkpointsBefore = 0;
+            }
+        }
+        faultsDone.merge(fault, 1, Integer::sum);
+        awaitRecovered(checkpointsBefore);
+    }
+
+    /**
+     * {@code kill -9} of a TaskManager that runs tasks, half of the time while a checkpoint is in
+     * progress, then a fresh TaskManager in its place.
+     */
+    private void killTaskManager(Random random) throws Exception {
+        FlinkStandaloneCluster flink = harness.flink();
+        List<String> busy = rest.taskManagers().stream()
+                .filter(FlinkRestClient.TaskManagerSlots::runsTasks)
+                .map(FlinkRestClient.TaskManagerSlots::id)
+                .collect(Collectors.toList());
+        List<FlinkStandaloneCluster.TaskManager> candidates = flink.taskManagers().stream()
+                .filter(tm -> busy.contains(tm.resourceId()))
+                .collect(Collectors.toList());
+        if (candidates.isEmpty()) {
+            candidates = flink.taskManagers();
+        }
+        FlinkStandaloneCluster.TaskManager victim = candidates.get(random.nextInt(candidates.size()));
+        if (random.nextBoolean() && awaitCheckpointInProgress(Duration.ofSeconds(15))) {
+            killsDuringCheckpoint++;
+        }
+        flink.kill(victim);
+        flink.startTaskManager();
+    }
+
+    private boolean awaitCheckpointInProgress(Duration timeout) throws Exception {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (System.nanoTime() < deadline) {
+            if (rest.checkpointCounts(jobId).path("in_progress").asInt() > 0) {
+                return true;
+            }
+            Thread.sleep(5);
+        }
+        return false;
+    }
+
+    /**
+     * Stop with a savepoint, then run the freshly uploaded jar from it with another parallelism and
+     * changed settings (a longer dedup TTL, another checkpoint interval), as a new job version would.
+     */
+    private void upgrade(int upgradesBefore) throws Exception {
+        restartsOfEarlierJobs += Math.max(0, rest.jobMetric(jobId, "numRestarts"));
+        String savepoint = rest.stopWithSavepoint(jobId, harness.flink().savepointDirectory(), Duration.ofMinutes(3));
+        int parallelism = UPGRADE_PARALLELISMS[upgradesBefore % UPGRADE_PARALLELISMS.length];
+        jobSettings.put("dedup.ttl", (14 + 7 * upgradesBefore) + "d");
+        jobSettings.put("checkpoint.interval", upgradesBefore % 2 == 0 ? "1500ms" : "1s");
+        writeJobProperties();
+        String jarId = rest.uploadJar(ClusterHarness.jobJar());
+        jobId = rest.runJar(jarId, jobArgs(parallelism), savepoint);
+        System.out.println("        upgraded from " + savepoint + " to parallelism " + parallelism);
+    }
+
+    private long completedCheckpoints() throws IOException {
+        return rest.checkpointCounts(jobId).path("completed").asLong();
+    }
+
+    /** Waits until every task runs again and a checkpoint has completed since the fault (so the job makes progress). */
+    private void awaitRecovered(long completedCheckpointsBefore) throws Exception {
+        long deadline = System.nanoTime() + RECOVERY_TIMEOUT.toNanos();
+        while (true) {
+            try {
+                if (rest.isFullyRunning(jobId) && completedCheckpoints() > completedCheckpointsBefore) {
+                    return;
+                }
+                assertThat(rest.job(jobId).path("state").asText()).as("job state").isNotIn("FAILED", "CANCELED", "FINISHED");
+            } catch (IOException jobManagerBusy) {
+                // ask again
+            }
+            assertThat(System.nanoTime()).as("recovered within " + RECOVERY_TIMEOUT).isLessThan(deadline);
+            Thread.sleep(250);
+        }
+    }
+
+    /**
+     * Waits until the job's committed input offsets reach the end of the input (the job commits them
+     * on checkpoint completion, with its transactions), then for two more checkpoints.
+     */
+    private void awaitDrained() throws Exception {
+        String inputTopic = jobSettings.get("input.topics");
+        long deadline = System.nanoTime() + Duration.ofMinutes(10).toNanos();
+        try (Admin admin = harness.kafka().admin()) {
+            Map<TopicPartition, OffsetSpec> latest = admin.describeTopics(List.of(inputTopic)).allTopicNames().get()
+                    .get(inputTopic).partitions().stream()
+                    .collect(Collectors.toMap(p -> new TopicPartition(inputTopic, p.partition()), p -> OffsetSpec.latest()));
+            Map<TopicPartition, Long> end = new TreeMap<>((a, b) -> Integer.compare(a.partition(), b.partition()));
+            admin.listOffsets(latest).all().get().forEach((tp, info) -> end.put(tp, info.offset()));
+            while (true) {
+                Map<TopicPartition, OffsetAndMetadata> committed = admin
+                        .listConsumerGroupOffsets(jobSettings.get("input.group.id")).partitionsToOffsetAndMetadata().get();
+                boolean caughtUp = end.entrySet().stream().allMatch(e -> committed.get(e.getKey()) != null
+                        && committed.get(e.getKey()).offset() >= e.getValue());
+                if (caughtUp) {
+                    break;
+                }
+                assertThat(System.nanoTime()).as("drained within 10 minutes; end " + end + ", committed " + committed)
+                        .isLessThan(deadline);
+                Thread.sleep(500);
+            }
+        }
+        awaitRecovered(completedCheckpoints() + 1);
+    }
+
+    private static double seconds(long startNanos) {
+        return (System.nanoTime() - startNanos) / 1e9;
+    }
+}

@@ -1,0 +1,132 @@
+package io.onceflow.testing.cluster;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.File;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.stream.Stream;
+import org.apache.commons.io.FileUtils;
+
+/**
+ * Everything a real deployment of onceflow runs on, each service its own process: a Flink standalone
+ * cluster (one JobManager, TaskManagers), a Kafka broker (KRaft) and PostgreSQL, all on loopback and
+ * free ports, all under one temporary directory. {@link #close()} kills every process and deletes the
+ * directory; a shutdown hook does the same if the test JVM exits without closing the harness.
+ *
+ * <p>Needs the shaded job jar ({@code mvn package}); failsafe runs after the package phase.
+ */
+public final class ClusterHarness implements AutoCloseable {
+    /** Where {@code mvn package} puts the job jar, relative to the project directory (failsafe's working directory). */
+    private static final Path TARGET = Path.of("target");
+    private static final Path PROJECT_FLINK_CONF = Path.of("flink-conf");
+
+    private final Path directory;
+    private final Thread cleanupOnExit = new Thread(this::cleanUp, "cluster-harness-cleanup");
+    private final List<AutoCloseable> services = new ArrayList<>();
+    private KafkaBrokerProcess kafka;
+    private PostgresServer postgres;
+    private FlinkStandaloneCluster flink;
+
+    private ClusterHarness(Path directory) {
+        this.directory = directory;
+    }
+
+    /** Starts Kafka, PostgreSQL and a Flink cluster of one JobManager and {@code taskManagers} TaskManagers. */
+    public static ClusterHarness start(int taskManagers, int slotsPerTaskManager) throws IOException {
+        ClusterHarness harness = new ClusterHarness(Files.createTempDirectory("onceflow-cluster"));
+        Runtime.getRuntime().addShutdownHook(harness.cleanupOnExit);
+        try {
+            harness.kafka = harness.register(KafkaBrokerProcess.start(harness.directory.resolve("kafka"),
+                    PROJECT_FLINK_CONF.resolve("log4j.properties")));
+            harness.postgres = harness.register(PostgresServer.start(harness.directory.resolve("postgres")));
+            harness.flink = harness.register(FlinkStandaloneCluster.start(harness.directory.resolve("flink"),
+                    PROJECT_FLINK_CONF, taskManagers, slotsPerTaskManager));
+            return harness;
+        } catch (RuntimeException | Error e) {
+            harness.close();
+            throw e;
+        }
+    }
+
+    private <T extends AutoCloseable> T register(T service) {
+        services.add(service);
+        return service;
+    }
+
+    public KafkaBrokerProcess kafka() {
+        return kafka;
+    }
+
+    public PostgresServer postgres() {
+        return postgres;
+    }
+
+    public FlinkStandaloneCluster flink() {
+        return flink;
+    }
+
+    /** The harness's own scratch directory (deleted on close). */
+    public Path directory() {
+        return directory;
+    }
+
+    /** The shaded job jar that {@code mvn package} built. */
+    public static Path jobJar() throws IOException {
+        try (Stream<Path> jars = Files.list(TARGET)) {
+            return jars.filter(jar -> jar.getFileName().toString().endsWith("-job.jar")).findFirst()
+                    .orElseThrow(() -> new IllegalStateException("no *-job.jar in " + TARGET.toAbsolutePath()
+                            + ": run the integration tests with mvn verify (after package)"));
+        }
+    }
+
+    /**
+     * Runs {@code io.onceflow.tools.audit.AuditCommand --format json} from the job jar as its own JVM,
+     * with the job's arguments, as an operator would ({@code java -cp job.jar:flink-libs ...}), and
+     * parses its report.
+     */
+    public AuditOutcome audit(List<String> jobArgs, Duration timeout) throws IOException {
+        Path log = directory.resolve("audit-" + System.nanoTime() + ".json");
+        List<String> args = new ArrayList<>(jobArgs);
+        args.addAll(List.of("--format", "json", "--read-timeout", "120s"));
+        int exit = JvmProcess.run("audit", List.of("-Xmx1g"),
+                jobJar().toAbsolutePath() + File.pathSeparator + ServiceClasspath.flink(),
+                "io.onceflow.tools.audit.AuditCommand", args, log, timeout);
+        String output = Files.readString(log);
+        int jsonStart = output.indexOf("{\n");
+        if (jsonStart < 0) {
+            throw new IllegalStateException("the audit printed no JSON report (exit " + exit + "): " + output);
+        }
+        return new AuditOutcome(exit, new ObjectMapper().readTree(output.substring(jsonStart)));
+    }
+
+    /** The audit command's exit code (0 clean, 1 findings, 2 configuration error) and its JSON report. */
+    public record AuditOutcome(int exitCode, JsonNode report) {}
+
+    @Override
+    public void close() {
+        cleanUp();
+        try {
+            Runtime.getRuntime().removeShutdownHook(cleanupOnExit);
+        } catch (IllegalStateException shuttingDown) {
+            // the hook is running or has run: nothing left to do
+        }
+    }
+
+    /** Stops the services in reverse start order, then deletes every file they left. */
+    private synchronized void cleanUp() {
+        for (int i = services.size() - 1; i >= 0; i--) {
+            try {
+                services.get(i).close();
+            } catch (Exception e) {
+                System.err.println("could not stop " + services.get(i) + ": " + e);
+            }
+        }
+        services.clear();
+        FileUtils.deleteQuietly(directory.toFile());
+    }
+}

@@ -1,0 +1,240 @@
+package io.onceflow.testing.cluster;
+
+import java.io.IOException;
+import java.net.URI;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.stream.Stream;
+import org.apache.commons.io.FileUtils;
+import org.apache.flink.configuration.ConfigOption;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.CoreOptions;
+import org.apache.flink.configuration.GlobalConfiguration;
+
+/**
+ * A Flink 2.2 standalone session cluster as users run it: one JobManager and any number of
+ * TaskManagers, each its own JVM, started the way Flink's {@code bin/jobmanager.sh} and
+ * {@code bin/taskmanager.sh} start them (memory flags computed by {@code BashJavaUtils}, JVM options
+ * from {@code env.java.opts.*}, log4j from the configuration directory).
+ *
+ * <p>The configuration is the project's {@code flink-conf/} as it is, copied to a temporary
+ * directory with only test-specific overrides appended: loopback addresses, free ports, directories,
+ * slots and memory.
+ */
+public final class FlinkStandaloneCluster implements AutoCloseable {
+    private static final String JOB_MANAGER_MAIN = "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint";
+    private static final String TASK_MANAGER_MAIN = "org.apache.flink.runtime.taskexecutor.TaskManagerRunner";
+    private static final String BASH_JAVA_UTILS = "org.apache.flink.runtime.util.bash.BashJavaUtils";
+    private static final String RESULT_PREFIX = "BASH_JAVA_UTILS_EXEC_RESULT:";
+    private static final Duration START_TIMEOUT = Duration.ofSeconds(90);
+
+    private final Path directory;
+    private final Path confDir;
+    private final int restPort = ServiceClasspath.freePort();
+    private final FlinkRestClient rest;
+    private final List<TaskManager> taskManagers = new ArrayList<>();
+    private JvmProcess jobManager;
+    private int taskManagersStarted;
+
+    /** A running TaskManager: its resource id (as the REST API shows it), process and working directory. */
+    public record TaskManager(String resourceId, JvmProcess process, Path directory) {}
+
+    private FlinkStandaloneCluster(Path directory) {
+        this.directory = directory;
+        this.confDir = directory.resolve("conf");
+        this.rest = new FlinkRestClient(URI.create("http://127.0.0.1:" + restPort));
+    }
+
+    /**
+     * Starts a JobManager and {@code taskManagers} TaskManagers with {@code slotsPerTaskManager} slots
+     * each, configured from {@code projectConf} (the project's {@code flink-conf/}).
+     */
+    public static FlinkStandaloneCluster start(Path directory, Path projectConf, int taskManagers,
+            int slotsPerTaskManager) {
+        FlinkStandaloneCluster cluster = new FlinkStandaloneCluster(directory);
+        cluster.writeConfiguration(projectConf, slotsPerTaskManager);
+        cluster.startJobManager();
+        for (int i = 0; i < taskManagers; i++) {
+            cluster.startTaskManager();
+        }
+        cluster.awaitTaskManagers(taskManagers);
+        return cluster;
+    }
+
+    private void writeConfiguration(Path projectConf, int slotsPerTaskManager) {
+        Map<String, String> overrides = new LinkedHashMap<>();
+        overrides.put("jobmanager.rpc.address", "127.0.0.1");
+        overrides.put("jobmanager.rpc.port", String.valueOf(ServiceClasspath.freePort()));
+        overrides.put("jobmanager.bind-host", "127.0.0.1");
+        overrides.put("taskmanager.bind-host", "127.0.0.1");
+        overrides.put("taskmanager.host", "127.0.0.1");
+        overrides.put("rest.address", "127.0.0.1");
+        overrides.put("rest.bind-address", "127.0.0.1");
+        overrides.put("rest.port", String.valueOf(restPort));
+        overrides.put("blob.server.port", "0");
+        overrides.put("taskmanager.rpc.port", "0");
+        overrides.put("taskmanager.data.port", "0");
+        overrides.put("jobmanager.memory.process.size", "1024m");
+        overrides.put("taskmanager.memory.process.size", "1536m");
+        overrides.put("taskmanager.numberOfTaskSlots", String.valueOf(slotsPerTaskManager));
+        overrides.put("execution.checkpointing.dir", directory.resolve("checkpoints").toUri().toString());
+        overrides.put("execution.checkpointing.savepoint-dir", savepointDirectory());
+        overrides.put("web.upload.dir", directory.resolve("web-upload").toString());
+        overrides.put("io.tmp.dirs", directory.resolve("jobmanager-tmp").toString());
+        try {
+            Files.createDirectories(confDir);
+            FileUtils.copyDirectory(projectConf.toFile(), confDir.toFile());
+            // Flink's YAML parser rejects a key that appears twice, so the project's line for an
+            // overridden key is commented out in the copy rather than deleted: the copy stays readable.
+            StringBuilder config = new StringBuilder();
+            for (String line : Files.readAllLines(confDir.resolve("config.yaml"))) {
+                int colon = line.indexOf(':');
+                boolean overridden = colon > 0 && overrides.containsKey(line.substring(0, colon).strip())
+                        && !line.startsWith(" ");
+                config.append(overridden ? "# overridden below: " : "").append(line).append('\n');
+            }
+            config.append("\n# --- test overrides appended by ").append(getClass().getSimpleName()).append(" ---\n");
+            overrides.forEach((key, value) -> config.append(key).append(": ").append(value).append('\n'));
+            Files.writeString(confDir.resolve("config.yaml"), config);
+        } catch (IOException e) {
+            throw new IllegalStateException("could not prepare the Flink configuration in " + confDir, e);
+        }
+    }
+
+    public String savepointDirectory() {
+        return directory.resolve("savepoints").toUri().toString();
+    }
+
+    public FlinkRestClient rest() {
+        return rest;
+    }
+
+    private void startJobManager() {
+        jobManager = startFlinkProcess("jobmanager", JOB_MANAGER_MAIN, "GET_JM_RESOURCE_PARAMS",
+                CoreOptions.FLINK_JM_JVM_OPTIONS, directory, List.of("--executionMode", "cluster"));
+        long deadline = System.nanoTime() + START_TIMEOUT.toNanos();
+        while (true) {
+            try {
+                rest.taskManagers();
+                return;
+            } catch (IOException notYet) {
+                if (!jobManager.isAlive() || System.nanoTime() > deadline) {
+                    throw new IllegalStateException("the JobManager's REST API did not come up; see " + jobManager.log());
+                }
+                sleep(Duration.ofMillis(300));
+            }
+        }
+    }
+
+    /** Starts one more TaskManager (a fresh process with a new resource id and working directory). */
+    public TaskManager startTaskManager() {
+        String resourceId = "taskmanager-" + (++taskManagersStarted);
+        Path tmDirectory = directory.resolve(resourceId);
+        JvmProcess process = startFlinkProcess(resourceId, TASK_MANAGER_MAIN, "GET_TM_RESOURCE_PARAMS",
+                CoreOptions.FLINK_TM_JVM_OPTIONS, tmDirectory,
+                List.of("-D", "taskmanager.resource-id=" + resourceId, "-D", "io.tmp.dirs=" + tmDirectory.resolve("tmp")));
+        TaskManager taskManager = new TaskManager(resourceId, process, tmDirectory);
+        taskManagers.add(taskManager);
+        return taskManager;
+    }
+
+    /** {@code kill -9} of a TaskManager; its working directory (spilled files, RocksDB) is deleted as a new machine would not have it. */
+    public void kill(TaskManager taskManager) {
+        taskManager.process().kill();
+        taskManagers.remove(taskManager);
+        FileUtils.deleteQuietly(taskManager.directory().toFile());
+    }
+
+    public List<TaskManager> taskManagers() {
+        return List.copyOf(taskManagers);
+    }
+
+    /** Waits until {@code count} TaskManagers are registered with the JobManager. */
+    public void awaitTaskManagers(int count) {
+        long deadline = System.nanoTime() + START_TIMEOUT.toNanos();
+        while (true) {
+            try {
+                if (rest.taskManagers().size() >= count) {
+                    return;
+                }
+            } catch (IOException e) {
+                // the JobManager is busy; ask again
+            }
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException(count + " TaskManagers did not register within " + START_TIMEOUT);
+            }
+            sleep(Duration.ofMillis(300));
+        }
+    }
+
+    private JvmProcess startFlinkProcess(String name, String mainClass, String resourceCommand,
+            ConfigOption<String> roleJvmOptions, Path workDirectory, List<String> extraArgs) {
+        try {
+            Files.createDirectories(workDirectory.resolve("tmp"));
+        } catch (IOException e) {
+            throw new IllegalStateException("could not create " + workDirectory, e);
+        }
+        List<String> resourceParams = resourceParams(resourceCommand, workDirectory);
+        Configuration conf = GlobalConfiguration.loadConfiguration(confDir.toString());
+        List<String> jvmOptions = new ArrayList<>(splitOptions(resourceParams.get(0)));
+        jvmOptions.addAll(splitOptions(conf.get(CoreOptions.FLINK_JVM_OPTIONS)));
+        jvmOptions.addAll(splitOptions(conf.get(roleJvmOptions)));
+        jvmOptions.add("-Dlog.file=" + workDirectory.resolve(name + ".log"));
+        jvmOptions.add("-Dlog4j.configurationFile=" + confDir.resolve("log4j.properties").toUri());
+        jvmOptions.add("-Djava.io.tmpdir=" + workDirectory.resolve("tmp"));
+        List<String> args = new ArrayList<>(List.of("--configDir", confDir.toString()));
+        args.addAll(extraArgs);
+        args.addAll(splitOptions(resourceParams.get(1)));
+        return JvmProcess.start(name, jvmOptions, ServiceClasspath.flink(), mainClass, args,
+                workDirectory.resolve(name + ".out"));
+    }
+
+    /**
+     * The memory flags and dynamic properties Flink's scripts compute with {@code BashJavaUtils}: line
+     * one is the JVM's heap, direct and metaspace limits, line two the derived memory settings.
+     */
+    private List<String> resourceParams(String command, Path workDirectory) {
+        Path output = workDirectory.resolve(command.toLowerCase() + ".out");
+        int exit = JvmProcess.run("BashJavaUtils " + command, List.of("-Xmx128m"), ServiceClasspath.flink(),
+                BASH_JAVA_UTILS, List.of(command, "--configDir", confDir.toString()), output, Duration.ofSeconds(60));
+        try {
+            List<String> results = Files.readAllLines(output).stream()
+                    .filter(line -> line.startsWith(RESULT_PREFIX))
+                    .map(line -> line.substring(RESULT_PREFIX.length()))
+                    .toList();
+            if (exit != 0 || results.size() < 2) {
+                throw new IllegalStateException("BashJavaUtils " + command + " failed: " + Files.readString(output));
+            }
+            return results.subList(results.size() - 2, results.size());
+        } catch (IOException e) {
+            throw new IllegalStateException("could not read " + output, e);
+        }
+    }
+
+    private static List<String> splitOptions(String options) {
+        return options == null ? List.of() : Arrays.stream(options.trim().split("\\s+")).filter(s -> !s.isEmpty()).toList();
+    }
+
+    private static void sleep(Duration duration) {
+        try {
+            Thread.sleep(duration.toMillis());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted", e);
+        }
+    }
+
+    /** Kills every process of the cluster; the harness deletes the directories. */
+    @Override
+    public void close() {
+        Stream.concat(taskManagers.stream().map(TaskManager::process), Stream.ofNullable(jobManager))
+                .forEach(JvmProcess::kill);
+        taskManagers.clear();
+    }
+}

@@ -1,0 +1,153 @@
+package io.onceflow.testing.cluster;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.TimeUnit;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.NewTopic;
+
+/**
+ * One Kafka 4.2 broker in KRaft mode (broker and controller in one process) as its own JVM, so that
+ * it can be killed with {@code kill -9} and restarted on the same ports and log directory. Replication
+ * factor 1 for the internal topics, and fast controller heartbeats so that a restart after a kill takes
+ * seconds rather than the default session timeout.
+ */
+public final class KafkaBrokerProcess implements AutoCloseable {
+    private static final String MAIN_CLASS = "kafka.Kafka";
+    private static final Duration READY_TIMEOUT = Duration.ofSeconds(60);
+
+    private final Path directory;
+    private final Path log4jConfig;
+    private final int brokerPort = ServiceClasspath.freePort();
+    private final int controllerPort = ServiceClasspath.freePort();
+    private JvmProcess process;
+
+    private KafkaBrokerProcess(Path directory, Path log4jConfig) {
+        this.directory = directory;
+        this.log4jConfig = log4jConfig;
+    }
+
+    /** Formats a fresh log directory under {@code directory} and starts the broker. */
+    public static KafkaBrokerProcess start(Path directory, Path log4jConfig) {
+        KafkaBrokerProcess broker = new KafkaBrokerProcess(directory, log4jConfig);
+        broker.format();
+        broker.startProcess();
+        return broker;
+    }
+
+    public String bootstrapServers() {
+        return "127.0.0.1:" + brokerPort;
+    }
+
+    private Path serverProperties() {
+        return directory.resolve("server.properties");
+    }
+
+    private void format() {
+        Properties server = new Properties();
+        server.put("process.roles", "broker,controller");
+        server.put("node.id", "1");
+        server.put("controller.quorum.voters", "1@127.0.0.1:" + controllerPort);
+        server.put("listeners", "PLAINTEXT://127.0.0.1:" + brokerPort + ",CONTROLLER://127.0.0.1:" + controllerPort);
+        server.put("advertised.listeners", "PLAINTEXT://" + bootstrapServers());
+        server.put("controller.listener.names", "CONTROLLER");
+        server.put("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT");
+        server.put("log.dirs", directory.resolve("data").toString());
+        server.put("offsets.topic.replication.factor", "1");
+        server.put("transaction.state.log.replication.factor", "1");
+        server.put("transaction.state.log.min.isr", "1");
+        server.put("group.initial.rebalance.delay.ms", "0");
+        server.put("auto.create.topics.enable", "false");
+        // a restarted broker re-registers within seconds instead of waiting out the 9 s default session
+        server.put("broker.heartbeat.interval.ms", "500");
+        server.put("broker.session.timeout.ms", "2500");
+        try {
+            Files.createDirectories(directory);
+            try (var out = Files.newBufferedWriter(serverProperties())) {
+                server.store(out, "onceflow test broker");
+            }
+        } catch (IOException e) {
+            throw new IllegalStateException("could not write " + serverProperties(), e);
+        }
+        Path toolLog = directory.resolve("storage-tool.log");
+        String clusterId = runStorageTool(List.of("random-uuid"), toolLog);
+        runStorageTool(List.of("format", "-t", clusterId, "-c", serverProperties().toString()), toolLog);
+    }
+
+    /** Runs kafka.tools.StorageTool and returns the last line it printed. */
+    private String runStorageTool(List<String> args, Path toolLog) {
+        try {
+            long logStart = Files.exists(toolLog) ? Files.size(toolLog) : 0;
+            int exit = JvmProcess.run("kafka-storage " + args.get(0), List.of("-Xmx256m"),
+                    ServiceClasspath.dependencies(), "kafka.tools.StorageTool", args, toolLog, Duration.ofSeconds(60));
+            String output = Files.readString(toolLog).substring((int) logStart).strip();
+            if (exit != 0) {
+                throw new IllegalStateException("kafka-storage " + args + " exited with " + exit + ": " + output);
+            }
+            return output.substring(output.lastIndexOf('\n') + 1).strip();
+        } catch (IOException e) {
+            throw new IllegalStateException("could not read " + toolLog, e);
+        }
+    }
+
+    private void startProcess() {
+        process = JvmProcess.start("kafka-broker", List.of(
+                        "-Xmx512m",
+                        "-Dlog4j2.configurationFile=" + log4jConfig.toUri(),
+                        "-Dlog.file=" + directory.resolve("broker.log")),
+                ServiceClasspath.dependencies(), MAIN_CLASS, List.of(serverProperties().toString()),
+                directory.resolve("broker.out"));
+        awaitReady();
+    }
+
+    /** Waits until the broker answers metadata requests. */
+    private void awaitReady() {
+        long deadline = System.nanoTime() + READY_TIMEOUT.toNanos();
+        Exception last = null;
+        while (System.nanoTime() < deadline) {
+            if (!process.isAlive()) {
+                throw new IllegalStateException("the Kafka broker exited during start-up; see " + process.log());
+            }
+            try (Admin admin = admin()) {
+                admin.describeCluster().nodes().get(5, TimeUnit.SECONDS);
+                return;
+            } catch (Exception e) {
+                last = e;
+            }
+        }
+        throw new IllegalStateException("the Kafka broker was not ready within " + READY_TIMEOUT, last);
+    }
+
+    /** {@code kill -9} of the broker, then a start on the same ports and data. */
+    public void killAndRestart() {
+        process.kill();
+        startProcess();
+    }
+
+    public void createTopic(String topic, int partitions) {
+        try (Admin admin = admin()) {
+            admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get(30, TimeUnit.SECONDS);
+        } catch (Exception e) {
+            throw new IllegalStateException("could not create topic " + topic, e);
+        }
+    }
+
+    public Admin admin() {
+        return Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrapServers(),
+                AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "10000",
+                AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "5000"));
+    }
+
+    @Override
+    public void close() {
+        if (process != null) {
+            process.stop(Duration.ofSeconds(10));
+        }
+    }
+}
