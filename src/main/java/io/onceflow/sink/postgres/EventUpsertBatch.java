@@ -55,8 +55,11 @@ final class EventUpsertBatch {
         return rowsById.isEmpty();
     }
 
-    /** Writes the batch in {@code connection}'s current transaction (or autocommit) and empties it. */
-    void writeTo(Connection connection) throws SQLException {
+    /**
+     * Empties the batch into an upsert that no longer depends on it, so that the batch can fill
+     * again while another thread executes the upsert.
+     */
+    Upsert take() {
         int size = rowsById.size();
         String[] ids = new String[size];
         String[] payloads = new String[size];
@@ -75,18 +78,27 @@ final class EventUpsertBatch {
             deliveries[i] = row.deliveries;
             i++;
         }
-        // pgjdbc's own createArrayOf takes primitive arrays too (no boxing).
-        PgConnection pg = connection.unwrap(PgConnection.class);
-        try (PreparedStatement upsert = connection.prepareStatement(upsertSql)) {
-            upsert.setArray(1, pg.createArrayOf("text", ids));
-            upsert.setArray(2, pg.createArrayOf("text", payloads));
-            upsert.setArray(3, pg.createArrayOf("text", topics));
-            upsert.setArray(4, pg.createArrayOf("int4", partitions));
-            upsert.setArray(5, pg.createArrayOf("int8", offsets));
-            upsert.setArray(6, pg.createArrayOf("int4", deliveries));
-            upsert.executeUpdate();
-        }
         rowsById.clear();
+        return connection -> {
+            // pgjdbc's own createArrayOf takes primitive arrays too (no boxing).
+            PgConnection pg = connection.unwrap(PgConnection.class);
+            try (PreparedStatement upsert = connection.prepareStatement(upsertSql)) {
+                upsert.setArray(1, pg.createArrayOf("text", ids));
+                upsert.setArray(2, pg.createArrayOf("text", payloads));
+                upsert.setArray(3, pg.createArrayOf("text", topics));
+                upsert.setArray(4, pg.createArrayOf("int4", partitions));
+                upsert.setArray(5, pg.createArrayOf("int8", offsets));
+                upsert.setArray(6, pg.createArrayOf("int4", deliveries));
+                upsert.executeUpdate();
+            }
+        };
+    }
+
+    /** One batch's upsert, detached from the batch. */
+    @FunctionalInterface
+    interface Upsert {
+        /** Runs in {@code connection}'s current transaction (or autocommit). */
+        void executeOn(Connection connection) throws SQLException;
     }
 
     /** The values of the first event seen for an id in this batch, and how often the id arrived. */

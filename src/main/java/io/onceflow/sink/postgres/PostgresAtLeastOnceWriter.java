@@ -7,16 +7,16 @@ import java.sql.SQLException;
 import org.apache.flink.annotation.Internal;
 import org.apache.flink.api.connector.sink2.SinkWriter;
 
-/** Internal. Writer of {@link PostgresAtLeastOnceSink}: each full batch is one autocommit upsert. */
+/**
+ * Internal. Writer of {@link PostgresAtLeastOnceSink}: each full batch is one autocommit upsert,
+ * executed by {@link BackgroundUpserts} while the task thread goes on.
+ */
 @Internal
 final class PostgresAtLeastOnceWriter implements SinkWriter<Event> {
-    private final int subtaskIndex;
-    private final EventUpsertBatch batch;
     private final Connection connection;
+    private final BackgroundUpserts upserts;
 
     PostgresAtLeastOnceWriter(PostgresSinkConfig config, int subtaskIndex) throws IOException {
-        this.subtaskIndex = subtaskIndex;
-        this.batch = new EventUpsertBatch(config.table(), config.batchSize());
         try {
             connection = PostgresConnections.open(config, "writer-" + subtaskIndex);
         } catch (SQLException e) {
@@ -28,30 +28,27 @@ final class PostgresAtLeastOnceWriter implements SinkWriter<Event> {
             PostgresConnections.closeQuietly(connection, e);
             throw new IOException("PostgreSQL sink writer " + subtaskIndex + " could not start", e);
         }
+        upserts = new BackgroundUpserts(new EventUpsertBatch(config.table(), config.batchSize()), connection,
+                "PostgreSQL sink writer " + subtaskIndex, BackgroundUpserts.MAX_IN_FLIGHT);
     }
 
     @Override
     public void write(Event event, Context context) throws IOException {
-        if (batch.add(event)) {
-            flush(false);
-        }
+        upserts.add(event);
     }
 
-    /** Called by Flink before every checkpoint barrier and at end of input. */
+    /** Called by Flink before every checkpoint barrier and at end of input: all rows so far are written. */
     @Override
     public void flush(boolean endOfInput) throws IOException {
-        if (batch.isEmpty()) {
-            return;
-        }
-        try {
-            batch.writeTo(connection);
-        } catch (SQLException e) {
-            throw new IOException("PostgreSQL sink writer " + subtaskIndex + " could not write a batch", e);
-        }
+        upserts.flush();
     }
 
     @Override
     public void close() throws SQLException {
-        connection.close();
+        try {
+            upserts.close();
+        } finally {
+            connection.close();
+        }
     }
 }

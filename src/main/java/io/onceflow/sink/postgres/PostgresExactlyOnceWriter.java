@@ -23,8 +23,9 @@ import org.apache.flink.api.connector.sink2.StatefulSinkWriter;
  * tables, roll back the abandoned prepared transactions ({@link PreparedTransactionRecovery}), take
  * a new epoch.
  *
- * <p>Per checkpoint: rows go into the open transaction in batches of {@code batchSize};
- * {@link #prepareCommit()} writes the rest, adds the gid to the commit log in the same transaction
+ * <p>Per checkpoint: rows go into the open transaction in batches of {@code batchSize}, each
+ * executed by {@link BackgroundUpserts} while the task thread goes on; {@link #prepareCommit()}
+ * writes the rest, waits for all of them, adds the gid to the commit log in the same transaction
  * and runs {@code PREPARE TRANSACTION}. A checkpoint without rows prepares nothing.
  *
  * <p>The checkpoint id in a gid: Flink calls {@code prepareCommit()} without telling the checkpoint
@@ -35,9 +36,10 @@ import org.apache.flink.api.connector.sink2.StatefulSinkWriter;
  * {@link StatefulSinkWriter} is implemented only to be told those ids; the writer keeps no state.
  *
  * <p>Known limit: an id written in checkpoint N and again in N+1 before N is committed waits for
- * the row lock of N's prepared transaction. The committer runs on the same task thread, so the
- * wait ends with lock_timeout, a task failure and a restart that commits N first (correct, but
- * slow). Upstream dedup makes this practically impossible (its TTL is far longer than a checkpoint
+ * the row lock of N's prepared transaction. The committer runs on the task thread, which waits for
+ * the upserts at the next prepareCommit (or when the upsert queue is full), so the wait usually
+ * ends with lock_timeout, a task failure and a restart that commits N first (correct, but slow).
+ * Upstream dedup makes this practically impossible (its TTL is far longer than a checkpoint
  * interval).
  */
 @Internal
@@ -46,8 +48,8 @@ final class PostgresExactlyOnceWriter
     private final String sinkPrefix;
     private final int subtaskIndex;
     private final String insertIntoCommitLogSql;
-    private final EventUpsertBatch batch;
     private final Connection connection;
+    private final BackgroundUpserts upserts;
     private final long epoch;
     private long nextCheckpointId;
     private boolean transactionHasRows;
@@ -61,7 +63,6 @@ final class PostgresExactlyOnceWriter
         this.sinkPrefix = config.sinkPrefix();
         this.subtaskIndex = subtaskIndex;
         this.insertIntoCommitLogSql = "INSERT INTO " + config.commitLogTable() + " (gid) VALUES (?)";
-        this.batch = new EventUpsertBatch(config.table(), config.batchSize());
         this.nextCheckpointId = restoredCheckpointId.orElse(InitContext.INITIAL_CHECKPOINT_ID - 1) + 1;
         try {
             connection = PostgresConnections.open(config, "writer-" + subtaskIndex);
@@ -79,6 +80,8 @@ final class PostgresExactlyOnceWriter
             PostgresConnections.closeQuietly(connection, e);
             throw new IOException("PostgreSQL sink writer " + subtaskIndex + " could not start", e);
         }
+        upserts = new BackgroundUpserts(new EventUpsertBatch(config.table(), config.batchSize()), connection,
+                "PostgreSQL sink writer " + subtaskIndex, BackgroundUpserts.MAX_IN_FLIGHT);
     }
 
     /** The server's 64-bit id of a new transaction: never issued twice by one server. */
@@ -92,31 +95,19 @@ final class PostgresExactlyOnceWriter
 
     @Override
     public void write(Event event, Context context) throws IOException {
-        if (batch.add(event)) {
-            writeBatch();
-        }
+        upserts.add(event);
+        transactionHasRows = true;
     }
 
     @Override
     public void flush(boolean endOfInput) throws IOException {
         // At end of input Flink calls prepareCommit() next, for the final checkpoint.
-        if (!batch.isEmpty()) {
-            writeBatch();
-        }
-    }
-
-    private void writeBatch() throws IOException {
-        try {
-            batch.writeTo(connection);
-            transactionHasRows = true;
-        } catch (SQLException e) {
-            throw new IOException("PostgreSQL sink writer " + subtaskIndex + " could not write a batch", e);
-        }
+        upserts.flush();
     }
 
     @Override
     public Collection<PostgresCommittable> prepareCommit() throws IOException {
-        flush(false);
+        flush(false); // the connection is the task thread's again from here
         if (!transactionHasRows) {
             return List.of();
         }
@@ -145,11 +136,16 @@ final class PostgresExactlyOnceWriter
     }
 
     /**
-     * Closes the connection. PostgreSQL rolls back a transaction that was not prepared yet; prepared
-     * ones stay for the committer (checkpoint completed) or for recovery (it did not).
+     * Closes the connection, dropping queued upserts. PostgreSQL rolls back a transaction that was
+     * not prepared yet; prepared ones stay for the committer (checkpoint completed) or for recovery
+     * (it did not).
      */
     @Override
     public void close() throws SQLException {
-        connection.close();
+        try {
+            upserts.close();
+        } finally {
+            connection.close();
+        }
     }
 }

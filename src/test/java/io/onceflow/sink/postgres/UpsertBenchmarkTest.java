@@ -77,11 +77,11 @@ class UpsertBenchmarkTest {
         EventUpsertBatch batch = new EventUpsertBatch(config.table(), batchSize);
         for (Event event : events) {
             if (batch.add(event)) {
-                batch.writeTo(connection);
+                batch.take().executeOn(connection);
             }
         }
         if (!batch.isEmpty()) {
-            batch.writeTo(connection);
+            batch.take().executeOn(connection);
         }
     }
 

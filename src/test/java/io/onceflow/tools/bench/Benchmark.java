@@ -49,7 +49,19 @@ public final class Benchmark {
 
     private Benchmark() {}
 
-    public static void main(String[] args) throws Exception {
+    public static void main(String[] args) {
+        int status = 0;
+        try {
+            run();
+        } catch (Throwable t) {
+            t.printStackTrace();
+            status = 1;
+        }
+        // Either way: the embedded services' threads would keep the JVM, and Maven, waiting forever.
+        System.exit(status);
+    }
+
+    private static void run() throws Exception {
         BenchSettings settings = BenchSettings.fromSystemProperties();
         say("settings: " + settings);
         say("starting the embedded Kafka broker and PostgreSQL...");
@@ -106,7 +118,6 @@ public final class Benchmark {
             report.writeJson(settings.json().get());
             say("wrote " + settings.json().get());
         }
-        System.exit(0); // the embedded services' threads would keep the JVM alive
     }
 
     /**

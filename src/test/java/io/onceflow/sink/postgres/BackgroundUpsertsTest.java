@@ -1,0 +1,122 @@
+package io.onceflow.sink.postgres;
+
+import static io.onceflow.sink.postgres.SinkDatabase.event;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import java.io.IOException;
+import java.sql.SQLException;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The mechanism of {@link BackgroundUpserts} with stand-in upserts (no database): order, the bound
+ * on upserts in flight, waiting, and failures that surface at the next call instead of being lost.
+ */
+class BackgroundUpsertsTest {
+    private static final long TIMEOUT_SECONDS = 10;
+
+    private final List<String> executed = new CopyOnWriteArrayList<>();
+    private final CountDownLatch release = new CountDownLatch(1);
+    /** Batches of 2 rows; the connection is never touched by the stand-ins. */
+    private final BackgroundUpserts upserts =
+            new BackgroundUpserts(new EventUpsertBatch("events", 2), null, "writer 0", 2);
+
+    @AfterEach
+    void close() throws SQLException {
+        release.countDown();
+        upserts.close();
+    }
+
+    private EventUpsertBatch.Upsert recording(String name) {
+        return connection -> executed.add(name);
+    }
+
+    private EventUpsertBatch.Upsert blockedUntilReleased(String name) {
+        return connection -> {
+            try {
+                release.await(TIMEOUT_SECONDS, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            executed.add(name);
+        };
+    }
+
+    private static EventUpsertBatch.Upsert failing(String message) {
+        return connection -> {
+            throw new SQLException(message);
+        };
+    }
+
+    @Test
+    void upsertsRunInSubmissionOrderAndAwaitAllWaitsForTheQueuedOnes() throws Exception {
+        upserts.submit(blockedUntilReleased("first"));
+        upserts.submit(recording("second"));
+        CompletableFuture<Void> awaited = CompletableFuture.runAsync(() -> {
+            try {
+                upserts.awaitAll();
+            } catch (IOException e) {
+                throw new RuntimeException(e);
+            }
+        });
+
+        Thread.sleep(200);
+        assertThat(awaited).as("awaitAll returns only after the queued upserts ran").isNotDone();
+        release.countDown();
+        awaited.get(TIMEOUT_SECONDS, TimeUnit.SECONDS);
+        assertThat(executed).containsExactly("first", "second");
+    }
+
+    @Test
+    void submitBlocksWhileTheMaximumIsInFlight() throws Exception {
+        upserts.submit(blockedUntilReleased("running"));
+        upserts.submit(recording("queued"));
+        CompletableFuture<Void> third = CompletableFuture.runAsync(() -> {
+            try {
+                upserts.submit(recording("third"));
+            } catch (IOException e) {
+                throw new RuntimeException(e);
+            }
+        });
+
+        Thread.sleep(200);
+        assertThat(third).as("back-pressure: two upserts are already in flight").isNotDone();
+        release.countDown();
+        third.get(TIMEOUT_SECONDS, TimeUnit.SECONDS);
+        upserts.awaitAll();
+        assertThat(executed).containsExactly("running", "queued", "third");
+    }
+
+    @Test
+    void aBackgroundFailureFailsTheNextCallAndSkipsTheUpsertsQueuedBehindIt() throws Exception {
+        upserts.submit(failing("duplicate key"));
+        upserts.submit(recording("after the failure"));
+
+        assertThatThrownBy(upserts::awaitAll)
+                .isInstanceOf(IOException.class)
+                .hasMessage("writer 0 could not write a batch")
+                .hasRootCauseMessage("duplicate key");
+        assertThat(executed).as("the transaction is aborted: nothing runs after a failure").isEmpty();
+        // And it stays failed: every later call reports it, none loses it.
+        assertThatThrownBy(upserts::throwIfFailed).hasRootCauseMessage("duplicate key");
+        assertThatThrownBy(() -> upserts.submit(recording("later"))).hasRootCauseMessage("duplicate key");
+        assertThatThrownBy(() -> upserts.add(event("a"))).hasRootCauseMessage("duplicate key");
+        assertThatThrownBy(upserts::flush).hasRootCauseMessage("duplicate key");
+    }
+
+    @Test
+    void aFailureSurfacesAtTheNextAddWithoutWaiting() throws Exception {
+        upserts.submit(failing("lock timeout"));
+        Thread.sleep(200); // the failure happened; the task thread has not asked yet
+
+        assertThatThrownBy(() -> upserts.add(event("a")))
+                .isInstanceOf(IOException.class)
+                .hasRootCauseMessage("lock timeout");
+    }
+}
