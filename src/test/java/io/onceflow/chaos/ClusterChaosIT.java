@@ -45,12 +45,6 @@ class ClusterChaosIT {
     private static final int[] UPGRADE_PARALLELISMS = {3, 1, 4};
     private static final int MAX_MESSAGE_BYTES = 4096;
     private static final int MAX_ID_LENGTH = 64;
-    /**
-     * The job also writes to PostgreSQL (which the run restarts), and the audit command, given the same
-     * arguments, checks its rows, deliveries and leftover prepared transactions too. False runs the
-     * Kafka-only topology.
-     */
-    private static final boolean WITH_POSTGRES_SINK = true;
     private static final Duration RECOVERY_TIMEOUT = Duration.ofMinutes(3);
 
     private ClusterHarness harness;
@@ -109,10 +103,8 @@ class ClusterChaosIT {
                         .isEqualTo(truth.uniqueIds());
                 assertThat(report.path("deadLetters").path("records").asLong()).as("dead letters")
                         .isEqualTo(truth.poisonRecords());
-                if (WITH_POSTGRES_SINK) {
-                    assertThat(report.path("postgres").path("rows").asLong()).as("PostgreSQL rows")
-                            .isEqualTo(truth.uniqueIds());
-                }
+                assertThat(report.path("postgres").path("rows").asLong()).as("PostgreSQL rows")
+                        .isEqualTo(truth.uniqueIds());
                 assertThat(truth.records()).isGreaterThanOrEqualTo(plan.minimumEvents());
                 assertThat(faultsDone.values().stream().mapToInt(Integer::intValue).sum()).isEqualTo(faults.size());
             }
@@ -139,10 +131,10 @@ class ClusterChaosIT {
         jobSettings.put("checkpoint.timeout", "1min");
         jobSettings.put("state.backend", "rocksdb");
         jobSettings.put("dedup.ttl", "7d");
-        if (WITH_POSTGRES_SINK) {
-            jobSettings.put("postgres.url", cluster.postgres().jdbcUrl());
-            jobSettings.put("postgres.user", cluster.postgres().user());
-        }
+        // the job also writes to PostgreSQL (which the run restarts); the audit checks its rows,
+        // deliveries and leftover prepared transactions with the same properties file
+        jobSettings.put("postgres.url", cluster.postgres().jdbcUrl());
+        jobSettings.put("postgres.user", cluster.postgres().user());
         writeJobProperties();
     }
 
