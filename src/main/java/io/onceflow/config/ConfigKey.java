@@ -57,8 +57,9 @@ enum ConfigKey {
     TRANSACTION_TIMEOUT(
             "kafka.transaction.timeout",
             "15min",
-            "Kafka transaction timeout; must exceed checkpoint.interval + checkpoint.timeout and"
-                    + " be at most kafka.transaction.timeout.broker.max."),
+            "Kafka transaction timeout; must exceed (checkpoint.tolerable.failures + 1) x"
+                    + " (checkpoint.interval + checkpoint.timeout) and be at most"
+                    + " kafka.transaction.timeout.broker.max."),
     BROKER_TRANSACTION_MAX_TIMEOUT(
             "kafka.transaction.timeout.broker.max",
             "15min",
@@ -74,6 +75,19 @@ enum ConfigKey {
             "checkpoint.min.pause",
             "0ms",
             "Least time between the end of one checkpoint and the start of the next."),
+    CHECKPOINT_TOLERABLE_FAILURES(
+            "checkpoint.tolerable.failures",
+            "0",
+            "Checkpoints that may fail in a row without failing the job (0..100). Each keeps the"
+                    + " sinks' transactions open for another checkpoint: kafka.transaction.timeout"
+                    + " and PostgreSQL's max_prepared_transactions are checked against it."),
+    FRESH_START_PENDING(
+            "fresh.start.pending",
+            "refuse",
+            "What a start without a checkpoint or savepoint does when the sinks hold transactions"
+                    + " of an earlier run: refuse (naming the latest retained checkpoint to resume"
+                    + " from) or discard (roll them back, losing the output of checkpoints that"
+                    + " completed but were not committed)."),
     CHECKPOINT_DIR(
             "checkpoint.dir",
             Presence.OPTIONAL,
@@ -108,17 +122,32 @@ enum ConfigKey {
             "postgres.table",
             "onceflow_events",
             "Table for deduplicated events, as table or schema.table."),
+    POSTGRES_REJECTS_TABLE(
+            "postgres.rejects.table",
+            "onceflow_rejects",
+            "Table for rows the database refused (with the SQLSTATE and message), as table or"
+                    + " schema.table."),
     POSTGRES_COMMIT_LOG_TABLE(
             "postgres.commit.log.table",
             "onceflow_commit_log",
             "Table in which the sink records its committed transactions, as table or"
                     + " schema.table."),
+    POSTGRES_RUNS_TABLE(
+            "postgres.runs.table",
+            "onceflow_runs",
+            "Table in which the sink records each start of a job (a run), as table or"
+                    + " schema.table."),
+    POSTGRES_WRITERS_TABLE(
+            "postgres.writers.table",
+            "onceflow_writers",
+            "Table in which the sink records which attempt of which run holds each writer"
+                    + " subtask, as table or schema.table."),
     POSTGRES_SINK_PREFIX(
             "postgres.sink.prefix",
             Presence.OPTIONAL,
-            "Names this job's transactions in the commit log ([a-zA-Z0-9_], at most 40"
-                    + " characters); default: kafka.transactional.id.prefix with other characters"
-                    + " replaced by '_'."),
+            "Names this job's transactions ([a-zA-Z0-9_], at most 40 characters); required when"
+                    + " postgres.url is set. Unique among the jobs using the database, and the same"
+                    + " across restarts and upgrades of one job."),
     POSTGRES_BATCH_SIZE("postgres.batch.size", "1000", "Rows per JDBC batch (1..100000).");
 
     /** Prefix of keys passed unchecked to the Kafka clients. */

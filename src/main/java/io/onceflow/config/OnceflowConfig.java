@@ -6,9 +6,11 @@ import static io.onceflow.config.ConfigKey.CHECKPOINT_DIR;
 import static io.onceflow.config.ConfigKey.CHECKPOINT_INTERVAL;
 import static io.onceflow.config.ConfigKey.CHECKPOINT_MIN_PAUSE;
 import static io.onceflow.config.ConfigKey.CHECKPOINT_TIMEOUT;
+import static io.onceflow.config.ConfigKey.CHECKPOINT_TOLERABLE_FAILURES;
 import static io.onceflow.config.ConfigKey.DEAD_LETTER_TOPIC;
 import static io.onceflow.config.ConfigKey.DEDUP_TTL;
 import static io.onceflow.config.ConfigKey.DELIVERY_GUARANTEE;
+import static io.onceflow.config.ConfigKey.FRESH_START_PENDING;
 import static io.onceflow.config.ConfigKey.INPUT_GROUP_ID;
 import static io.onceflow.config.ConfigKey.INPUT_STARTING_OFFSETS;
 import static io.onceflow.config.ConfigKey.INPUT_TOPICS;
@@ -119,6 +121,8 @@ public final class OnceflowConfig implements Serializable {
     private final Duration checkpointInterval;
     private final Duration checkpointTimeout;
     private final Duration checkpointMinPause;
+    private final Integer tolerableCheckpointFailures;
+    private final PendingWorkOnFreshStart pendingWorkOnFreshStart;
     private final String checkpointDir;
     private final Integer parallelism;
     private final DeliveryGuarantee deliveryGuarantee;
@@ -170,6 +174,14 @@ public final class OnceflowConfig implements Serializable {
                         CHECKPOINT_TIMEOUT, ValueParsers.durationAtLeast(SHORTEST_CHECKPOINT_TIME));
         checkpointMinPause =
                 settings.parsed(CHECKPOINT_MIN_PAUSE, ValueParsers.durationAtLeast(Duration.ZERO));
+        tolerableCheckpointFailures =
+                settings.parsed(CHECKPOINT_TOLERABLE_FAILURES, ValueParsers.integerBetween(0, 100));
+        pendingWorkOnFreshStart =
+                settings.parsed(
+                        FRESH_START_PENDING,
+                        ValueParsers.oneOf(
+                                List.of(PendingWorkOnFreshStart.values()),
+                                PendingWorkOnFreshStart::configValue));
         checkpointDir = settings.parsed(CHECKPOINT_DIR, ValueParsers::checkpointUri);
         parallelism =
                 settings.parsed(PARALLELISM, ValueParsers.integerBetween(1, MAX_PARALLELISM));
@@ -277,21 +289,26 @@ public final class OnceflowConfig implements Serializable {
                     "Lower it; or, if the brokers allow longer transactions, raise"
                             + " kafka.transaction.timeout.broker.max to match.");
         }
-        if (checkpointInterval == null || checkpointTimeout == null) {
+        if (checkpointInterval == null || checkpointTimeout == null || tolerableCheckpointFailures == null) {
             return;
         }
         // A transaction opens at one checkpoint and commits when the next one completes: it lives
-        // for up to a checkpoint interval plus the checkpoint's duration.
-        Duration longestCheckpointCycle = checkpointInterval.plus(checkpointTimeout);
-        if (kafkaTransactionTimeout.compareTo(longestCheckpointCycle) <= 0) {
+        // for up to a checkpoint interval plus the checkpoint's duration, once more for each
+        // checkpoint that may fail in a row without failing the job.
+        Duration longestTransaction =
+                checkpointInterval.plus(checkpointTimeout).multipliedBy(tolerableCheckpointFailures + 1L);
+        if (kafkaTransactionTimeout.compareTo(longestTransaction) <= 0) {
             settings.problem(
                     TRANSACTION_TIMEOUT,
                     format(kafkaTransactionTimeout)
-                            + " is not longer than checkpoint.interval + checkpoint.timeout ("
-                            + format(checkpointInterval) + " + " + format(checkpointTimeout) + ")",
-                    "Raise it, or lower checkpoint.timeout or checkpoint.interval: a transaction"
-                            + " must outlive the longest checkpoint plus restart, or the broker"
-                            + " aborts a pre-committed transaction and its records are lost.");
+                            + " is not longer than (checkpoint.tolerable.failures + 1) x"
+                            + " (checkpoint.interval + checkpoint.timeout) = (" + tolerableCheckpointFailures
+                            + " + 1) x (" + format(checkpointInterval) + " + " + format(checkpointTimeout)
+                            + ") = " + format(longestTransaction),
+                    "Raise it, or lower checkpoint.tolerable.failures, checkpoint.timeout or"
+                            + " checkpoint.interval: a transaction must outlive the longest run of"
+                            + " failed checkpoints plus a restart, or the broker aborts a"
+                            + " pre-committed transaction and its records are lost.");
         }
     }
 
@@ -454,6 +471,26 @@ public final class OnceflowConfig implements Serializable {
      */
     public Duration checkpointMinPause() {
         return checkpointMinPause;
+    }
+
+    /**
+     * Returns how many checkpoints may fail in a row without failing the job ({@code
+     * checkpoint.tolerable.failures}).
+     *
+     * @return 0 to 100
+     */
+    public int tolerableCheckpointFailures() {
+        return tolerableCheckpointFailures;
+    }
+
+    /**
+     * Returns what a start without checkpoint or savepoint does with an earlier run's pending
+     * transactions ({@code fresh.start.pending}).
+     *
+     * @return refuse or discard
+     */
+    public PendingWorkOnFreshStart pendingWorkOnFreshStart() {
+        return pendingWorkOnFreshStart;
     }
 
     /**

@@ -3,13 +3,18 @@ package io.onceflow.config;
 import static io.onceflow.config.ConfigKey.POSTGRES_BATCH_SIZE;
 import static io.onceflow.config.ConfigKey.POSTGRES_COMMIT_LOG_TABLE;
 import static io.onceflow.config.ConfigKey.POSTGRES_PASSWORD;
+import static io.onceflow.config.ConfigKey.POSTGRES_REJECTS_TABLE;
+import static io.onceflow.config.ConfigKey.POSTGRES_RUNS_TABLE;
 import static io.onceflow.config.ConfigKey.POSTGRES_SINK_PREFIX;
 import static io.onceflow.config.ConfigKey.POSTGRES_TABLE;
 import static io.onceflow.config.ConfigKey.POSTGRES_URL;
 import static io.onceflow.config.ConfigKey.POSTGRES_USER;
+import static io.onceflow.config.ConfigKey.POSTGRES_WRITERS_TABLE;
 
 import java.io.Serializable;
 import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
 import java.util.Objects;
 import java.util.regex.Pattern;
 
@@ -29,7 +34,10 @@ public final class PostgresSettings implements Serializable {
     private final String user;
     private final String password;
     private final String table;
+    private final String rejectsTable;
     private final String commitLogTable;
+    private final String runsTable;
+    private final String writersTable;
     private final String sinkPrefix;
     private final Integer batchSize;
 
@@ -38,22 +46,57 @@ public final class PostgresSettings implements Serializable {
         user = settings.text(POSTGRES_USER);
         password = Objects.requireNonNullElse(settings.text(POSTGRES_PASSWORD), "");
         table = settings.parsed(POSTGRES_TABLE, ValueParsers::sqlTableName);
+        rejectsTable = settings.parsed(POSTGRES_REJECTS_TABLE, ValueParsers::sqlTableName);
         commitLogTable = settings.parsed(POSTGRES_COMMIT_LOG_TABLE, ValueParsers::sqlTableName);
+        runsTable = settings.parsed(POSTGRES_RUNS_TABLE, ValueParsers::sqlTableName);
+        writersTable = settings.parsed(POSTGRES_WRITERS_TABLE, ValueParsers::sqlTableName);
         sinkPrefix =
                 settings.parsed(
                         POSTGRES_SINK_PREFIX,
-                        defaultSinkPrefix(kafkaTransactionalIdPrefix),
                         ValueParsers.matching(
                                 SINK_PREFIX,
                                 "is not a valid sink prefix",
                                 "Use 1 to 40 of the characters a-z, A-Z, 0-9 and '_'."));
-        batchSize = settings.parsed(POSTGRES_BATCH_SIZE, ValueParsers.integerBetween(1, 100_000));
-        // Unquoted identifiers are case-insensitive in PostgreSQL.
-        if (table != null && table.equalsIgnoreCase(commitLogTable)) {
+        if (!settings.isSet(POSTGRES_SINK_PREFIX)) {
             settings.problem(
-                    POSTGRES_COMMIT_LOG_TABLE,
-                    "is the same table as postgres.table",
-                    "Give the commit log its own table.");
+                    POSTGRES_SINK_PREFIX,
+                    "is required when postgres.url is set",
+                    requiredSinkPrefixAdvice(kafkaTransactionalIdPrefix));
+        }
+        batchSize = settings.parsed(POSTGRES_BATCH_SIZE, ValueParsers.integerBetween(1, 100_000));
+        checkTablesAreDistinct(settings);
+    }
+
+    /**
+     * onceflow 0.1 derived the prefix from the Kafka one by replacing characters and cutting at 40,
+     * so that {@code orders-eu}, {@code orders.eu} and {@code orders_eu} collided, and one job's
+     * fresh start rolled back the other's transactions. The prefix is now required; a job that ran
+     * with the derived one must keep it, or its prepared transactions would be orphaned.
+     */
+    private static String requiredSinkPrefixAdvice(String kafkaTransactionalIdPrefix) {
+        String advice = "Choose 1 to 40 of a-z, A-Z, 0-9 and '_', unique among the jobs using this database and the"
+                + " same across restarts and upgrades of this job.";
+        if (kafkaTransactionalIdPrefix == null) {
+            return advice;
+        }
+        String derived = NOT_ALLOWED_IN_SINK_PREFIX.matcher(kafkaTransactionalIdPrefix).replaceAll("_");
+        derived = derived.substring(0, Math.min(derived.length(), SINK_PREFIX_MAX_LENGTH));
+        return advice + " A job that ran with onceflow 0.1, which derived the prefix from"
+                + " kafka.transactional.id.prefix, must keep what it derived: postgres.sink.prefix=" + derived + ".";
+    }
+
+    /** Unquoted identifiers are case-insensitive in PostgreSQL. */
+    private void checkTablesAreDistinct(ConfigReader settings) {
+        List<ConfigKey> keys = List.of(POSTGRES_TABLE, POSTGRES_REJECTS_TABLE, POSTGRES_COMMIT_LOG_TABLE,
+                POSTGRES_RUNS_TABLE, POSTGRES_WRITERS_TABLE);
+        List<String> names = Arrays.asList(table, rejectsTable, commitLogTable, runsTable, writersTable);
+        for (int i = 1; i < keys.size(); i++) {
+            String name = names.get(i);
+            if (name != null && names.subList(0, i).stream()
+                    .anyMatch(earlier -> earlier != null && earlier.toLowerCase(Locale.ROOT).equals(name.toLowerCase(Locale.ROOT)))) {
+                settings.problem(keys.get(i), "names a table that another postgres.*table key names too",
+                        "Give each of the sink's tables its own name.");
+            }
         }
     }
 
@@ -75,16 +118,6 @@ public final class PostgresSettings implements Serializable {
                                         "Set postgres.url to enable the PostgreSQL sink, or remove "
                                                 + key.key() + "."));
         return null;
-    }
-
-    /** The Kafka prefix with every character not allowed replaced by '_'; null if it is null. */
-    private static String defaultSinkPrefix(String kafkaTransactionalIdPrefix) {
-        if (kafkaTransactionalIdPrefix == null) {
-            return null;
-        }
-        String replaced =
-                NOT_ALLOWED_IN_SINK_PREFIX.matcher(kafkaTransactionalIdPrefix).replaceAll("_");
-        return replaced.substring(0, Math.min(replaced.length(), SINK_PREFIX_MAX_LENGTH));
     }
 
     /**
@@ -136,10 +169,36 @@ public final class PostgresSettings implements Serializable {
     }
 
     /**
-     * Returns the name of this job's transactions in the commit log ({@code postgres.sink.prefix}).
+     * Returns the rejects table ({@code postgres.rejects.table}).
      *
-     * @return 1 to 40 of {@code [a-zA-Z0-9_]}; by default derived from the Kafka transactional id
-     *     prefix
+     * @return {@code table} or {@code schema.table}
+     */
+    public String rejectsTable() {
+        return rejectsTable;
+    }
+
+    /**
+     * Returns the runs table ({@code postgres.runs.table}).
+     *
+     * @return {@code table} or {@code schema.table}
+     */
+    public String runsTable() {
+        return runsTable;
+    }
+
+    /**
+     * Returns the writers table ({@code postgres.writers.table}).
+     *
+     * @return {@code table} or {@code schema.table}
+     */
+    public String writersTable() {
+        return writersTable;
+    }
+
+    /**
+     * Returns the name of this job's transactions ({@code postgres.sink.prefix}).
+     *
+     * @return 1 to 40 of {@code [a-zA-Z0-9_]}
      */
     public String sinkPrefix() {
         return sinkPrefix;
@@ -161,7 +220,10 @@ public final class PostgresSettings implements Serializable {
                 + ", user=" + user
                 + ", password=" + Secrets.REDACTED
                 + ", table=" + table
+                + ", rejectsTable=" + rejectsTable
                 + ", commitLogTable=" + commitLogTable
+                + ", runsTable=" + runsTable
+                + ", writersTable=" + writersTable
                 + ", sinkPrefix=" + sinkPrefix
                 + ", batchSize=" + batchSize
                 + "}";

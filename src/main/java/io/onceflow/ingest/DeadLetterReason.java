@@ -14,7 +14,10 @@ public enum DeadLetterReason {
     MISSING_ID,
     /** The id is present but empty or only white space. */
     EMPTY_ID,
-    /** The id is longer than the configured maximum. */
+    /**
+     * The id is longer than the configured maximum, or, with the PostgreSQL sink, longer in UTF-8
+     * than its primary key can index.
+     */
     ID_TOO_LONG,
     /** The value is larger than the configured maximum message size. */
     PAYLOAD_TOO_LARGE,
@@ -28,5 +31,10 @@ public enum DeadLetterReason {
      * The value escapes U+0000 or an unpaired surrogate ({@code \u0000}, {@code \ud800}), or the id
      * holds U+0000: PostgreSQL's text and jsonb cannot store them, so the row would fail on every retry.
      */
-    UNSUPPORTED_CHARACTER
+    UNSUPPORTED_CHARACTER,
+    /**
+     * The value holds a number outside PostgreSQL's numeric range (e.g. {@code 1e999999} or
+     * {@code 1e-20000}), which its jsonb cannot store, so the row would fail on every retry.
+     */
+    NUMBER_OUT_OF_RANGE
 }

@@ -9,6 +9,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
 import java.nio.CharBuffer;
+import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
 import java.util.Locale;
 import java.util.Map;
@@ -35,8 +36,9 @@ import org.apache.kafka.common.header.Headers;
  *   <li>{@code MALFORMED_JSON}: the value is not exactly one JSON value (trailing content counts);
  *   <li>{@code NOT_A_JSON_OBJECT}: the value is JSON but not an object. Checked whatever the id
  *       source, since the payload is later stored as jsonb;
- *   <li>{@code UNSUPPORTED_CHARACTER}: the value escapes U+0000 or an unpaired surrogate, which
- *       jsonb rejects;
+ *   <li>{@code UNSUPPORTED_CHARACTER}: the value escapes U+0000 or an unpaired surrogate, and
+ *       {@code NUMBER_OUT_OF_RANGE}: it holds a number outside numeric's range; jsonb rejects both
+ *       ({@link PostgresJsonLimits});
  *   <li>{@code MISSING_ID}: the header is absent or has a null value, the pointer matches nothing,
  *       or the key is null;
  *   <li>{@code INVALID_UTF8}: a header or key id is not valid UTF-8, or {@code INVALID_ID_TYPE}: the
@@ -45,7 +47,9 @@ import org.apache.kafka.common.header.Headers;
  *   <li>{@code EMPTY_ID}: the id is empty or only white space;
  *   <li>{@code UNSUPPORTED_CHARACTER}: the id holds U+0000, which PostgreSQL text rejects;
  *   <li>{@code ID_TOO_LONG}: the id has more than {@code maxIdLength} chars (UTF-16 units, so a
- *       supplementary character counts twice and the limit never undercounts a database's).
+ *       supplementary character counts twice and the limit never undercounts a database's), or more
+ *       than {@code maxIdBytes} bytes in UTF-8 (with the PostgreSQL sink:
+ *       {@link #POSTGRES_MAX_ID_BYTES}).
  * </ol>
  *
  * <p>An accepted id is used exactly as found, without trimming. Each record's headers become a map
@@ -68,9 +72,18 @@ public class IngestDeserializer implements KafkaRecordDeserializationSchema<Inge
 
     private static final String VALUE_SUBJECT = "the value";
 
+    /**
+     * The longest id, in UTF-8 bytes, that the PostgreSQL sink's primary key can index: a btree
+     * index row holds at most 2704 bytes on 8 KB pages, and PostgreSQL 17 refused incompressible
+     * ids from 2700 bytes on ("index row size 2712 exceeds btree version 4 maximum 2704"). 2048
+     * leaves room for the tuple header and another index on the id.
+     */
+    public static final int POSTGRES_MAX_ID_BYTES = 2048;
+
     private final MessageIdSource idSource;
     private final int maxMessageBytes;
     private final int maxIdLength;
+    private final int maxIdBytes;
 
     /** Created on first use, as it is not serialisable and Flink ships this schema to the tasks. */
     private transient StrictUtf8Decoder utf8;
@@ -79,16 +92,19 @@ public class IngestDeserializer implements KafkaRecordDeserializationSchema<Inge
      * @param idSource where each record's message id is found
      * @param maxMessageBytes the largest accepted value, in bytes
      * @param maxIdLength the longest accepted id, in UTF-16 chars
+     * @param maxIdBytes the longest accepted id, in UTF-8 bytes ({@link #POSTGRES_MAX_ID_BYTES} when
+     *     a PostgreSQL sink stores the ids, {@code Integer.MAX_VALUE} otherwise)
      * @throws IllegalArgumentException if a maximum is not positive
      */
-    public IngestDeserializer(MessageIdSource idSource, int maxMessageBytes, int maxIdLength) {
-        if (maxMessageBytes <= 0 || maxIdLength <= 0) {
-            throw new IllegalArgumentException("maxMessageBytes and maxIdLength must be positive, got "
-                    + maxMessageBytes + " and " + maxIdLength);
+    public IngestDeserializer(MessageIdSource idSource, int maxMessageBytes, int maxIdLength, int maxIdBytes) {
+        if (maxMessageBytes <= 0 || maxIdLength <= 0 || maxIdBytes <= 0) {
+            throw new IllegalArgumentException("maxMessageBytes, maxIdLength and maxIdBytes must be positive, got "
+                    + maxMessageBytes + ", " + maxIdLength + " and " + maxIdBytes);
         }
         this.idSource = Objects.requireNonNull(idSource, "idSource");
         this.maxMessageBytes = maxMessageBytes;
         this.maxIdLength = maxIdLength;
+        this.maxIdBytes = maxIdBytes;
     }
 
     /** Emits exactly one {@link IngestResult} for the record; never throws. */
@@ -155,7 +171,7 @@ public class IngestDeserializer implements KafkaRecordDeserializationSchema<Inge
                     DeadLetterReason.NOT_A_JSON_OBJECT,
                     "the value is " + describeJsonType(root) + ", not a JSON object: " + Rejection.quote(text));
         }
-        rejectEscapesPostgresCannotStore(text);
+        PostgresJsonLimits.check(text);
         return root;
     }
 
@@ -183,47 +199,6 @@ public class IngestDeserializer implements KafkaRecordDeserializationSchema<Inge
             // Only JacksonExceptions can come from an in-memory source, but the API declares more.
             throw new Rejection(DeadLetterReason.MALFORMED_JSON, "the value could not be read as JSON: " + e);
         }
-    }
-
-    /**
-     * PostgreSQL's jsonb refuses {@code \u0000} and unpaired surrogate escapes. Accepting them would
-     * make the PostgreSQL sink fail on the same row after every restart, so they are dead letters.
-     * Runs on text that already parsed as JSON, where a backslash only occurs inside strings.
-     */
-    private static void rejectEscapesPostgresCannotStore(CharBuffer text) {
-        int start = text.position();
-        int end = text.limit();
-        int pendingHighSurrogateAt = -1;
-        for (int i = start; i < end; i++) {
-            boolean unicodeEscape = text.get(i) == '\\' && text.get(i + 1) == 'u';
-            if (!unicodeEscape) {
-                if (pendingHighSurrogateAt >= 0) {
-                    throw unpairedSurrogate(pendingHighSurrogateAt - start);
-                }
-                if (text.get(i) == '\\') {
-                    i++; // skip the escaped char, so "\\\\u0000" (an escaped backslash) is not an escape
-                }
-                continue;
-            }
-            char unit = (char) Integer.parseInt(text, i + 2 - start, i + 6 - start, 16);
-            if (unit == 0) {
-                throw new Rejection(DeadLetterReason.UNSUPPORTED_CHARACTER,
-                        "the value escapes U+0000, which PostgreSQL's jsonb cannot store, at char " + (i - start));
-            }
-            if (Character.isLowSurrogate(unit) != pendingHighSurrogateAt >= 0) {
-                throw unpairedSurrogate((pendingHighSurrogateAt >= 0 ? pendingHighSurrogateAt : i) - start);
-            }
-            pendingHighSurrogateAt = Character.isHighSurrogate(unit) ? i : -1;
-            i += 5;
-        }
-        if (pendingHighSurrogateAt >= 0) {
-            throw unpairedSurrogate(pendingHighSurrogateAt - start);
-        }
-    }
-
-    private static Rejection unpairedSurrogate(int at) {
-        return new Rejection(DeadLetterReason.UNSUPPORTED_CHARACTER,
-                "the value escapes an unpaired surrogate, which PostgreSQL's jsonb cannot store, at char " + at);
     }
 
     private static String position(JsonLocation location) {
@@ -254,6 +229,17 @@ public class IngestDeserializer implements KafkaRecordDeserializationSchema<Inge
                     DeadLetterReason.ID_TOO_LONG,
                     idSource.idDescription() + " has " + id.length() + " chars, more than the maximum of " + maxIdLength
                             + ": " + Rejection.quote(id));
+        }
+        // Only ids that could exceed the byte limit pay for measuring it (at most 3 bytes per char).
+        if ((long) id.length() * 3 > maxIdBytes) {
+            int bytes = id.getBytes(StandardCharsets.UTF_8).length;
+            if (bytes > maxIdBytes) {
+                throw new Rejection(
+                        DeadLetterReason.ID_TOO_LONG,
+                        idSource.idDescription() + " has " + bytes + " bytes in UTF-8, more than the "
+                                + maxIdBytes + " that the PostgreSQL table's primary key can index: "
+                                + Rejection.quote(id));
+            }
         }
         return id;
     }

@@ -60,14 +60,20 @@ public final class OnceflowJob {
         if (printDdl) {
             PostgresSettings postgres = config.postgres().orElseThrow(() ->
                     new IllegalArgumentException(PRINT_POSTGRES_DDL + " needs postgres.url (and the table settings)"));
-            System.out.print(new PostgresSchema(postgres.table(), postgres.commitLogTable()).ddl());
+            System.out.print(schema(postgres).ddl());
             return;
         }
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(flinkConfiguration(config));
         // fail before submitting, with a message that says what to fix, rather than in a restart loop
-        checkPostgres(config, env.getParallelism());
-        defineJob(env, config, EventProcessor.passThrough());
+        OnceflowPipeline.Sinks sinks = startSinks(env, config);
+        defineJob(env, config, sinks, EventProcessor.passThrough());
         env.execute(jobName(config));
+    }
+
+    /** The PostgreSQL sink's tables, as configured. */
+    public static PostgresSchema schema(PostgresSettings postgres) {
+        return new PostgresSchema(postgres.table(), postgres.rejectsTable(), postgres.commitLogTable(),
+                postgres.runsTable(), postgres.writersTable());
     }
 
     /** The job name shown in Flink's UI: names the input and output, never a secret. */
@@ -75,9 +81,28 @@ public final class OnceflowJob {
         return "onceflow " + String.join(",", config.inputTopics()) + " -> " + config.outputTopic();
     }
 
-    /** Adds the configured pipeline, with real Kafka source and sinks, to {@code env}. */
-    public static void defineJob(StreamExecutionEnvironment env, OnceflowConfig config, EventProcessor processor) {
-        OnceflowPipeline.define(env, kafkaSourceBuilder(config).build(), sinks(config), config.dedupTtl(), processor);
+    /**
+     * Adds the configured pipeline, with the real Kafka source and the sinks from
+     * {@link #startSinks}, to {@code env}.
+     */
+    public static void defineJob(StreamExecutionEnvironment env, OnceflowConfig config, OnceflowPipeline.Sinks sinks,
+            EventProcessor processor) {
+        OnceflowPipeline.define(env, kafkaSourceBuilder(config).build(), sinks, config.dedupTtl(), processor);
+    }
+
+    /**
+     * Does what must happen once per submission before the job graph is built, and returns the
+     * configured sinks: refuses a fresh start while an earlier run's output is pending (unless
+     * {@code fresh.start.pending=discard}), and checks the database and registers the run of the
+     * exactly-once PostgreSQL sink (see {@link PostgresSink#startRun}).
+     *
+     * @param env its configuration tells whether the job restores a savepoint or checkpoint, and
+     *     where checkpoints are retained
+     * @throws IllegalStateException saying what to do, when the start is refused or a check fails
+     */
+    public static OnceflowPipeline.Sinks startSinks(StreamExecutionEnvironment env, OnceflowConfig config)
+            throws SQLException {
+        return SinkStart.start(config, env.getConfiguration(), env.getParallelism(), jobName(config));
     }
 
     /** The job's Kafka source, unbounded until a caller (a test, the demo) bounds it. */
@@ -88,14 +113,29 @@ public final class OnceflowJob {
                         config.inputTopics(),
                         config.groupId(),
                         startingOffsets(config),
-                        new IngestDeserializer(
-                                MessageIdSource.parse(config.messageIdSourceSpec()),
-                                config.maxMessageBytes(),
-                                config.maxIdLength()));
+                        ingestDeserializer(config));
     }
 
-    /** The configured sinks: the two Kafka sinks, and the PostgreSQL sink when {@code postgres.url} is set. */
-    public static OnceflowPipeline.Sinks sinks(OnceflowConfig config) {
+    /**
+     * Judges each input record as the job does (also for the audit): the configured id source and
+     * limits, and, when a PostgreSQL sink stores the ids, the byte limit of its primary key.
+     */
+    public static IngestDeserializer ingestDeserializer(OnceflowConfig config) {
+        return new IngestDeserializer(
+                MessageIdSource.parse(config.messageIdSourceSpec()),
+                config.maxMessageBytes(),
+                config.maxIdLength(),
+                config.postgres().isPresent() ? IngestDeserializer.POSTGRES_MAX_ID_BYTES : Integer.MAX_VALUE);
+    }
+
+    /**
+     * The configured sinks: the two Kafka sinks, and the PostgreSQL sink when {@code postgres.url}
+     * is set.
+     *
+     * @param startedPostgres the exactly-once PostgreSQL sink after {@link PostgresSink#startRun};
+     *     required when the configuration asks for one, ignored for at-least-once
+     */
+    static OnceflowPipeline.Sinks sinks(OnceflowConfig config, Optional<PostgresSink> startedPostgres) {
         KafkaSinks kafka = new KafkaSinks(
                 config.bootstrapServers(),
                 config.kafkaClientProperties(),
@@ -104,33 +144,28 @@ public final class OnceflowJob {
                 config.kafkaTransactionTimeout());
         Optional<Sink<Event>> postgres = config.postgres().map(settings ->
                 config.deliveryGuarantee() == DeliveryGuarantee.EXACTLY_ONCE
-                        ? postgresSink(settings).build()
-                        : postgresSink(settings).buildAtLeastOnce());
+                        ? startedPostgres.orElseThrow(() -> new IllegalStateException(
+                                "the exactly-once PostgreSQL sink must be started (PostgresSink.startRun) first"))
+                        : postgresSink(config).buildAtLeastOnce());
         return new OnceflowPipeline.Sinks(
                 kafka.output(config.outputTopic()), kafka.deadLetters(config.deadLetterTopic()), postgres);
     }
 
-    /**
-     * Checks that the database can hold the prepared transactions the job needs and creates the
-     * tables if missing; does nothing without {@code postgres.url}.
-     *
-     * @throws IllegalStateException naming the setting to change when the database falls short
-     */
-    public static void checkPostgres(OnceflowConfig config, int parallelism) throws SQLException {
-        if (config.postgres().isPresent() && config.deliveryGuarantee() == DeliveryGuarantee.EXACTLY_ONCE) {
-            postgresSink(config.postgres().get()).build().checkPreconditions(parallelism);
-        }
-    }
-
-    private static PostgresSinkBuilder postgresSink(PostgresSettings settings) {
+    /** A builder with the configured PostgreSQL settings; call only when {@code postgres.url} is set. */
+    static PostgresSinkBuilder postgresSink(OnceflowConfig config) {
+        PostgresSettings settings = config.postgres().orElseThrow();
         return PostgresSink.builder()
                 .setJdbcUrl(settings.url())
                 .setUser(settings.user())
                 .setPassword(settings.password())
                 .setTable(settings.table())
+                .setRejectsTable(settings.rejectsTable())
                 .setCommitLogTable(settings.commitLogTable())
+                .setRunsTable(settings.runsTable())
+                .setWritersTable(settings.writersTable())
                 .setSinkPrefix(settings.sinkPrefix())
-                .setBatchSize(settings.batchSize());
+                .setBatchSize(settings.batchSize())
+                .setTolerableCheckpointFailures(config.tolerableCheckpointFailures());
     }
 
     static OffsetsInitializer startingOffsets(OnceflowConfig config) {
@@ -159,6 +194,7 @@ public final class OnceflowJob {
         flink.set(CheckpointingOptions.CHECKPOINTING_CONSISTENCY_MODE, CheckpointingMode.EXACTLY_ONCE);
         flink.set(CheckpointingOptions.CHECKPOINTING_TIMEOUT, config.checkpointTimeout());
         flink.set(CheckpointingOptions.MIN_PAUSE_BETWEEN_CHECKPOINTS, config.checkpointMinPause());
+        flink.set(CheckpointingOptions.TOLERABLE_FAILURE_NUMBER, config.tolerableCheckpointFailures());
         flink.set(CheckpointingOptions.EXTERNALIZED_CHECKPOINT_RETENTION,
                 ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION);
         config.checkpointDir().ifPresent(dir -> flink.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, dir));

@@ -230,9 +230,35 @@ class OnceflowConfigTest {
         assertThat(problemsOf(settings))
                 .singleElement(STRING)
                 .startsWith(
-                        "kafka.transaction.timeout: 125s is not longer than checkpoint.interval +"
-                                + " checkpoint.timeout (10s + 2min).")
+                        "kafka.transaction.timeout: 125s is not longer than (checkpoint.tolerable.failures + 1) x"
+                                + " (checkpoint.interval + checkpoint.timeout) = (0 + 1) x (10s + 2min) = 130s.")
                 .contains("the broker aborts a pre-committed transaction and its records are lost");
+    }
+
+    @Test
+    void transactionTimeoutMustOutliveEveryToleratedFailedCheckpoint() {
+        // Each tolerated failure keeps the transaction open until the next completed checkpoint.
+        Map<String, String> settings = requiredWith("kafka.transaction.timeout", "6min");
+        settings.put("checkpoint.interval", "10s");
+        settings.put("checkpoint.timeout", "2min");
+        settings.put("checkpoint.tolerable.failures", "2");
+
+        assertThat(problemsOf(settings))
+                .singleElement(STRING)
+                .startsWith("kafka.transaction.timeout: 6min is not longer than (checkpoint.tolerable.failures + 1)"
+                        + " x (checkpoint.interval + checkpoint.timeout) = (2 + 1) x (10s + 2min) = 390s.");
+        settings.put("kafka.transaction.timeout", "7min");
+        assertThat(build(settings).tolerableCheckpointFailures()).isEqualTo(2);
+    }
+
+    @Test
+    void freshStartPendingIsRefuseOrDiscard() {
+        assertThat(build(ValidSettings.required()).pendingWorkOnFreshStart()).isEqualTo(PendingWorkOnFreshStart.REFUSE);
+        assertThat(build(requiredWith("fresh.start.pending", "discard")).pendingWorkOnFreshStart())
+                .isEqualTo(PendingWorkOnFreshStart.DISCARD);
+        assertThat(problemsOf(requiredWith("fresh.start.pending", "drop")))
+                .singleElement(STRING)
+                .startsWith("fresh.start.pending: ");
     }
 
     @Test
@@ -361,21 +387,37 @@ class OnceflowConfigTest {
     }
 
     @Test
-    void postgresDefaultsFollowTheKafkaPrefix() {
-        Map<String, String> settings = ValidSettings.withPostgres("pw");
-        settings.put("kafka.transactional.id.prefix", "team.payments-onceflow-" + "x".repeat(40));
-
-        PostgresSettings postgres = build(settings).postgres().orElseThrow();
+    void postgresDefaults() {
+        PostgresSettings postgres = build(ValidSettings.withPostgres("pw")).postgres().orElseThrow();
 
         assertThat(postgres.url()).isEqualTo("jdbc:postgresql://db:5432/payments");
         assertThat(postgres.user()).isEqualTo("onceflow");
         assertThat(postgres.password()).isEqualTo("pw");
         assertThat(postgres.table()).isEqualTo("onceflow_events");
+        assertThat(postgres.rejectsTable()).isEqualTo("onceflow_rejects");
         assertThat(postgres.commitLogTable()).isEqualTo("onceflow_commit_log");
-        assertThat(postgres.sinkPrefix())
-                .isEqualTo("team_payments_onceflow_xxxxxxxxxxxxxxxxx")
-                .hasSize(40);
+        assertThat(postgres.runsTable()).isEqualTo("onceflow_runs");
+        assertThat(postgres.writersTable()).isEqualTo("onceflow_writers");
         assertThat(postgres.batchSize()).isEqualTo(1000);
+    }
+
+    /**
+     * onceflow 0.1 derived the prefix from the Kafka one, so orders-eu, orders.eu and orders_eu
+     * collided and one job's fresh start rolled back another's transactions. It is required now,
+     * and the message tells an existing job which prefix it ran with.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"orders-eu", "orders.eu", "orders_eu"})
+    void postgresSinkPrefixIsRequiredAndNamesWhatOnceflow01Derived(String kafkaPrefix) {
+        Map<String, String> settings = ValidSettings.withPostgres("pw");
+        settings.remove("postgres.sink.prefix");
+        settings.put("kafka.transactional.id.prefix", kafkaPrefix);
+
+        assertThat(problemsOf(settings))
+                .singleElement(STRING)
+                .startsWith("postgres.sink.prefix: is required when postgres.url is set.")
+                .contains("unique among the jobs using this database")
+                .endsWith("must keep what it derived: postgres.sink.prefix=orders_eu.");
     }
 
     @Test
@@ -464,8 +506,8 @@ class OnceflowConfigTest {
 
         assertThat(problemsOf(settings))
                 .containsExactly(
-                        "postgres.commit.log.table: is the same table as postgres.table. Give the"
-                                + " commit log its own table.");
+                        "postgres.commit.log.table: names a table that another postgres.*table key names too."
+                                + " Give each of the sink's tables its own name.");
     }
 
     @ParameterizedTest

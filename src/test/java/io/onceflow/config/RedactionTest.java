@@ -93,7 +93,7 @@ class RedactionTest {
                 .doesNotContain("parallelism", "checkpoint.dir");
         assertThat(config.redactedMap())
                 .containsEntry("dedup.ttl", "7d")
-                .containsEntry("postgres.sink.prefix", "onceflow_payments")
+                .containsEntry("postgres.sink.prefix", "payments_pg")
                 .containsEntry("message.id.source", "header:message-id");
     }
 

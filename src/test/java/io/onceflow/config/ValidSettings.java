@@ -25,6 +25,7 @@ final class ValidSettings {
         settings.put("postgres.url", "jdbc:postgresql://db:5432/payments");
         settings.put("postgres.user", "onceflow");
         settings.put("postgres.password", password);
+        settings.put("postgres.sink.prefix", "payments_pg");
         return settings;
     }
 }

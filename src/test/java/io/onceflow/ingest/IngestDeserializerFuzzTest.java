@@ -33,6 +33,7 @@ class IngestDeserializerFuzzTest {
         "{\"a\":[{\"b\":-3}],\"id\":\"\u00e9\u20ac\"}",
         "{\"id\":\" \",\"a\":[{\"b\":true}]}",
         "{\"id\":\"b-2\",\"s\":\"\\ud83d\\ude00\\u0000\"}",
+        "{\"id\":\"c\",\"x\":-1.5e999999}",
     };
     /** An independent judge of "is one JSON object": Jackson's byte parser, not the char one we use. */
     private static final ObjectMapper ORACLE =
@@ -49,7 +50,9 @@ class IngestDeserializerFuzzTest {
             ConsumerRecord<byte[], byte[]> record = randomRecord(i);
             try {
                 IngestResult result = ingest(
-                        new IngestDeserializer(MessageIdSource.parse(spec), MAX_MESSAGE_BYTES, MAX_ID_LENGTH), record);
+                        new IngestDeserializer(
+                                MessageIdSource.parse(spec), MAX_MESSAGE_BYTES, MAX_ID_LENGTH, Integer.MAX_VALUE),
+                        record);
                 if (result.isAccepted()) {
                     checkAccepted(result.event, record);
                     accepted++;

@@ -2,6 +2,7 @@ package io.onceflow.ingest;
 
 import static io.onceflow.ingest.DeadLetterReason.EMPTY_ID;
 import static io.onceflow.ingest.DeadLetterReason.ID_TOO_LONG;
+import static io.onceflow.ingest.DeadLetterReason.NUMBER_OUT_OF_RANGE;
 import static io.onceflow.ingest.DeadLetterReason.INVALID_ID_TYPE;
 import static io.onceflow.ingest.DeadLetterReason.INVALID_UTF8;
 import static io.onceflow.ingest.DeadLetterReason.MALFORMED_JSON;
@@ -34,6 +35,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
+import org.junit.jupiter.params.provider.ValueSource;
 
 class IngestDeserializerTest {
     private static final int MAX_MESSAGE_BYTES = 256;
@@ -114,7 +116,8 @@ class IngestDeserializerTest {
     @ParameterizedTest(name = "{0} -> {1}")
     @MethodSource
     void takesAnIntegralNumberAsItsDecimalText(String idJson, String expectedId) {
-        IngestDeserializer deserializer = new IngestDeserializer(MessageIdSource.parse(POINTER), MAX_MESSAGE_BYTES, 64);
+        IngestDeserializer deserializer =
+                new IngestDeserializer(MessageIdSource.parse(POINTER), MAX_MESSAGE_BYTES, 64, Integer.MAX_VALUE);
 
         IngestResult result = ingest(deserializer, value("{\"id\":" + idJson + "}"));
 
@@ -176,8 +179,9 @@ class IngestDeserializerTest {
     @Test
     void rejectsNonPositiveMaximums() {
         MessageIdSource source = MessageIdSource.DEFAULT;
-        assertThatThrownBy(() -> new IngestDeserializer(source, 0, 10)).isInstanceOf(IllegalArgumentException.class);
-        assertThatThrownBy(() -> new IngestDeserializer(source, 10, -1)).isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> new IngestDeserializer(source, 0, 10, 10)).isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> new IngestDeserializer(source, 10, -1, 10)).isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> new IngestDeserializer(source, 10, 10, 0)).isInstanceOf(IllegalArgumentException.class);
     }
 
     // ---------------------------------------------------------------- one test per dead-letter reason
@@ -281,7 +285,7 @@ class IngestDeserializerTest {
     void malformedJsonNestedTooDeeplyIsADeadLetterNotAStackOverflow() {
         String deep = "{\"id\":" + "[".repeat(100_000);
         IngestDeserializer deserializer =
-                new IngestDeserializer(MessageIdSource.parse(POINTER), deep.length(), MAX_ID_LENGTH);
+                new IngestDeserializer(MessageIdSource.parse(POINTER), deep.length(), MAX_ID_LENGTH, Integer.MAX_VALUE);
 
         assertThat(ingest(deserializer, value(deep)).deadLetter.reason).isEqualTo("MALFORMED_JSON");
     }
@@ -420,7 +424,7 @@ class IngestDeserializerTest {
     @Test
     void messagesQuoteAtMostAHundredCharsOfInput() {
         IngestDeserializer deserializer =
-                new IngestDeserializer(MessageIdSource.parse(POINTER), 100_000, MAX_ID_LENGTH);
+                new IngestDeserializer(MessageIdSource.parse(POINTER), 100_000, MAX_ID_LENGTH, Integer.MAX_VALUE);
 
         String notAnObject = ingest(deserializer, value("\"" + "x".repeat(10_000) + "\"")).deadLetter.errorMessage;
         String malformed = ingest(deserializer, value("{\"id\": " + "y".repeat(10_000) + "}")).deadLetter.errorMessage;
@@ -446,10 +450,46 @@ class IngestDeserializerTest {
     // ---------------------------------------------------------------- helpers
 
     private static IngestDeserializer deserializer(String spec) {
-        return new IngestDeserializer(MessageIdSource.parse(spec), MAX_MESSAGE_BYTES, MAX_ID_LENGTH);
+        return new IngestDeserializer(MessageIdSource.parse(spec), MAX_MESSAGE_BYTES, MAX_ID_LENGTH, Integer.MAX_VALUE);
     }
 
     // ---------------------------------------------------------------- what PostgreSQL cannot store
+
+    /** The limits were found by trying PostgreSQL 17's jsonb cast (see PostgresJsonLimits). */
+    @ParameterizedTest
+    @ValueSource(strings = {"1e999999", "1e-20000", "1e131072", "10e131071", "1.5e-16383", "0e-16384", "-1E+131072",
+            "0.0e-16384"})
+    void numbersOutsidePostgresNumericRangeAreDeadLettered(String number) {
+        DeadLetter deadLetter = rejected(POINTER, value("{\"id\":\"n\",\"a\":[1,{\"x\":" + number + "}]}"),
+                NUMBER_OUT_OF_RANGE);
+
+        assertThat(deadLetter.errorMessage).contains("numeric range").contains("'" + number + "'");
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"1e131071", "0.1e131072", "9e131071", "12e-16383", "1e-16382", "0e999999", "-0.5",
+            "123456789012345678901234567890.000001", "1E+1000"})
+    void numbersPostgresStoresAreAccepted(String number) {
+        assertThat(accepted(POINTER, value("{\"id\":\"n\",\"x\":" + number + ",\"s\":\"1e999999\"}")).messageId)
+                .isEqualTo("n");
+    }
+
+    @Test
+    void idsOverTheByteLimitOfThePrimaryKeyAreDeadLetteredWhenConfigured() {
+        IngestDeserializer withPostgres = new IngestDeserializer(MessageIdSource.parse(POINTER), 100_000, 4096,
+                IngestDeserializer.POSTGRES_MAX_ID_BYTES);
+        String fits = "\u20ac".repeat(IngestDeserializer.POSTGRES_MAX_ID_BYTES / 3); // 3 bytes each
+        String tooLong = fits + "abc"; // 2049 bytes
+
+        assertThat(ingest(withPostgres, value("{\"id\":\"" + fits + "\"}")).isAccepted()).isTrue();
+        IngestResult rejected = ingest(withPostgres, value("{\"id\":\"" + tooLong + "\"}"));
+        assertThat(rejected.deadLetter.reason).isEqualTo(ID_TOO_LONG.name());
+        assertThat(rejected.deadLetter.errorMessage).contains("2049 bytes in UTF-8").contains("primary key");
+        IngestDeserializer withoutPostgres =
+                new IngestDeserializer(MessageIdSource.parse(POINTER), 100_000, 4096, Integer.MAX_VALUE);
+        assertThat(ingest(withoutPostgres, value("{\"id\":\"" + tooLong + "\"}")).isAccepted())
+                .as("no byte limit without the PostgreSQL sink").isTrue();
+    }
 
     @ParameterizedTest
     @MethodSource

@@ -23,7 +23,7 @@ import org.junit.jupiter.api.Test;
 /** The produced type must be serialised by Flink's own serialisers, never by Kryo. */
 class IngestResultTypeTest {
     private final TypeInformation<IngestResult> producedType =
-            new IngestDeserializer(MessageIdSource.DEFAULT, 1024, 64).getProducedType();
+            new IngestDeserializer(MessageIdSource.DEFAULT, 1024, 64, Integer.MAX_VALUE).getProducedType();
 
     @Test
     void isAPojoOfPojos() {

@@ -11,6 +11,7 @@ import io.onceflow.testing.MiniClusters;
 import io.onceflow.testing.PipelineScenario;
 import io.onceflow.tools.audit.AuditReport;
 import io.onceflow.tools.generator.GeneratedInput;
+import java.sql.SQLException;
 import java.time.Duration;
 import java.util.EnumMap;
 import java.util.HashMap;
@@ -58,7 +59,8 @@ class ExactlyOnceIT {
     }
 
     /** The job over the scenario's input as it is now, ending when it has read all of it. */
-    static StreamExecutionEnvironment boundedJob(OnceflowConfig config, EventProcessor processor) {
+    static StreamExecutionEnvironment boundedJob(OnceflowConfig config, EventProcessor processor)
+            throws SQLException {
         Configuration flink = OnceflowJob.flinkConfiguration(config);
         flink.set(RestartStrategyOptions.RESTART_STRATEGY, "fixed-delay");
         // enough attempts to outlast a PostgreSQL or broker restart
@@ -68,7 +70,7 @@ class ExactlyOnceIT {
         OnceflowPipeline.define(
                 env,
                 OnceflowJob.kafkaSourceBuilder(config).setBounded(OffsetsInitializer.latest()).build(),
-                OnceflowJob.sinks(config),
+                OnceflowJob.startSinks(env, config),
                 config.dedupTtl(),
                 processor);
         return env;

@@ -6,6 +6,7 @@ import io.onceflow.config.OnceflowConfig;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.Map;
+import java.util.Optional;
 import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.CoreOptions;
@@ -60,7 +61,8 @@ class OnceflowJobTest {
     void everyOperatorHasAStableUidAndNoGenericType() {
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(
                 OnceflowJob.flinkConfiguration(config(Map.of())));
-        OnceflowJob.defineJob(env, config(Map.of()), EventProcessor.passThrough());
+        OnceflowConfig config = config(Map.of());
+        OnceflowJob.defineJob(env, config, OnceflowJob.sinks(config, Optional.empty()), EventProcessor.passThrough());
 
         // building the graph fails on a Kryo fallback because generic types are disabled
         var graph = env.getStreamGraph();

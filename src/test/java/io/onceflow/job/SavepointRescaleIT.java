@@ -66,7 +66,7 @@ class SavepointRescaleIT {
             flink.set(StateRecoveryOptions.SAVEPOINT_PATH, restoreFrom);
         }
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(flink);
-        OnceflowJob.defineJob(env, config, EventProcessor.passThrough());
+        OnceflowJob.defineJob(env, config, OnceflowJob.startSinks(env, config), EventProcessor.passThrough());
         JobClient job = env.executeAsync(scenario.name + "-p" + parallelism);
 
         long deadline = System.nanoTime() + Duration.ofSeconds(90).toNanos();

@@ -65,6 +65,8 @@ public final class PipelineScenario {
     public PipelineScenario withPostgres(TestPostgres.TestDatabase database) {
         this.database = database;
         settings.put("postgres.table", name.replace('-', '_') + "_events");
+        // unique per scenario (the name ends with a random part) and within the 40 characters allowed
+        settings.put("postgres.sink.prefix", "s_" + name.substring(name.length() - 8));
         settings.put("postgres.url", database.jdbcUrl());
         settings.put("postgres.user", database.user());
         settings.put("postgres.password", database.password());

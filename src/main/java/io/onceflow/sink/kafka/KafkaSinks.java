@@ -3,6 +3,7 @@ package io.onceflow.sink.kafka;
 import io.onceflow.ingest.DeadLetter;
 import io.onceflow.ingest.Event;
 import java.time.Duration;
+import java.util.List;
 import java.util.Properties;
 import org.apache.flink.connector.base.DeliveryGuarantee;
 import org.apache.flink.connector.kafka.sink.KafkaRecordSerializationSchema;
@@ -19,6 +20,9 @@ import org.apache.kafka.clients.producer.ProducerConfig;
  * lingering transactions of the previous attempt by it) and unique among jobs on a cluster.
  */
 public final class KafkaSinks {
+    private static final String OUTPUT_SUFFIX = "-output";
+    private static final String DEAD_LETTER_SUFFIX = "-dlq";
+
     private final String bootstrapServers;
     private final Properties clientProperties;
     private final DeliveryGuarantee guarantee;
@@ -45,12 +49,20 @@ public final class KafkaSinks {
 
     /** The sink of processed events: key = message id, value = payload. */
     public KafkaSink<Event> output(String topic) {
-        return build(new EventRecordSerializer(topic), "-output");
+        return build(new EventRecordSerializer(topic), OUTPUT_SUFFIX);
     }
 
     /** The sink of dead letters: original key and value, reason in headers. */
     public KafkaSink<DeadLetter> deadLetters(String topic) {
-        return build(new DeadLetterRecordSerializer(topic), "-dlq");
+        return build(new DeadLetterRecordSerializer(topic), DEAD_LETTER_SUFFIX);
+    }
+
+    /**
+     * The transactional id prefixes of a job's two sinks; the connector appends
+     * {@code -<subtask>-<n>} to them.
+     */
+    public static List<String> transactionalIdPrefixes(String transactionalIdPrefix) {
+        return List.of(transactionalIdPrefix + OUTPUT_SUFFIX, transactionalIdPrefix + DEAD_LETTER_SUFFIX);
     }
 
     private <T> KafkaSink<T> build(KafkaRecordSerializationSchema<T> serializer, String prefixSuffix) {

@@ -29,7 +29,8 @@ final class PostgresAtLeastOnceSink implements Sink<Event> {
 
     @Override
     public SinkWriter<Event> createWriter(WriterInitContext context) throws IOException {
-        return new PostgresAtLeastOnceWriter(config, context.getTaskInfo().getIndexOfThisSubtask());
+        return new PostgresAtLeastOnceWriter(config, context.getTaskInfo().getIndexOfThisSubtask(),
+                PostgresSinkMetrics.register(context.metricGroup()));
     }
 
     @Override

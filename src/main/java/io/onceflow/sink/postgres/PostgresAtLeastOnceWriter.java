@@ -9,14 +9,16 @@ import org.apache.flink.api.connector.sink2.SinkWriter;
 
 /**
  * Internal. Writer of {@link PostgresAtLeastOnceSink}: each full batch is one autocommit upsert,
- * executed by {@link BackgroundUpserts} while the task thread goes on.
+ * executed by {@link BackgroundUpserts} while the task thread goes on. Rows the database refuses go
+ * to the rejects table (see {@link EventUpsertBatch}). No fence: without prepared transactions a
+ * zombie can only write rows again, which raises their {@code deliveries}, as any replay does.
  */
 @Internal
 final class PostgresAtLeastOnceWriter implements SinkWriter<Event> {
     private final Connection connection;
     private final BackgroundUpserts upserts;
 
-    PostgresAtLeastOnceWriter(PostgresSinkConfig config, int subtaskIndex) throws IOException {
+    PostgresAtLeastOnceWriter(PostgresSinkConfig config, int subtaskIndex, PostgresSinkMetrics metrics) throws IOException {
         try {
             connection = PostgresConnections.open(config, "writer-" + subtaskIndex);
         } catch (SQLException e) {
@@ -28,8 +30,9 @@ final class PostgresAtLeastOnceWriter implements SinkWriter<Event> {
             PostgresConnections.closeQuietly(connection, e);
             throw new IOException("PostgreSQL sink writer " + subtaskIndex + " could not start", e);
         }
-        upserts = new BackgroundUpserts(new EventUpsertBatch(config.table(), config.batchSize()), connection,
-                "PostgreSQL sink writer " + subtaskIndex, BackgroundUpserts.MAX_IN_FLIGHT);
+        upserts = new BackgroundUpserts(
+                new EventUpsertBatch(config.table(), config.rejectsTable(), config.batchSize(), metrics.rowsRejected),
+                connection, "PostgreSQL sink writer " + subtaskIndex, BackgroundUpserts.MAX_IN_FLIGHT);
     }
 
     @Override

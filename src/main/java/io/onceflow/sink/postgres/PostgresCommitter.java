@@ -34,6 +34,7 @@ final class PostgresCommitter implements Committer<PostgresCommittable> {
             "40P01", // deadlock_detected
             "55P03", // lock_not_available (lock_timeout)
             "57014", // query_canceled (statement_timeout)
+            "55000", // object_not_in_prerequisite_state: "prepared transaction ... is busy" (two committers overlap)
             "57P01", // admin_shutdown
             "57P02", // crash_shutdown
             "57P03", // cannot_connect_now (server starting up)
@@ -71,6 +72,10 @@ final class PostgresCommitter implements Committer<PostgresCommittable> {
                         + "') and its rows are missing. Replay its input or restore an earlier savepoint.");
             }
         } catch (SQLException e) {
+            if (PreparedTransactionRecovery.INSUFFICIENT_PRIVILEGE.equals(e.getSQLState())) {
+                SQLException wrongRole = PreparedTransactionRecovery.wrongRole(connection, transaction, "commit", e);
+                throw new IOException(wrongRole.getMessage(), wrongRole);
+            }
             if (!isTransient(e)) {
                 throw new IOException("could not commit " + transaction, e);
             }
@@ -103,7 +108,7 @@ final class PostgresCommitter implements Committer<PostgresCommittable> {
         }
     }
 
-    private static boolean isTransient(SQLException e) {
+    static boolean isTransient(SQLException e) {
         String state = e.getSQLState();
         return state != null && (state.startsWith("08") || TRANSIENT_STATES.contains(state));
     }

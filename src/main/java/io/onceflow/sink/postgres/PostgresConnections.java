@@ -1,6 +1,7 @@
 package io.onceflow.sink.postgres;
 
 import java.sql.Connection;
+import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
@@ -10,15 +11,31 @@ import org.postgresql.Driver;
 import org.postgresql.PGProperty;
 
 /**
- * Internal. Opens the sink's connections. Every one bounds every wait, so that a mistake (a row
- * locked by a forgotten prepared transaction, a network partition) becomes a task failure and a
- * restart, never a hang: {@code lock_timeout} and {@code statement_timeout} on the server, and a
- * socket timeout on the client for a server that no longer answers.
+ * Internal. Opens the sink's connections and pins, on every one, the session settings the sink
+ * relies on. Role and database defaults ({@code ALTER ROLE ... SET}) are not ours: a DBA's
+ * {@code idle_in_transaction_session_timeout = '1s'} would kill a writer between two batches, a
+ * {@code transaction_timeout} would kill every checkpoint's transaction, {@code serializable} would
+ * turn concurrent upserts into serialization failures. So each connection sets:
+ *
+ * <ul>
+ *   <li>{@code lock_timeout} and {@code statement_timeout}: a mistake (a row locked by a forgotten
+ *       prepared transaction, a network partition) becomes a task failure and a restart, never a
+ *       hang; plus a client socket timeout for a server that no longer answers;
+ *   <li>{@code idle_in_transaction_session_timeout}, {@code idle_session_timeout} and (PostgreSQL
+ *       17+) {@code transaction_timeout} to 0: a writer's transaction legitimately lasts a whole
+ *       checkpoint interval and its session a whole job;
+ *   <li>{@code default_transaction_isolation = 'read committed'} and
+ *       {@code default_transaction_read_only = off}: what the upsert and the commit log assume;
+ *   <li>{@code synchronous_commit = on} where a default turned it {@code off}: an acknowledged
+ *       at-least-once batch or commit-log row must survive a server crash.
+ * </ul>
  */
 @Internal
 final class PostgresConnections {
     /** How much longer than statement_timeout the client waits for a reply before giving up. */
     private static final Duration SOCKET_TIMEOUT_MARGIN = Duration.ofSeconds(30);
+    /** {@code transaction_timeout} exists from PostgreSQL 17 on. */
+    private static final int TRANSACTION_TIMEOUT_SINCE = 170_000;
 
     private PostgresConnections() {}
 
@@ -30,19 +47,21 @@ final class PostgresConnections {
         Properties properties = new Properties();
         PGProperty.USER.set(properties, config.user());
         PGProperty.PASSWORD.set(properties, config.password());
-        PGProperty.APPLICATION_NAME.set(properties, applicationName(config, role));
+        PGProperty.APPLICATION_NAME.set(properties, applicationName(config.sinkPrefix(), role));
         PGProperty.TCP_KEEP_ALIVE.set(properties, true);
         PGProperty.SOCKET_TIMEOUT.set(properties,
                 (int) config.statementTimeout().plus(SOCKET_TIMEOUT_MARGIN).toSeconds());
+        // Server messages stay in exceptions, their DETAIL (which quotes the failing row) does not:
+        // exceptions reach logs, and a rejected row is recorded in the rejects table anyway.
+        PGProperty.LOG_SERVER_ERROR_DETAIL.set(properties, false);
         // The driver directly, not DriverManager: DriverManager does not see drivers that Flink's
         // child-first user-code class loader loaded.
         Connection connection = new Driver().connect(config.jdbcUrl(), properties);
         if (connection == null) {
             throw new SQLException("not a PostgreSQL JDBC URL: " + config.jdbcUrl(), "08001");
         }
-        try (Statement statement = connection.createStatement()) {
-            statement.execute("SET lock_timeout = " + config.lockTimeout().toMillis());
-            statement.execute("SET statement_timeout = " + config.statementTimeout().toMillis());
+        try {
+            pinSessionSettings(connection, config);
         } catch (SQLException e) {
             closeQuietly(connection, e);
             throw e;
@@ -50,8 +69,38 @@ final class PostgresConnections {
         return connection;
     }
 
-    private static String applicationName(PostgresSinkConfig config, String role) {
-        return "onceflow" + (config.sinkPrefix() == null ? "" : "-" + config.sinkPrefix()) + "-" + role;
+    private static void pinSessionSettings(Connection connection, PostgresSinkConfig config) throws SQLException {
+        try (Statement statement = connection.createStatement()) {
+            String pins = "SET lock_timeout = " + config.lockTimeout().toMillis()
+                    + "; SET statement_timeout = " + config.statementTimeout().toMillis()
+                    + "; SET idle_in_transaction_session_timeout = 0"
+                    + "; SET idle_session_timeout = 0"
+                    + "; SET default_transaction_isolation = 'read committed'"
+                    + "; SET default_transaction_read_only = off";
+            statement.execute(pins);
+            int serverVersion;
+            String synchronousCommit;
+            try (ResultSet server = statement.executeQuery("SELECT current_setting('server_version_num')::int,"
+                    + " current_setting('synchronous_commit')")) {
+                server.next();
+                serverVersion = server.getInt(1);
+                synchronousCommit = server.getString(2);
+            }
+            if (serverVersion >= TRANSACTION_TIMEOUT_SINCE) {
+                statement.execute("SET transaction_timeout = 0");
+            }
+            if ("off".equals(synchronousCommit)) {
+                statement.execute("SET synchronous_commit = on");
+            }
+        }
+    }
+
+    /**
+     * {@code onceflow-<prefix>-<role>}: at most 9 + 40 + 1 + 12 characters, under PostgreSQL's 63.
+     * The fence reads it back to tell its own sessions from others (see {@link WriterFence}).
+     */
+    static String applicationName(String sinkPrefix, String role) {
+        return "onceflow" + (sinkPrefix == null ? "" : "-" + sinkPrefix) + "-" + role;
     }
 
     /** Closes {@code connection} after {@code failure}, keeping any close error as suppressed. */

@@ -7,33 +7,39 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.util.ArrayList;
 import java.util.Collection;
+import java.util.Collections;
 import java.util.List;
 import java.util.OptionalLong;
 import org.apache.flink.annotation.Internal;
 import org.apache.flink.api.connector.sink2.CommittingSinkWriter;
 import org.apache.flink.api.connector.sink2.InitContext;
 import org.apache.flink.api.connector.sink2.StatefulSinkWriter;
+import org.postgresql.core.BaseStatement;
+import org.postgresql.core.QueryExecutor;
 
 /**
  * Internal. The writer of {@link PostgresSink}: one database transaction per checkpoint, written in
  * batches, prepared at the checkpoint barrier and handed to the committer. It never commits.
  *
  * <p>Start-up, before anything is written: check {@code max_prepared_transactions}, create missing
- * tables, roll back the abandoned prepared transactions ({@link PreparedTransactionRecovery}), take
- * a new epoch.
+ * tables, fence older attempts out and claim this subtask's indices ({@link WriterFence}), roll back
+ * the abandoned prepared transactions of those indices ({@link PreparedTransactionRecovery}). The
+ * connection opened here is the writer's only one for its whole life: the fence's locks live on it,
+ * so once a successor has ended its session nothing this writer sends reaches the database.
  *
  * <p>Per checkpoint: rows go into the open transaction in batches of {@code batchSize}, each
  * executed by {@link BackgroundUpserts} while the task thread goes on; {@link #prepareCommit()}
  * writes the rest, waits for all of them, adds the gid to the commit log in the same transaction
  * and runs {@code PREPARE TRANSACTION}. A checkpoint without rows prepares nothing.
+ * {@link #snapshotState} records the checkpoint's horizon ({@link PostgresWriterState}).
  *
  * <p>The checkpoint id in a gid: Flink calls {@code prepareCommit()} without telling the checkpoint
  * id, so the writer uses the id after the last one it snapshotted (or after the restored one), as
  * KafkaSink does. That is never greater than the real checkpoint id (ids only grow) and always
  * greater than every checkpoint this subtask took part in before, so for any restored checkpoint N
  * the transactions with a gid checkpoint id &gt; N are exactly those of checkpoints after N.
- * {@link StatefulSinkWriter} is implemented only to be told those ids; the writer keeps no state.
  *
  * <p>Known limit: an id written in checkpoint N and again in N+1 before N is committed waits for
  * the row lock of N's prepared transaction. The committer runs on the task thread, which waits for
@@ -44,52 +50,89 @@ import org.apache.flink.api.connector.sink2.StatefulSinkWriter;
  */
 @Internal
 final class PostgresExactlyOnceWriter
-        implements CommittingSinkWriter<Event, PostgresCommittable>, StatefulSinkWriter<Event, Void> {
+        implements CommittingSinkWriter<Event, PostgresCommittable>, StatefulSinkWriter<Event, PostgresWriterState> {
     private final String sinkPrefix;
-    private final int subtaskIndex;
+    private final WriterStart start;
+    private final String writerName;
     private final String insertIntoCommitLogSql;
     private final Connection connection;
+    private final int backendPid;
+    private final WriterFence fence;
     private final BackgroundUpserts upserts;
-    private final long epoch;
+    private final PostgresSinkMetrics metrics;
     private long nextCheckpointId;
     private boolean transactionHasRows;
 
-    /**
-     * @param restoredCheckpointId the checkpoint or savepoint the job restored from; empty on a fresh
-     *     start
-     */
-    PostgresExactlyOnceWriter(PostgresSinkConfig config, int subtaskIndex, int parallelism,
-            OptionalLong restoredCheckpointId) throws IOException {
+    PostgresExactlyOnceWriter(PostgresSinkConfig config, WriterStart start, PostgresSinkMetrics metrics)
+            throws IOException {
         this.sinkPrefix = config.sinkPrefix();
-        this.subtaskIndex = subtaskIndex;
-        this.insertIntoCommitLogSql = "INSERT INTO " + config.commitLogTable() + " (gid) VALUES (?)";
-        this.nextCheckpointId = restoredCheckpointId.orElse(InitContext.INITIAL_CHECKPOINT_ID - 1) + 1;
-        try {
-            connection = PostgresConnections.open(config, "writer-" + subtaskIndex);
-        } catch (SQLException e) {
-            throw new IOException("PostgreSQL sink writer " + subtaskIndex + " could not connect (" + config + ")", e);
+        this.start = start;
+        this.metrics = metrics;
+        this.writerName = "PostgreSQL sink writer " + start.subtaskIndex() + " (prefix '" + sinkPrefix + "')";
+        // Only the writer's own session may write a gid into the log, so a transaction-pooling proxy
+        // that moved the connection to another session is caught before PREPARE.
+        this.insertIntoCommitLogSql = "INSERT INTO " + config.commitLogTable() + " (gid) SELECT ? WHERE pg_backend_pid() = ?";
+        this.nextCheckpointId = start.restoredCheckpointId().orElse(InitContext.INITIAL_CHECKPOINT_ID - 1) + 1;
+        if (config.run() == PostgresSinkConfig.NO_RUN) {
+            throw new IOException(writerName + " has no run: call PostgresSink.startRun before submitting the job, and"
+                    + " put the sink it returns into the job");
         }
         try {
-            PostgresSchema.checkMaxPreparedTransactions(connection, parallelism);
+            connection = PostgresConnections.open(config, "writer-" + start.subtaskIndex());
+        } catch (SQLException e) {
+            throw new IOException(writerName + " could not connect (" + config + ")", e);
+        }
+        WriterFence openedFence = null;
+        try {
+            PostgresSchema.checkMaxPreparedTransactions(connection, start.parallelism(),
+                    config.tolerableCheckpointFailures());
             config.schema().createIfMissing(connection);
-            PreparedTransactionRecovery.rollBackAbandoned(
-                    connection, sinkPrefix, restoredCheckpointId, subtaskIndex, parallelism);
-            epoch = newEpoch(connection);
+            backendPid = backendPid(connection);
+            openedFence = WriterFence.open(config, connection, start, metrics.olderAttemptsFenced);
+            fence = openedFence;
+            fence.claimCoveredIndices();
+            metrics.transactionsRolledBackOnRecovery.inc(PreparedTransactionRecovery.rollBackAbandoned(connection,
+                    claimPreparedOfCoveredIndices(), start.restoredCheckpointId(), start.restoredHorizon(), writerName)
+                    .size());
             connection.setAutoCommit(false);
         } catch (SQLException | RuntimeException e) {
+            if (openedFence != null) {
+                openedFence.close();
+            }
             PostgresConnections.closeQuietly(connection, e);
-            throw new IOException("PostgreSQL sink writer " + subtaskIndex + " could not start", e);
+            throw new IOException(writerName + " could not start: " + e.getMessage(), e);
         }
-        upserts = new BackgroundUpserts(new EventUpsertBatch(config.table(), config.batchSize()), connection,
-                "PostgreSQL sink writer " + subtaskIndex, BackgroundUpserts.MAX_IN_FLIGHT);
+        upserts = new BackgroundUpserts(
+                new EventUpsertBatch(config.table(), config.rejectsTable(), config.batchSize(), metrics.rowsRejected),
+                connection, writerName, BackgroundUpserts.MAX_IN_FLIGHT);
     }
 
-    /** The server's 64-bit id of a new transaction: never issued twice by one server. */
-    private static long newEpoch(Connection connection) throws SQLException {
+    private static int backendPid(Connection connection) throws SQLException {
         try (Statement statement = connection.createStatement();
-                ResultSet result = statement.executeQuery("SELECT pg_current_xact_id()::text::bigint")) {
+                ResultSet result = statement.executeQuery("SELECT pg_backend_pid()")) {
             result.next();
-            return result.getLong(1);
+            return result.getInt(1);
+        }
+    }
+
+    /**
+     * Claims the index of every prepared transaction this subtask covers, until no new one shows up
+     * (a fenced holder may have prepared one just before it was ended), and returns them.
+     */
+    private List<TransactionId> claimPreparedOfCoveredIndices() throws SQLException {
+        while (true) {
+            List<TransactionId> covered = new ArrayList<>();
+            boolean claimedMore = false;
+            for (TransactionId id : PreparedTransactionRecovery.prepared(connection, sinkPrefix)) {
+                if (start.covers(id.subtaskIndex())) {
+                    claimedMore |= !fence.claimed().contains(id.subtaskIndex());
+                    fence.claim(id.subtaskIndex());
+                    covered.add(id);
+                }
+            }
+            if (!claimedMore) {
+                return covered;
+            }
         }
     }
 
@@ -111,17 +154,21 @@ final class PostgresExactlyOnceWriter
         if (!transactionHasRows) {
             return List.of();
         }
-        TransactionId transaction = new TransactionId(sinkPrefix, epoch, subtaskIndex, nextCheckpointId);
+        TransactionId transaction = new TransactionId(sinkPrefix, fence.epoch(), start.subtaskIndex(), nextCheckpointId);
         ProtocolHooks.reached(ProtocolHooks.Step.BEFORE_PREPARE, transaction);
         try (PreparedStatement log = connection.prepareStatement(insertIntoCommitLogSql);
                 Statement prepare = connection.createStatement()) {
             log.setString(1, transaction.encode());
-            log.executeUpdate();
+            log.setInt(2, backendPid);
+            if (log.executeUpdate() != 1) {
+                throw new SQLException(SinkRuns.transactionPoolingMessage(), "08000");
+            }
             // PREPARE TRANSACTION takes no parameters; the gid is made of validated parts only.
             prepare.execute("PREPARE TRANSACTION '" + transaction.encode() + "'");
         } catch (SQLException e) {
-            throw new IOException("PostgreSQL sink writer " + subtaskIndex + " could not prepare " + transaction, e);
+            throw new IOException(writerName + " could not prepare " + transaction + ": " + e.getMessage(), e);
         }
+        metrics.transactionsPrepared.inc();
         transactionHasRows = false;
         // Never reuse the id, even if Flink aborts this checkpoint before snapshotState().
         nextCheckpointId++;
@@ -129,20 +176,47 @@ final class PostgresExactlyOnceWriter
         return List.of(new PostgresCommittable(transaction));
     }
 
+    /**
+     * Records the checkpoint's horizon, in as many copies as any later parallelism needs (see
+     * {@link PostgresWriterState}). Runs on the task thread after {@link #prepareCommit()}, when no
+     * upsert is running; the query starts no transaction.
+     */
     @Override
-    public List<Void> snapshotState(long checkpointId) {
+    public List<PostgresWriterState> snapshotState(long checkpointId) throws IOException {
         nextCheckpointId = Math.max(nextCheckpointId, checkpointId + 1);
-        return List.of();
+        PostgresWriterState state = new PostgresWriterState(horizon());
+        return Collections.nCopies(
+                PostgresWriterState.copiesPerSubtask(start.parallelism(), start.maxParallelism()), state);
+    }
+
+    private long horizon() throws IOException {
+        try (Statement statement = connection.createStatement()) {
+            statement.unwrap(BaseStatement.class).executeWithFlags(
+                    "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint", QueryExecutor.QUERY_SUPPRESS_BEGIN);
+            try (ResultSet result = statement.getResultSet()) {
+                result.next();
+                return result.getLong(1);
+            }
+        } catch (SQLException e) {
+            throw new IOException(writerName + " could not read the transaction horizon for its checkpoint: "
+                    + e.getMessage(), e);
+        }
+    }
+
+    /** The restored checkpoint, for tests. */
+    OptionalLong restoredCheckpointId() {
+        return start.restoredCheckpointId();
     }
 
     /**
      * Closes the connection, dropping queued upserts. PostgreSQL rolls back a transaction that was
      * not prepared yet; prepared ones stay for the committer (checkpoint completed) or for recovery
-     * (it did not).
+     * (it did not). The fence's locks go with the session.
      */
     @Override
     public void close() throws SQLException {
         try {
+            fence.close();
             upserts.close();
         } finally {
             connection.close();

@@ -2,13 +2,12 @@ package io.onceflow.sink.postgres;
 
 import io.onceflow.ingest.Event;
 import java.io.IOException;
-import java.sql.Connection;
 import java.sql.SQLException;
+import java.util.ArrayList;
 import java.util.Collection;
 import org.apache.flink.annotation.VisibleForTesting;
 import org.apache.flink.api.connector.sink2.Committer;
 import org.apache.flink.api.connector.sink2.CommitterInitContext;
-import org.apache.flink.api.connector.sink2.InitContext;
 import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.api.connector.sink2.StatefulSinkWriter;
 import org.apache.flink.api.connector.sink2.SupportsCommitter;
@@ -29,12 +28,17 @@ import org.apache.flink.core.io.SimpleVersionedSerializer;
  * instead of adding a row. The event payload must be JSON (the column is {@code jsonb}), as the
  * onceflow ingest guarantees.
  *
+ * <p>Before a job with this sink is submitted, {@link #startRun} checks the database and registers
+ * the submission as a new run of the sink prefix; put the sink it returns into the job. Writer
+ * attempts of older runs, and older attempts of the same run, are fenced out in the database (see
+ * {@link WriterFence}), so a paused or cut-off attempt that wakes up cannot undo its successor's work.
+ *
  * <p>Keep the sink prefix stable across restarts and upgrades of a job, and unique among the jobs
  * writing to one database: on a start without a checkpoint the sink rolls back every prepared
- * transaction of its prefix.
+ * transaction of its prefix (and {@link StartMode#FRESH} refuses while there are any).
  */
 public final class PostgresSink
-        implements Sink<Event>, SupportsCommitter<PostgresCommittable>, SupportsWriterState<Event, Void> {
+        implements Sink<Event>, SupportsCommitter<PostgresCommittable>, SupportsWriterState<Event, PostgresWriterState> {
     private static final long serialVersionUID = 1L;
 
     private final PostgresSinkConfig config;
@@ -49,19 +53,20 @@ public final class PostgresSink
     }
 
     /**
-     * Checks, before the job is submitted, what the writers check again at start-up: the server
-     * accepts the connection, allows enough prepared transactions for {@code parallelism} writer
-     * subtasks, and the tables exist (creating them if missing).
+     * Checks the database and registers a new run of this sink's prefix, before the job is
+     * submitted: the server stores UTF-8, the connection is not pooled per transaction, it allows
+     * enough prepared transactions for {@code parallelism} writer subtasks, the tables exist
+     * (created if missing), no live job uses the prefix, and, for {@link StartMode#FRESH}, no
+     * transaction of the prefix is prepared.
      *
-     * @throws IllegalStateException if {@code max_prepared_transactions} is too low, saying how to
-     *     raise it
+     * @param jobName recorded with the run, to name this job in other jobs' errors
+     * @return this sink bound to the new run: the one to put into the job
+     * @throws IllegalStateException saying what to fix when a check fails
+     * @throws PendingTransactionsException when {@link StartMode#FRESH} finds prepared transactions
      * @throws SQLException if the server cannot be reached or the tables cannot be created
      */
-    public void checkPreconditions(int parallelism) throws SQLException {
-        try (Connection connection = PostgresConnections.open(config, "precondition-check")) {
-            PostgresSchema.checkMaxPreparedTransactions(connection, parallelism);
-            config.schema().createIfMissing(connection);
-        }
+    public PostgresSink startRun(int parallelism, StartMode mode, String jobName) throws SQLException {
+        return new PostgresSink(config.withRun(SinkRuns.start(config, parallelism, mode, jobName)));
     }
 
     @VisibleForTesting
@@ -75,24 +80,20 @@ public final class PostgresSink
     }
 
     @Override
-    public StatefulSinkWriter<Event, Void> createWriter(WriterInitContext context) throws IOException {
-        return newWriter(context);
+    public StatefulSinkWriter<Event, PostgresWriterState> createWriter(WriterInitContext context) throws IOException {
+        return restoreWriter(context, new ArrayList<>());
     }
 
     @Override
-    public StatefulSinkWriter<Event, Void> restoreWriter(WriterInitContext context, Collection<Void> noState)
-            throws IOException {
-        return newWriter(context);
-    }
-
-    private PostgresExactlyOnceWriter newWriter(InitContext context) throws IOException {
-        return new PostgresExactlyOnceWriter(config, context.getTaskInfo().getIndexOfThisSubtask(),
-                context.getTaskInfo().getNumberOfParallelSubtasks(), context.getRestoredCheckpointId());
+    public StatefulSinkWriter<Event, PostgresWriterState> restoreWriter(WriterInitContext context,
+            Collection<PostgresWriterState> recoveredState) throws IOException {
+        return new PostgresExactlyOnceWriter(config, WriterStart.of(context, new ArrayList<>(recoveredState)),
+                PostgresSinkMetrics.register(context.metricGroup()));
     }
 
     @Override
-    public SimpleVersionedSerializer<Void> getWriterStateSerializer() {
-        return new NoWriterState();
+    public SimpleVersionedSerializer<PostgresWriterState> getWriterStateSerializer() {
+        return new PostgresWriterStateSerializer();
     }
 
     @Override
@@ -109,26 +110,5 @@ public final class PostgresSink
     @Override
     public String toString() {
         return "PostgresSink{" + config + "}";
-    }
-
-    /**
-     * The writer keeps no state (see {@link PostgresExactlyOnceWriter}); Flink still wants a
-     * serializer for it.
-     */
-    private static final class NoWriterState implements SimpleVersionedSerializer<Void> {
-        @Override
-        public int getVersion() {
-            return 1;
-        }
-
-        @Override
-        public byte[] serialize(Void nothing) {
-            throw new UnsupportedOperationException("the PostgreSQL sink writer has no state to serialize");
-        }
-
-        @Override
-        public Void deserialize(int version, byte[] serialized) throws IOException {
-            throw new IOException("the PostgreSQL sink writer has no state, but the checkpoint holds some");
-        }
     }
 }

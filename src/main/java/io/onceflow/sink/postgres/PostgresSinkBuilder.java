@@ -24,21 +24,30 @@ import org.apache.flink.api.connector.sink2.Sink;
  */
 public final class PostgresSinkBuilder {
     public static final String DEFAULT_TABLE = "onceflow_events";
+    public static final String DEFAULT_REJECTS_TABLE = "onceflow_rejects";
     public static final String DEFAULT_COMMIT_LOG_TABLE = "onceflow_commit_log";
+    public static final String DEFAULT_RUNS_TABLE = "onceflow_runs";
+    public static final String DEFAULT_WRITERS_TABLE = "onceflow_writers";
     public static final int DEFAULT_BATCH_SIZE = 1000;
     public static final int MAX_BATCH_SIZE = 100_000;
     public static final Duration DEFAULT_LOCK_TIMEOUT = Duration.ofSeconds(30);
     public static final Duration DEFAULT_STATEMENT_TIMEOUT = Duration.ofSeconds(120);
+    public static final Duration DEFAULT_WRITER_LEASE = Duration.ofSeconds(30);
 
     private String jdbcUrl;
     private String user;
     private String password = "";
     private String table = DEFAULT_TABLE;
+    private String rejectsTable = DEFAULT_REJECTS_TABLE;
     private String commitLogTable = DEFAULT_COMMIT_LOG_TABLE;
+    private String runsTable = DEFAULT_RUNS_TABLE;
+    private String writersTable = DEFAULT_WRITERS_TABLE;
     private String sinkPrefix;
     private int batchSize = DEFAULT_BATCH_SIZE;
     private Duration lockTimeout = DEFAULT_LOCK_TIMEOUT;
     private Duration statementTimeout = DEFAULT_STATEMENT_TIMEOUT;
+    private int tolerableCheckpointFailures;
+    private Duration writerLease = DEFAULT_WRITER_LEASE;
 
     PostgresSinkBuilder() {}
 
@@ -66,9 +75,27 @@ public final class PostgresSinkBuilder {
         return this;
     }
 
+    /** The table of rows the database refused; default {@value #DEFAULT_REJECTS_TABLE}. */
+    public PostgresSinkBuilder setRejectsTable(String rejectsTable) {
+        this.rejectsTable = rejectsTable;
+        return this;
+    }
+
     /** The commit log table; default {@value #DEFAULT_COMMIT_LOG_TABLE}. May be shared by sinks. */
     public PostgresSinkBuilder setCommitLogTable(String commitLogTable) {
         this.commitLogTable = commitLogTable;
+        return this;
+    }
+
+    /** The table of runs (job submissions); default {@value #DEFAULT_RUNS_TABLE}. May be shared by sinks. */
+    public PostgresSinkBuilder setRunsTable(String runsTable) {
+        this.runsTable = runsTable;
+        return this;
+    }
+
+    /** The table of writer claims; default {@value #DEFAULT_WRITERS_TABLE}. May be shared by sinks. */
+    public PostgresSinkBuilder setWritersTable(String writersTable) {
+        this.writersTable = writersTable;
         return this;
     }
 
@@ -96,6 +123,27 @@ public final class PostgresSinkBuilder {
     /** The longest statement (PostgreSQL {@code statement_timeout}); default 120 s. */
     public PostgresSinkBuilder setStatementTimeout(Duration statementTimeout) {
         this.statementTimeout = statementTimeout;
+        return this;
+    }
+
+    /**
+     * How many checkpoints may fail in a row without failing the job (Flink's
+     * {@code execution.checkpointing.tolerable-failed-checkpoints}); default 0. Each one leaves a
+     * prepared transaction per subtask waiting for the next completed checkpoint, so
+     * {@code max_prepared_transactions} is checked against it.
+     */
+    public PostgresSinkBuilder setTolerableCheckpointFailures(int tolerableCheckpointFailures) {
+        this.tolerableCheckpointFailures = tolerableCheckpointFailures;
+        return this;
+    }
+
+    /**
+     * How long a writer's session may stay silent before another attempt may presume it paused or
+     * dead and end it, where Flink's attempt order cannot decide (see the operations guide on
+     * zombie attempts); default 30 s. Writers renew it every third of it.
+     */
+    public PostgresSinkBuilder setWriterLease(Duration writerLease) {
+        this.writerLease = writerLease;
         return this;
     }
 
@@ -137,20 +185,32 @@ public final class PostgresSinkBuilder {
         if (user == null || user.isBlank()) {
             problems.add("user is not set: set the database user with setUser");
         }
-        if (!SqlIdentifiers.isTableName(table)) {
-            problems.add(SqlIdentifiers.tableNameProblem("table", table));
-        }
-        if (!SqlIdentifiers.isTableName(commitLogTable)) {
-            problems.add(SqlIdentifiers.tableNameProblem("commit log table", commitLogTable));
-        } else if (commitLogTable.equalsIgnoreCase(table)) {
-            problems.add("commit log table '" + commitLogTable + "' is the event table: give the commit log its own");
+        checkTableName(problems, "table", table);
+        checkTableName(problems, "rejects table", rejectsTable);
+        checkTableName(problems, "commit log table", commitLogTable);
+        checkTableName(problems, "runs table", runsTable);
+        checkTableName(problems, "writers table", writersTable);
+        String clash = PostgresSchema.sameTableProblem(List.of(table, rejectsTable, commitLogTable, runsTable,
+                writersTable));
+        if (clash != null) {
+            problems.add(clash);
         }
         if (batchSize < 1 || batchSize > MAX_BATCH_SIZE) {
             problems.add("batch size " + batchSize + " is out of range: use 1 to " + MAX_BATCH_SIZE);
         }
         checkTimeout(problems, "lock timeout", lockTimeout);
         checkTimeout(problems, "statement timeout", statementTimeout);
+        checkTimeout(problems, "writer lease", writerLease);
+        if (tolerableCheckpointFailures < 0) {
+            problems.add("tolerable checkpoint failures " + tolerableCheckpointFailures + " is negative: use 0 or more");
+        }
         return problems;
+    }
+
+    private static void checkTableName(List<String> problems, String setting, String name) {
+        if (!SqlIdentifiers.isTableName(name)) {
+            problems.add(SqlIdentifiers.tableNameProblem(setting, name));
+        }
     }
 
     private static void checkTimeout(List<String> problems, String name, Duration timeout) {
@@ -164,7 +224,8 @@ public final class PostgresSinkBuilder {
         if (!problems.isEmpty()) {
             throw new IllegalArgumentException("invalid PostgreSQL sink settings:\n  - " + String.join("\n  - ", problems));
         }
-        return new PostgresSinkConfig(jdbcUrl, user, password, table, commitLogTable, prefix, batchSize,
-                lockTimeout, statementTimeout);
+        return new PostgresSinkConfig(jdbcUrl, user, password, table, rejectsTable, commitLogTable, runsTable,
+                writersTable, prefix, batchSize, lockTimeout, statementTimeout, tolerableCheckpointFailures,
+                writerLease, PostgresSinkConfig.NO_RUN);
     }
 }

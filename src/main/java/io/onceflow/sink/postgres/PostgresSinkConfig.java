@@ -9,6 +9,7 @@ import org.apache.flink.annotation.Internal;
  * to the task managers inside the sink. {@link #toString()} leaves the password out.
  *
  * @param sinkPrefix null for the at-least-once sink, which prepares no transactions
+ * @param run the run registered by {@link PostgresSink#startRun}; {@link #NO_RUN} before
  */
 @Internal
 record PostgresSinkConfig(
@@ -16,21 +17,37 @@ record PostgresSinkConfig(
         String user,
         String password,
         String table,
+        String rejectsTable,
         String commitLogTable,
+        String runsTable,
+        String writersTable,
         String sinkPrefix,
         int batchSize,
         Duration lockTimeout,
-        Duration statementTimeout)
+        Duration statementTimeout,
+        int tolerableCheckpointFailures,
+        Duration writerLease,
+        long run)
         implements Serializable {
 
+    static final long NO_RUN = 0;
+
     PostgresSchema schema() {
-        return new PostgresSchema(table, commitLogTable);
+        return new PostgresSchema(table, rejectsTable, commitLogTable, runsTable, writersTable);
+    }
+
+    PostgresSinkConfig withRun(long newRun) {
+        return new PostgresSinkConfig(jdbcUrl, user, password, table, rejectsTable, commitLogTable, runsTable,
+                writersTable, sinkPrefix, batchSize, lockTimeout, statementTimeout, tolerableCheckpointFailures,
+                writerLease, newRun);
     }
 
     @Override
     public String toString() {
-        return "jdbcUrl=" + jdbcUrl + ", user=" + user + ", table=" + table + ", commitLogTable=" + commitLogTable
+        return "jdbcUrl=" + jdbcUrl + ", user=" + user + ", table=" + table + ", rejectsTable=" + rejectsTable
+                + ", commitLogTable=" + commitLogTable + ", runsTable=" + runsTable + ", writersTable=" + writersTable
                 + ", sinkPrefix=" + sinkPrefix + ", batchSize=" + batchSize + ", lockTimeout=" + lockTimeout
-                + ", statementTimeout=" + statementTimeout;
+                + ", statementTimeout=" + statementTimeout + ", tolerableCheckpointFailures="
+                + tolerableCheckpointFailures + ", writerLease=" + writerLease + ", run=" + run;
     }
 }

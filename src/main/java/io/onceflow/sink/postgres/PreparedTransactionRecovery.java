@@ -1,6 +1,7 @@
 package io.onceflow.sink.postgres;
 
 import java.sql.Connection;
+import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
@@ -16,67 +17,107 @@ import org.slf4j.LoggerFactory;
  * behind, before a writer writes anything: they will never be committed, and they hold row locks
  * that the replayed writes need.
  *
- * <p>A prepared transaction of this sink prefix (in this database) is abandoned if its checkpoint id
- * is greater than the restored checkpoint id (that checkpoint never completed, its rows will be
- * replayed), or if there is no restored checkpoint at all (a fresh start: no committable can refer
- * to it). Those with a checkpoint id up to the restored one are in the restored committables and
- * left to the committer.
+ * <p>A prepared transaction of this sink prefix (in this database) is abandoned if
  *
- * <p>Every writer subtask recovers the gids whose subtask index is congruent to its own modulo the
- * current parallelism. Together the subtasks cover every old index after any rescaling (2 -> 3 -> 1),
- * and a subtask that restarts alone (region failover of an embarrassingly parallel job) never rolls
- * back the fresh transaction of a subtask that kept running.
+ * <ul>
+ *   <li>there is no restored checkpoint (a fresh start: no committable can refer to it), or
+ *   <li>its checkpoint id is greater than the restored checkpoint id (that checkpoint never
+ *       completed, its rows will be replayed), or
+ *   <li>its epoch is at or above the restored checkpoint's horizon ({@link PostgresWriterState}):
+ *       a writer that started after that checkpoint prepared it, e.g. another branch of the job
+ *       started from an older savepoint, so it cannot be among the restored committables.
+ * </ul>
+ *
+ * <p>The others are in the restored committables and left to the committer. A writer only rolls
+ * back transactions of the subtask indices it holds ({@link WriterFence}): its own, and the old
+ * indices congruent to its own modulo the parallelism, so that together the subtasks cover every
+ * old index after any rescaling (2 -> 3 -> 1), and a zombie can never reach them.
  */
 @Internal
 final class PreparedTransactionRecovery {
     private static final Logger LOG = LoggerFactory.getLogger(PreparedTransactionRecovery.class);
     /** SQLSTATE undefined_object: "prepared transaction with identifier ... does not exist". */
     static final String UNDEFINED_OBJECT = "42704";
+    /** SQLSTATE insufficient_privilege: "permission denied to finish prepared transaction". */
+    static final String INSUFFICIENT_PRIVILEGE = "42501";
 
     private PreparedTransactionRecovery() {}
 
-    /**
-     * @param connection in autocommit mode (ROLLBACK PREPARED cannot run inside a transaction)
-     * @return the gids rolled back
-     */
-    static List<TransactionId> rollBackAbandoned(Connection connection, String sinkPrefix,
-            OptionalLong restoredCheckpointId, int subtaskIndex, int parallelism) throws SQLException {
-        List<TransactionId> abandoned = new ArrayList<>();
+    /** The prepared transactions of {@code sinkPrefix} in this database. */
+    static List<TransactionId> prepared(Connection connection, String sinkPrefix) throws SQLException {
+        List<TransactionId> prepared = new ArrayList<>();
         try (Statement statement = connection.createStatement();
                 ResultSet gids = statement.executeQuery(
                         "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()")) {
             while (gids.next()) {
-                TransactionId.parse(gids.getString(1), sinkPrefix)
-                        .filter(id -> isAbandoned(id, restoredCheckpointId, subtaskIndex, parallelism))
-                        .ifPresent(abandoned::add);
+                TransactionId.parse(gids.getString(1), sinkPrefix).ifPresent(prepared::add);
             }
         }
+        return prepared;
+    }
+
+    /**
+     * @param connection in autocommit mode (ROLLBACK PREPARED cannot run inside a transaction),
+     *     holding the fence of every index in {@code candidates}
+     * @param candidates prepared transactions of indices this writer holds
+     * @return the gids rolled back
+     */
+    static List<TransactionId> rollBackAbandoned(Connection connection, List<TransactionId> candidates,
+            OptionalLong restoredCheckpointId, OptionalLong restoredHorizon, String writerName) throws SQLException {
         List<TransactionId> rolledBack = new ArrayList<>();
         try (Statement statement = connection.createStatement()) {
-            for (TransactionId id : abandoned) {
+            for (TransactionId id : candidates) {
+                if (!isAbandoned(id, restoredCheckpointId, restoredHorizon)) {
+                    continue;
+                }
                 try {
                     statement.execute("ROLLBACK PREPARED '" + id.encode() + "'");
                     rolledBack.add(id);
                 } catch (SQLException e) {
+                    if (INSUFFICIENT_PRIVILEGE.equals(e.getSQLState())) {
+                        throw wrongRole(connection, id, "roll back", e);
+                    }
                     if (!UNDEFINED_OBJECT.equals(e.getSQLState())) {
                         throw e;
                     }
-                    // Gone in the meantime (another attempt's recovery): nothing left to do.
+                    // Gone in the meantime (committed by a restored committable's committer): nothing to do.
                 }
             }
         }
         if (!rolledBack.isEmpty()) {
-            LOG.info("Subtask {}/{} of sink '{}' rolled back {} abandoned prepared transactions (restored checkpoint:"
-                    + " {}): {}", subtaskIndex, parallelism, sinkPrefix, rolledBack.size(),
-                    restoredCheckpointId.isPresent() ? restoredCheckpointId.getAsLong() : "none", rolledBack);
+            LOG.info("{} rolled back {} abandoned prepared transactions (restored checkpoint: {}, horizon: {}): {}",
+                    writerName, rolledBack.size(),
+                    restoredCheckpointId.isPresent() ? restoredCheckpointId.getAsLong() : "none",
+                    restoredHorizon.isPresent() ? restoredHorizon.getAsLong() : "unknown", rolledBack);
         }
         return rolledBack;
     }
 
-    static boolean isAbandoned(TransactionId id, OptionalLong restoredCheckpointId, int subtaskIndex,
-            int parallelism) {
-        boolean recoveredHere = id.subtaskIndex() % parallelism == subtaskIndex;
-        boolean neverCompleted = restoredCheckpointId.isEmpty() || id.checkpointId() > restoredCheckpointId.getAsLong();
-        return recoveredHere && neverCompleted;
+    static boolean isAbandoned(TransactionId id, OptionalLong restoredCheckpointId, OptionalLong restoredHorizon) {
+        return restoredCheckpointId.isEmpty()
+                || id.checkpointId() > restoredCheckpointId.getAsLong()
+                || (restoredHorizon.isPresent() && id.epoch() >= restoredHorizon.getAsLong());
+    }
+
+    /**
+     * PostgreSQL lets only the role that prepared a transaction (or a superuser) finish it: after a
+     * change of role across a restore, say which role owns it.
+     */
+    static SQLException wrongRole(Connection connection, TransactionId id, String action, SQLException cause) {
+        String owner = "unknown";
+        try (PreparedStatement query = connection.prepareStatement("SELECT owner FROM pg_prepared_xacts WHERE gid = ?")) {
+            query.setString(1, id.encode());
+            try (ResultSet row = query.executeQuery()) {
+                if (row.next()) {
+                    owner = row.getString(1);
+                }
+            }
+        } catch (SQLException e) {
+            cause.addSuppressed(e);
+        }
+        return new SQLException("cannot " + action + " prepared transaction " + id + ": it belongs to database role '"
+                + owner + "', and PostgreSQL lets only that role (or a superuser) finish it. Run the job as '" + owner
+                + "' (postgres.user) until its prepared transactions are committed, then switch roles.",
+                INSUFFICIENT_PRIVILEGE, cause);
     }
 }

@@ -2,8 +2,7 @@ package io.onceflow.tools.audit;
 
 import io.onceflow.config.ConfigException;
 import io.onceflow.config.OnceflowConfig;
-import io.onceflow.ingest.IngestDeserializer;
-import io.onceflow.ingest.MessageIdSource;
+import io.onceflow.job.OnceflowJob;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -53,9 +52,7 @@ public final class AuditCommand {
     public static Audit forConfig(OnceflowConfig config) {
         Properties client = config.kafkaClientProperties();
         client.put(CommonClientConfigs.BOOTSTRAP_SERVERS_CONFIG, config.bootstrapServers());
-        IngestDeserializer classifier = new IngestDeserializer(
-                MessageIdSource.parse(config.messageIdSourceSpec()), config.maxMessageBytes(), config.maxIdLength());
-        return new Audit(client, config.inputTopics(), config.outputTopic(), config.deadLetterTopic(), classifier,
-                config.postgres());
+        return new Audit(client, config.inputTopics(), config.outputTopic(), config.deadLetterTopic(),
+                OnceflowJob.ingestDeserializer(config), config.postgres());
     }
 }

@@ -38,6 +38,10 @@ public final class AuditReport {
     final Finding postgresMissingIds = new Finding();
     final Finding postgresUnexpectedIds = new Finding();
     final Finding postgresRepeatedDeliveries = new Finding();
+    /** Rows the database refused: accounted for (in the rejects table), so not a problem. */
+    final Finding postgresRejectedIds = new Finding();
+    final Map<String, Long> postgresRejectsBySqlState = new TreeMap<>();
+    final Finding postgresUnexpectedRejects = new Finding();
     final Finding preparedTransactionsLeft = new Finding();
 
     /** A count of offending ids with the first few as examples. */
@@ -130,6 +134,15 @@ public final class AuditReport {
         return maxDeliveries;
     }
 
+    /** Ids in the rejects table: accepted input that the database refused, with the reason recorded. */
+    public long postgresRejectedIds() {
+        return postgresRejectedIds.count;
+    }
+
+    public Map<String, Long> postgresRejectsBySqlState() {
+        return Collections.unmodifiableMap(postgresRejectsBySqlState);
+    }
+
     public long preparedTransactionsLeft() {
         return preparedTransactionsLeft.count;
     }
@@ -146,6 +159,7 @@ public final class AuditReport {
         describe(problems, wrongReasonDeadLetters, "dead letters with a reason other than the expected one");
         describe(problems, postgresMissingIds, "ids missing from the PostgreSQL table");
         describe(problems, postgresUnexpectedIds, "rows in the PostgreSQL table that no accepted input record has");
+        describe(problems, postgresUnexpectedRejects, "rows in the rejects table that no accepted input record has");
         describe(problems, postgresRepeatedDeliveries,
                 "rows delivered more than once (a duplicate passed dedup, e.g. after its TTL expired)");
         describe(problems, preparedTransactionsLeft, "prepared PostgreSQL transactions of this job left behind");
@@ -183,6 +197,9 @@ public final class AuditReport {
         if (postgresAudited) {
             text.append("PostgreSQL table\n")
                     .append("  rows                  ").append(postgresRows).append('\n')
+                    .append("  ids rejected          ").append(postgresRejectedIds.count)
+                    .append(postgresRejectsBySqlState.isEmpty() ? "" : " by SQLSTATE " + postgresRejectsBySqlState)
+                    .append(" (in the rejects table)").append('\n')
                     .append("  ids missing           ").append(postgresMissingIds.count).append('\n')
                     .append("  ids unexpected        ").append(postgresUnexpectedIds.count).append('\n')
                     .append("  max(deliveries)       ").append(maxDeliveries).append('\n')
@@ -223,6 +240,9 @@ public final class AuditReport {
             postgres.put("rows", postgresRows);
             postgres.put("idsMissing", postgresMissingIds.toMap());
             postgres.put("idsUnexpected", postgresUnexpectedIds.toMap());
+            postgres.put("rejected", postgresRejectedIds.toMap());
+            postgres.put("rejectsBySqlState", postgresRejectsBySqlState);
+            postgres.put("unexpectedRejects", postgresUnexpectedRejects.toMap());
             postgres.put("maxDeliveries", maxDeliveries);
             postgres.put("repeatedDeliveries", postgresRepeatedDeliveries.toMap());
             postgres.put("preparedTransactionsLeft", preparedTransactionsLeft.toMap());

@@ -12,7 +12,8 @@ import java.util.Set;
 
 /**
  * The PostgreSQL part of an {@link Audit}: one row per accepted id, {@code deliveries = 1} on every
- * row, and no prepared transaction of this job's sink prefix left behind. Run it once the job has
+ * row, and no prepared transaction of this job's sink prefix left behind. An id that the database
+ * refused is accounted for by its row in the rejects table (reported, not a problem). Run it once the job has
  * stopped or drained: a running job legitimately has the transaction of its next checkpoint prepared.
  */
 final class PostgresTableAudit {
@@ -45,6 +46,19 @@ final class PostgresTableAudit {
                         }
                         if (deliveries > 1) {
                             report.postgresRepeatedDeliveries.add(id + " x" + deliveries);
+                        }
+                        seen.add(id);
+                    }
+                }
+                // the rejects table was validated as an identifier too
+                try (ResultSet rejects = statement.executeQuery(
+                        "SELECT id, sql_state FROM " + settings.rejectsTable())) {
+                    while (rejects.next()) {
+                        String id = rejects.getString(1);
+                        report.postgresRejectedIds.add(id);
+                        report.postgresRejectsBySqlState.merge(rejects.getString(2), 1L, Long::sum);
+                        if (!expectedIds.contains(id)) {
+                            report.postgresUnexpectedRejects.add(id);
                         }
                         seen.add(id);
                     }

@@ -36,7 +36,8 @@ public final class EventGenerator {
             DeadLetterReason.PAYLOAD_TOO_LARGE,
             DeadLetterReason.NULL_VALUE,
             DeadLetterReason.INVALID_UTF8,
-            DeadLetterReason.UNSUPPORTED_CHARACTER);
+            DeadLetterReason.UNSUPPORTED_CHARACTER,
+            DeadLetterReason.NUMBER_OUT_OF_RANGE);
 
     private final GeneratorSpec spec;
 
@@ -154,6 +155,8 @@ public final class EventGenerator {
             }
             case UNSUPPORTED_CHARACTER:
                 return record(topic, idBytes, ("{\"id\":\"" + id + "\",\"note\":\"a\\u0000b\"}").getBytes(UTF_8), idBytes);
+            case NUMBER_OUT_OF_RANGE:
+                return record(topic, idBytes, ("{\"id\":\"" + id + "\",\"amount\":1e999999}").getBytes(UTF_8), idBytes);
             default:
                 throw new IllegalStateException("no poison of kind " + kind);
         }

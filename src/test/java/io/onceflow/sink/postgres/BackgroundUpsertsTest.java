@@ -11,6 +11,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import org.apache.flink.metrics.SimpleCounter;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -25,7 +26,7 @@ class BackgroundUpsertsTest {
     private final CountDownLatch release = new CountDownLatch(1);
     /** Batches of 2 rows; the connection is never touched by the stand-ins. */
     private final BackgroundUpserts upserts =
-            new BackgroundUpserts(new EventUpsertBatch("events", 2), null, "writer 0", 2);
+            new BackgroundUpserts(new EventUpsertBatch("events", "rejects", 2, new SimpleCounter()), null, "writer 0", 2);
 
     @AfterEach
     void close() throws SQLException {

@@ -2,7 +2,9 @@ package io.onceflow.sink.postgres;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.onceflow.testing.TestPostgres;
 import java.sql.Connection;
 import java.util.ArrayList;
 import java.util.List;
@@ -14,9 +16,13 @@ import java.util.concurrent.Future;
 import org.junit.jupiter.api.Test;
 
 class PostgresSchemaTest {
+    private static PostgresSchema schemaInSink() {
+        return new PostgresSchema("sink.events", "sink.rejects", "sink.commit_log", "sink.runs", "sink.writers");
+    }
+
     @Test
-    void ddlCreatesBothTablesIdempotently() {
-        String ddl = new PostgresSchema("sink.events", "sink.commit_log").ddl();
+    void ddlCreatesEveryTableIdempotently() {
+        String ddl = schemaInSink().ddl();
 
         assertThat(ddl).contains("CREATE TABLE IF NOT EXISTS sink.events (\n    id text PRIMARY KEY,\n"
                 + "    payload jsonb,\n    source_topic text,\n    source_partition int,\n    source_offset bigint,\n"
@@ -24,13 +30,23 @@ class PostgresSchemaTest {
                 + "    deliveries int NOT NULL DEFAULT 1\n);");
         assertThat(ddl).contains("CREATE TABLE IF NOT EXISTS sink.commit_log (\n    gid text PRIMARY KEY,\n"
                 + "    committed_at timestamptz NOT NULL DEFAULT clock_timestamp()\n);");
+        assertThat(ddl).contains("CREATE TABLE IF NOT EXISTS sink.rejects (", "sql_state text NOT NULL",
+                "CREATE TABLE IF NOT EXISTS sink.runs (", "PRIMARY KEY (sink_prefix, run)",
+                "CREATE TABLE IF NOT EXISTS sink.writers (", "PRIMARY KEY (sink_prefix, subtask_index)");
+    }
+
+    @Test
+    void everyTableHasItsOwnName() {
+        assertThatThrownBy(() -> new PostgresSchema("events", "rejects", "log", "RUNS", "runs"))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("'runs' is used for two of the sink's tables");
     }
 
     @Test
     void theDdlRunsAsIsAndTwice() throws Exception {
         SinkDatabase db = new SinkDatabase();
         db.execute("CREATE SCHEMA sink");
-        String ddl = new PostgresSchema("sink.events", "sink.commit_log").ddl();
+        String ddl = schemaInSink().ddl();
 
         db.execute(ddl);
         db.execute(ddl);
@@ -64,28 +80,46 @@ class PostgresSchemaTest {
     }
 
     @Test
-    void maxPreparedTransactionsMustCoverTwoPerSubtask() throws Exception {
+    void maxPreparedTransactionsMustCoverTwoPerSubtaskAndOneMorePerToleratedCheckpointFailure() throws Exception {
         SinkDatabase db = new SinkDatabase();
         PostgresSink sink = db.builder("check").build();
 
-        sink.checkPreconditions(32); // the test server has 64
+        sink.startRun(32, StartMode.FRESH, "job"); // the test server has 64
 
-        assertThatThrownBy(() -> sink.checkPreconditions(40))
+        assertThatThrownBy(() -> sink.startRun(40, StartMode.FRESH, "job"))
                 .isInstanceOf(IllegalStateException.class)
                 .hasMessageContaining("max_prepared_transactions = 64")
-                .hasMessageContaining("parallelism 40 needs at least 80")
+                .hasMessageContaining("parallelism 40 and 0 tolerated checkpoint failures needs at least 80")
                 .hasMessageContaining("max_prepared_transactions = 80 or more in postgresql.conf")
                 .hasMessageContaining("restart PostgreSQL");
+        assertThatThrownBy(() -> db.builder("check").setTolerableCheckpointFailures(2).build()
+                        .startRun(20, StartMode.FRESH, "job"))
+                .hasMessageContaining("parallelism 20 and 2 tolerated checkpoint failures needs at least 80");
+        assertThat(PostgresSchema.preparedTransactionsNeeded(3, 1)).isEqualTo(9);
     }
 
     @Test
     void theWriterChecksTooAndFailsBeforeWriting() {
         SinkDatabase db = new SinkDatabase();
 
-        assertThatThrownBy(() -> new PostgresExactlyOnceWriter(db.config("check"), 0, 40, OptionalLong.empty()))
+        assertThatThrownBy(() -> SinkDatabase.writer(db.config("check"), db.attempt(0, 40, OptionalLong.empty())))
                 .hasMessageContaining("could not start")
                 .rootCause()
                 .isInstanceOf(IllegalStateException.class)
-                .hasMessageContaining("parallelism 40 needs at least 80");
+                .hasMessageContaining("parallelism 40 and 0 tolerated checkpoint failures needs at least 80");
+    }
+
+    @Test
+    void aDatabaseThatIsNotUtf8IsRefusedSayingHowToCreateOne() throws Exception {
+        assumeTrue(TestPostgres.shared().canRestart(), "creates a database: embedded server only");
+        SinkDatabase db = new SinkDatabase();
+        String name = "latin1_" + Long.toHexString(System.nanoTime());
+        db.execute("CREATE DATABASE " + name + " TEMPLATE template0 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C'");
+        PostgresSinkBuilder latin1 = db.builder("check")
+                .setJdbcUrl(db.database.jdbcUrl().replaceFirst("/onceflow_[a-z0-9]+", "/" + name));
+
+        assertThatThrownBy(() -> latin1.build().startRun(1, StartMode.FRESH, "job"))
+                .hasMessageContaining("server_encoding is LATIN1")
+                .hasMessageContaining("ENCODING 'UTF8'");
     }
 }

@@ -59,7 +59,8 @@ class PostgresSinkBuilderTest {
                 .hasMessageContaining("schema.table");
         assertThatThrownBy(() -> valid().setCommitLogTable(name).build())
                 .hasMessageContaining("commit log table '" + name + "' is not a valid table name");
-        assertThatThrownBy(() -> new PostgresSchema(name, "log")).isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> new PostgresSchema(name, "rejects", "log", "runs", "writers"))
+                .isInstanceOf(IllegalArgumentException.class);
     }
 
     @Test
@@ -71,9 +72,12 @@ class PostgresSinkBuilderTest {
     }
 
     @Test
-    void theCommitLogNeedsItsOwnTable() {
+    void everyTableNeedsItsOwnName() {
         assertThatThrownBy(() -> valid().setTable("events").setCommitLogTable("EVENTS").build())
-                .hasMessageContaining("give the commit log its own");
+                .hasMessageContaining("table name 'EVENTS' is used for two of the sink's tables")
+                .hasMessageContaining("give each its own");
+        assertThatThrownBy(() -> valid().setRunsTable("log").setWritersTable("log").build())
+                .hasMessageContaining("table name 'log' is used for two");
     }
 
     @ParameterizedTest

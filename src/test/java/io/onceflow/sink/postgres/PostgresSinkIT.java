@@ -69,7 +69,7 @@ class PostgresSinkIT {
 
     @BeforeEach
     void createTables() throws SQLException {
-        db.builder(PREFIX).build().checkPreconditions(3);
+        db.builder(PREFIX).build().startRun(3, StartMode.FRESH, "create the tables");
     }
 
     @AfterEach
@@ -216,11 +216,17 @@ class PostgresSinkIT {
             env.fromSource(source, WatermarkStrategy.noWatermarks(), "events")
                     .uid("events")
                     .keyBy(event -> event.messageId, TypeInformation.of(String.class))
-                    .sinkTo(db.builder(PREFIX).setBatchSize(30).build())
+                    .sinkTo(startedSink(config.getOptional(StateRecoveryOptions.SAVEPOINT_PATH).isPresent()))
                     .uid("postgres");
             client = env.executeAsync("postgres sink it");
             return client;
         }
+    }
+
+    /** Each job submission is a run of the sink, as OnceflowJob makes it. */
+    private PostgresSink startedSink(boolean restoring) throws SQLException {
+        return db.builder(PREFIX).setBatchSize(30).build()
+                .startRun(4, restoring ? StartMode.RESTORE : StartMode.FRESH_DISCARDING_PENDING, "postgres sink it");
     }
 
     private static void run(Job job) throws Exception {

@@ -30,8 +30,8 @@ class PostgresTwoPhaseCommitTest {
     private final SinkDatabase db = new SinkDatabase();
     private final PostgresSinkConfig config = db.config("job");
 
-    private static PostgresExactlyOnceWriter freshWriter(PostgresSinkConfig config) throws IOException {
-        return new PostgresExactlyOnceWriter(config, 0, 1, OptionalLong.empty());
+    private PostgresExactlyOnceWriter freshWriter(PostgresSinkConfig config) throws IOException {
+        return db.freshWriter(config);
     }
 
     private static PostgresCommittable single(Collection<PostgresCommittable> committables) {
@@ -40,7 +40,7 @@ class PostgresTwoPhaseCommitTest {
     }
 
     /** Writes {@code ids}, prepares, and tells the writer the checkpoint was taken, as Flink does. */
-    private static PostgresCommittable checkpoint(PostgresExactlyOnceWriter writer, long checkpointId, String... ids)
+    static PostgresCommittable checkpoint(PostgresExactlyOnceWriter writer, long checkpointId, String... ids)
             throws Exception {
         write(writer, ids);
         PostgresCommittable committable = single(writer.prepareCommit());
@@ -48,13 +48,13 @@ class PostgresTwoPhaseCommitTest {
         return committable;
     }
 
-    private static void write(SinkWriter<Event> writer, String... ids) throws Exception {
+    static void write(SinkWriter<Event> writer, String... ids) throws Exception {
         for (String id : ids) {
             writer.write(event(id), null);
         }
     }
 
-    private static List<RecordingCommitRequest> commit(PostgresSinkConfig config, PostgresCommittable... committables)
+    static List<RecordingCommitRequest> commit(PostgresSinkConfig config, PostgresCommittable... committables)
             throws IOException {
         List<RecordingCommitRequest> requests = new ArrayList<>();
         for (PostgresCommittable committable : committables) {
@@ -127,7 +127,7 @@ class PostgresTwoPhaseCommitTest {
         assertThat(db.prepared("job")).hasSize(3);
 
         // Flink restores checkpoint 2: its committer gets `first` and `second` back.
-        try (PostgresExactlyOnceWriter restored = new PostgresExactlyOnceWriter(config, 0, 1, OptionalLong.of(2))) {
+        try (PostgresExactlyOnceWriter restored = db.restoredWriter(config, 2)) {
             assertThat(db.prepared("job")).containsExactlyInAnyOrder(first.transactionId(), second.transactionId());
             commit(config, first, second);
             PostgresCommittable replay = checkpoint(restored, 3, "c");
@@ -158,7 +158,7 @@ class PostgresTwoPhaseCommitTest {
         assertThat(db.prepared("job2")).hasSize(1);
         assertThat(db.prepared("jo")).hasSize(1);
         // ... and a restore of job2 leaves job alone just as well.
-        new PostgresExactlyOnceWriter(job2, 0, 1, OptionalLong.of(0)).close();
+        db.restoredWriter(job2, 0).close();
         assertThat(db.prepared("job2")).isEmpty();
         assertThat(db.prepared("jo")).hasSize(1);
     }
@@ -171,7 +171,7 @@ class PostgresTwoPhaseCommitTest {
             firstRun = checkpoint(writer, 1, "a");
         }
         commit(config, firstRun);
-        try (PostgresExactlyOnceWriter writer = freshWriter(config)) { // resubmitted without a checkpoint
+        try (PostgresExactlyOnceWriter writer = freshWriter(SinkDatabase.newRun(config))) { // resubmitted fresh
             secondRun = checkpoint(writer, 1, "b");
         }
 
@@ -185,7 +185,7 @@ class PostgresTwoPhaseCommitTest {
     void recoveryCoversEveryOldSubtaskAfterRescaling() throws Exception {
         List<PostgresExactlyOnceWriter> oldWriters = new ArrayList<>();
         for (int subtask = 0; subtask < 3; subtask++) {
-            PostgresExactlyOnceWriter writer = new PostgresExactlyOnceWriter(config, subtask, 3, OptionalLong.of(4));
+            PostgresExactlyOnceWriter writer = SinkDatabase.writer(config, db.attempt(subtask, 3, OptionalLong.of(4)));
             checkpoint(writer, 5, "id-" + subtask);
             oldWriters.add(writer);
         }
@@ -194,10 +194,11 @@ class PostgresTwoPhaseCommitTest {
         }
         assertThat(db.prepared("job")).extracting(TransactionId::subtaskIndex).containsExactlyInAnyOrder(0, 1, 2);
 
-        // 3 -> 2: subtask 1 takes old index 1 only, subtask 0 old indices 0 and 2.
-        new PostgresExactlyOnceWriter(config, 1, 2, OptionalLong.of(4)).close();
+        // 3 -> 2 from a savepoint of checkpoint 4: subtask 1 takes old index 1 only, subtask 0 old indices 0 and 2.
+        PostgresSinkConfig upgraded = SinkDatabase.newRun(config);
+        SinkDatabase.writer(upgraded, db.attempt(1, 2, OptionalLong.of(4))).close();
         assertThat(db.prepared("job")).extracting(TransactionId::subtaskIndex).containsExactlyInAnyOrder(0, 2);
-        new PostgresExactlyOnceWriter(config, 0, 2, OptionalLong.of(4)).close();
+        SinkDatabase.writer(upgraded, db.attempt(0, 2, OptionalLong.of(4))).close();
         assertThat(db.prepared("job")).isEmpty();
     }
 
@@ -206,17 +207,29 @@ class PostgresTwoPhaseCommitTest {
         for (int oldIndex = 0; oldIndex < 8; oldIndex++) {
             for (int p = 1; p <= 5; p++) {
                 int parallelism = p;
-                TransactionId id = new TransactionId("job", 1, oldIndex, 9);
+                int index = oldIndex;
                 long owners = IntStream.range(0, parallelism)
-                        .filter(subtask -> PreparedTransactionRecovery.isAbandoned(
-                                id, OptionalLong.of(8), subtask, parallelism))
+                        .filter(subtask -> db.attempt(subtask, parallelism, OptionalLong.of(8)).covers(index))
                         .count();
                 assertThat(owners).as("old index %d at parallelism %d", oldIndex, parallelism).isEqualTo(1);
             }
         }
-        TransactionId completed = new TransactionId("job", 1, 0, 8);
-        assertThat(PreparedTransactionRecovery.isAbandoned(completed, OptionalLong.of(8), 0, 1)).isFalse();
-        assertThat(PreparedTransactionRecovery.isAbandoned(completed, OptionalLong.empty(), 0, 1)).isTrue();
+    }
+
+    @Test
+    void abandonedMeansAFreshStartALaterCheckpointOrAWriterStartedAfterTheRestoredCheckpoint() {
+        OptionalLong restored = OptionalLong.of(8);
+        OptionalLong horizon = OptionalLong.of(1000);
+        assertThat(PreparedTransactionRecovery.isAbandoned(new TransactionId("job", 999, 0, 8), restored, horizon))
+                .as("in the restored committables").isFalse();
+        assertThat(PreparedTransactionRecovery.isAbandoned(new TransactionId("job", 999, 0, 8), OptionalLong.empty(),
+                OptionalLong.empty())).as("fresh start").isTrue();
+        assertThat(PreparedTransactionRecovery.isAbandoned(new TransactionId("job", 999, 0, 9), restored, horizon))
+                .as("a later checkpoint").isTrue();
+        assertThat(PreparedTransactionRecovery.isAbandoned(new TransactionId("job", 1000, 0, 3), restored, horizon))
+                .as("a writer that started after checkpoint 8 (another branch)").isTrue();
+        assertThat(PreparedTransactionRecovery.isAbandoned(new TransactionId("job", 1000, 0, 3), restored,
+                OptionalLong.empty())).as("without a horizon (a savepoint of onceflow 0.1)").isFalse();
     }
 
     @Test
@@ -274,7 +287,7 @@ class PostgresTwoPhaseCommitTest {
 
     @Test
     void theLastRowsArePreparedAtEndOfInputForTheFinalCheckpoint() throws Exception {
-        try (PostgresExactlyOnceWriter writer = new PostgresExactlyOnceWriter(config, 0, 1, OptionalLong.of(6))) {
+        try (PostgresExactlyOnceWriter writer = db.restoredWriter(config, 6)) {
             write(writer, "a", "b");
             writer.flush(true);
             PostgresCommittable last = single(writer.prepareCommit());
@@ -311,7 +324,8 @@ class PostgresTwoPhaseCommitTest {
 
     @Test
     void theAtLeastOnceSinkShowsRowsAtOnceAndCountsReplays() throws Exception {
-        try (PostgresAtLeastOnceWriter writer = new PostgresAtLeastOnceWriter(config, 0)) {
+        try (PostgresAtLeastOnceWriter writer = new PostgresAtLeastOnceWriter(config, 0,
+                PostgresSinkMetrics.unregistered())) {
             write(writer, "a", "b", "a");
             writer.flush(false);
             assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("a", 2, "b", 1));
@@ -329,6 +343,10 @@ class PostgresTwoPhaseCommitTest {
             assertThat(show(statement, "lock_timeout")).isEqualTo("2s");
             assertThat(show(statement, "statement_timeout")).isEqualTo("20s");
             assertThat(show(statement, "application_name")).isEqualTo("onceflow-job-test");
+            assertThat(show(statement, "idle_in_transaction_session_timeout")).isEqualTo("0");
+            assertThat(show(statement, "idle_session_timeout")).isEqualTo("0");
+            assertThat(show(statement, "transaction_timeout")).isEqualTo("0");
+            assertThat(show(statement, "default_transaction_isolation")).isEqualTo("read committed");
         }
     }
 

@@ -3,6 +3,7 @@ package io.onceflow.sink.postgres;
 import io.onceflow.ingest.Event;
 import io.onceflow.testing.TestPostgres;
 import io.onceflow.testing.TestPostgres.TestDatabase;
+import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
 import java.sql.ResultSet;
@@ -13,12 +14,15 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.OptionalLong;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /** A fresh database on the shared test server, and what the sink tests ask of it. */
 final class SinkDatabase {
     static final String TABLE = PostgresSinkBuilder.DEFAULT_TABLE;
 
     final TestDatabase database = TestPostgres.shared().newDatabase();
+    private final AtomicInteger attempts = new AtomicInteger();
 
     PostgresSinkBuilder builder(String sinkPrefix) {
         return PostgresSink.builder()
@@ -31,12 +35,55 @@ final class SinkDatabase {
                 .setStatementTimeout(Duration.ofSeconds(20));
     }
 
+    /** As {@link #builder}, connecting as {@code role} (which needs no password: embedded server only). */
+    PostgresSinkBuilder builderAs(String sinkPrefix, String role) {
+        // the embedded server's URL names its user, and URL parameters win over the driver's properties
+        return builder(sinkPrefix)
+                .setJdbcUrl(database.jdbcUrl().replace("user=" + database.user(), "user=" + role))
+                .setUser(role)
+                .setPassword("");
+    }
+
+    /** The config of a new run of {@code sinkPrefix} (a submission that discards pending work). */
     PostgresSinkConfig config(String sinkPrefix) {
         return config(builder(sinkPrefix));
     }
 
+    /** The config of a new run (a submission that discards pending work). */
     static PostgresSinkConfig config(PostgresSinkBuilder builder) {
-        return builder.build().config();
+        return newRun(builder.build().config());
+    }
+
+    /** The same sink submitted again: a new run. */
+    static PostgresSinkConfig newRun(PostgresSinkConfig config) {
+        try {
+            return new PostgresSink(config).startRun(1, StartMode.FRESH_DISCARDING_PENDING, "test job").config();
+        } catch (SQLException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /**
+     * A new attempt of a writer subtask, as Flink would start it: attempt numbers only grow (one
+     * counter for all subtasks is simpler and as good).
+     */
+    WriterStart attempt(int subtask, int parallelism, OptionalLong restoredCheckpoint, PostgresWriterState... state) {
+        return new WriterStart(subtask, parallelism, 128, attempts.incrementAndGet(), "test-job-id",
+                restoredCheckpoint, List.of(state));
+    }
+
+    /** A writer of a fresh start, subtask 0 of 1. */
+    PostgresExactlyOnceWriter freshWriter(PostgresSinkConfig config) throws IOException {
+        return writer(config, attempt(0, 1, OptionalLong.empty()));
+    }
+
+    /** A writer of subtask 0 of 1, restored from {@code checkpointId}. */
+    PostgresExactlyOnceWriter restoredWriter(PostgresSinkConfig config, long checkpointId) throws IOException {
+        return writer(config, attempt(0, 1, OptionalLong.of(checkpointId)));
+    }
+
+    static PostgresExactlyOnceWriter writer(PostgresSinkConfig config, WriterStart start) throws IOException {
+        return new PostgresExactlyOnceWriter(config, start, PostgresSinkMetrics.unregistered());
     }
 
     static Event event(String id) {
@@ -49,6 +96,14 @@ final class SinkDatabase {
         Map<String, Integer> deliveries = new HashMap<>();
         query("SELECT id, deliveries FROM " + TABLE, row -> deliveries.put(row.getString(1), row.getInt(2)));
         return deliveries;
+    }
+
+    /** id -> SQLSTATE of every row in the rejects table. */
+    Map<String, String> rejects() throws SQLException {
+        Map<String, String> rejects = new HashMap<>();
+        query("SELECT id, sql_state FROM " + PostgresSinkBuilder.DEFAULT_REJECTS_TABLE,
+                row -> rejects.put(row.getString(1), row.getString(2)));
+        return rejects;
     }
 
     /** The gids of this database's prepared transactions of {@code sinkPrefix}. */

@@ -10,6 +10,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.UUID;
+import org.apache.flink.metrics.SimpleCounter;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.EnabledIfSystemProperty;
 
@@ -58,8 +59,8 @@ class UpsertBenchmarkTest {
     private long time(int batchSize, BatchWrite write) throws SQLException {
         db.execute("TRUNCATE " + SinkDatabase.TABLE);
         String url = config.jdbcUrl() + (config.jdbcUrl().contains("?") ? "&" : "?") + "reWriteBatchedInserts=true";
-        PostgresSinkConfig rewriting = new PostgresSinkConfig(url, config.user(), config.password(), config.table(),
-                config.commitLogTable(), config.sinkPrefix(), batchSize, config.lockTimeout(), config.statementTimeout());
+        PostgresSinkConfig rewriting = db.builder(config.sinkPrefix()).setJdbcUrl(url).setBatchSize(batchSize).build()
+                .config();
         String gid = "bench-" + UUID.randomUUID();
         long start = System.nanoTime();
         try (Connection connection = PostgresConnections.open(rewriting, "bench");
@@ -74,7 +75,7 @@ class UpsertBenchmarkTest {
     }
 
     private void writeWithUnnest(Connection connection, int batchSize) throws SQLException {
-        EventUpsertBatch batch = new EventUpsertBatch(config.table(), batchSize);
+        EventUpsertBatch batch = new EventUpsertBatch(config.table(), config.rejectsTable(), batchSize, new SimpleCounter());
         for (Event event : events) {
             if (batch.add(event)) {
                 batch.take().executeOn(connection);

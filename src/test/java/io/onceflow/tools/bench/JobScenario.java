@@ -97,9 +97,6 @@ final class JobScenario {
             throws Exception {
         OnceflowConfig config = scenario.config();
         PostgresSettings postgres = config.postgres().orElseThrow();
-        try (Connection connection = scenario.database().connect()) {
-            new PostgresSchema(postgres.table(), postgres.commitLogTable()).createIfMissing(connection);
-        }
         Configuration flink = OnceflowJob.flinkConfiguration(config);
         restoreFrom.ifPresent(savepoint -> {
             flink.set(StateRecoveryOptions.SAVEPOINT_PATH, savepoint);
@@ -107,10 +104,9 @@ final class JobScenario {
             // claimed: the first checkpoint stays incremental instead of copying the whole preloaded state
             flink.set(StateRecoveryOptions.RESTORE_MODE, RecoveryClaimMode.CLAIM);
         });
-        OnceflowJob.checkPostgres(config, settings.parallelism());
         StreamExecutionEnvironment env =
                 new TestStreamEnvironment(cluster, flink, settings.parallelism(), List.of(), List.of());
-        OnceflowJob.defineJob(env, config, EventProcessor.passThrough());
+        OnceflowJob.defineJob(env, config, OnceflowJob.startSinks(env, config), EventProcessor.passThrough());
 
         Benchmark.say(name + ": running the job over " + String.format("%,d", inputRecords) + " records...");
         try (VisibilityProbes probes = new VisibilityProbes(

@@ -55,7 +55,8 @@ final class RawLimit {
         kafka.createTopics(4, outputTopic);
         TestPostgres.TestDatabase database = TestPostgres.shared().newDatabase();
         try (Connection connection = database.connect()) {
-            new PostgresSchema(TABLE, "raw_commit_log").createIfMissing(connection);
+            new PostgresSchema(TABLE, "raw_rejects", "raw_commit_log", "raw_runs", "raw_writers")
+                    .createIfMissing(connection);
         }
         // two threads of their own: the common pool has a single thread on a 2-core machine
         ExecutorService threads = Executors.newFixedThreadPool(2);

@@ -64,10 +64,9 @@ public final class Demo {
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(flink);
         OnceflowPipeline.define(env,
                 OnceflowJob.kafkaSourceBuilder(config).setBounded(OffsetsInitializer.latest()).build(),
-                OnceflowJob.sinks(config), config.dedupTtl(), failure);
+                OnceflowJob.startSinks(env, config), config.dedupTtl(), failure);
         say("running the job on a Flink MiniCluster (parallelism 2, checkpoint every 2 s); one failure will be"
                 + " injected after a checkpoint's snapshot and before its completion notice");
-        OnceflowJob.checkPostgres(config, env.getParallelism());
         JobClient job = env.executeAsync(OnceflowJob.jobName(config));
         CompletableFuture<?> done = job.getJobExecutionResult();
         try (CommittedCounter output = new CommittedCounter(scenario.kafka().bootstrapServers(), scenario.outputTopic)) {

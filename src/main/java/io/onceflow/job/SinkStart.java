@@ -1,0 +1,192 @@
+package io.onceflow.job;
+
+import io.onceflow.config.OnceflowConfig;
+import io.onceflow.config.PendingWorkOnFreshStart;
+import io.onceflow.sink.kafka.KafkaSinks;
+import io.onceflow.sink.postgres.PendingTransactionsException;
+import io.onceflow.sink.postgres.PostgresSink;
+import io.onceflow.sink.postgres.StartMode;
+import java.io.IOException;
+import java.sql.SQLException;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Optional;
+import java.util.Properties;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.apache.flink.configuration.CheckpointingOptions;
+import org.apache.flink.configuration.ReadableConfig;
+import org.apache.flink.configuration.StateRecoveryOptions;
+import org.apache.flink.connector.base.DeliveryGuarantee;
+import org.apache.flink.core.fs.FileStatus;
+import org.apache.flink.core.fs.FileSystem;
+import org.apache.flink.core.fs.Path;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.ListTransactionsOptions;
+import org.apache.kafka.clients.admin.TransactionListing;
+import org.apache.kafka.clients.admin.TransactionState;
+
+/**
+ * What has to happen once per submission, before the job graph is built, for the sinks to be safe
+ * to start: decide how the job starts, refuse a fresh start that would discard an earlier run's
+ * pending output, and register the run of the PostgreSQL sink (see {@link PostgresSink#startRun}).
+ *
+ * <p>Why the fresh-start check: source offsets reach the consumer group when a checkpoint
+ * completes, independently of the sinks' commits. After a crash, the transactions of the last
+ * completed checkpoint may still be pending (Kafka: open until committed or timed out; PostgreSQL:
+ * prepared), while the group's offsets are already past their input. A fresh start aborts them and
+ * starts reading after that input: the output is lost. Resuming from the latest retained checkpoint
+ * commits them instead; so a fresh start refuses while anything is pending, names that checkpoint
+ * and the command to resume from it, unless {@code fresh.start.pending=discard} says otherwise.
+ */
+final class SinkStart {
+    /** Kafka transaction states of a transaction that is neither committed nor aborted. */
+    private static final List<TransactionState> PENDING_STATES =
+            List.of(TransactionState.ONGOING, TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT);
+    private static final long KAFKA_TIMEOUT_MS = 15_000;
+    private static final Pattern CHECKPOINT_DIRECTORY = Pattern.compile("chk-(\\d+)");
+
+    private SinkStart() {}
+
+    /**
+     * @param flinkConfig the environment's configuration, which holds the savepoint to restore
+     *     ({@code execution.state-recovery.path}, set by {@code flink run -s} and by the REST API's
+     *     {@code savepointPath}) and the cluster's checkpoint directory
+     * @return the sinks to put into the job
+     * @throws IllegalStateException with what to do, when a fresh start is refused or a check fails
+     */
+    static OnceflowPipeline.Sinks start(OnceflowConfig config, ReadableConfig flinkConfig, int parallelism,
+            String jobName) throws SQLException {
+        boolean restoring = flinkConfig.getOptional(StateRecoveryOptions.SAVEPOINT_PATH).isPresent();
+        boolean discardPending = config.pendingWorkOnFreshStart() == PendingWorkOnFreshStart.DISCARD;
+        Optional<String> checkpointDir = config.checkpointDir()
+                .or(() -> flinkConfig.getOptional(CheckpointingOptions.CHECKPOINTS_DIRECTORY));
+        if (!restoring && !discardPending) {
+            refuseWhileKafkaTransactionsPending(config, checkpointDir);
+        }
+        Optional<PostgresSink> startedPostgres = Optional.empty();
+        if (config.postgres().isPresent() && config.deliveryGuarantee() == DeliveryGuarantee.EXACTLY_ONCE) {
+            StartMode mode = restoring ? StartMode.RESTORE
+                    : discardPending ? StartMode.FRESH_DISCARDING_PENDING : StartMode.FRESH;
+            try {
+                startedPostgres = Optional.of(OnceflowJob.postgresSink(config).build().startRun(parallelism, mode, jobName));
+            } catch (PendingTransactionsException e) {
+                throw new IllegalStateException(e.getMessage() + resumeAdvice(checkpointDir, e.previousJobId()), e);
+            }
+        }
+        return OnceflowJob.sinks(config, startedPostgres);
+    }
+
+    private static void refuseWhileKafkaTransactionsPending(OnceflowConfig config, Optional<String> checkpointDir) {
+        List<String> pending = pendingKafkaTransactions(config);
+        if (!pending.isEmpty()) {
+            throw new IllegalStateException("kafka.transactional.id.prefix '" + config.transactionalIdPrefix() + "' has "
+                    + pending.size() + " open Kafka transaction(s) from an earlier run: " + pending + ". A fresh start"
+                    + " aborts them, and the output of the checkpoints that completed but were not committed yet is"
+                    + " lost (their input offsets may already be committed to the consumer group). Resume from the"
+                    + " earlier run's latest retained checkpoint, or start fresh with fresh.start.pending=discard to"
+                    + " discard them knowingly." + resumeAdvice(checkpointDir, Optional.empty()));
+        }
+    }
+
+    /** The transactional ids of this job's sinks whose transaction is neither committed nor aborted. */
+    static List<String> pendingKafkaTransactions(OnceflowConfig config) {
+        Properties properties = config.kafkaClientProperties();
+        properties.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, config.bootstrapServers());
+        properties.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, (int) KAFKA_TIMEOUT_MS);
+        List<String> sinkPrefixes = KafkaSinks.transactionalIdPrefixes(config.transactionalIdPrefix());
+        try (Admin admin = Admin.create(properties)) {
+            List<String> pending = new ArrayList<>();
+            for (TransactionListing transaction : admin.listTransactions(
+                            new ListTransactionsOptions().filterStates(PENDING_STATES))
+                    .all().get(KAFKA_TIMEOUT_MS, TimeUnit.MILLISECONDS)) {
+                String id = transaction.transactionalId();
+                if (sinkPrefixes.stream().anyMatch(prefix -> id.startsWith(prefix + "-"))) {
+                    pending.add(id);
+                }
+            }
+            pending.sort(Comparator.naturalOrder());
+            return pending;
+        } catch (ExecutionException | TimeoutException e) {
+            throw new IllegalStateException("could not list the Kafka transactions at " + config.bootstrapServers()
+                    + " to check for an earlier run's pending output (" + e.getMessage() + "). Check"
+                    + " kafka.bootstrap.servers and that the principal may describe transactional ids.", e);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while listing Kafka transactions", e);
+        }
+    }
+
+    /**
+     * Names the latest retained checkpoint, of {@code jobId} when known, and the command that
+     * resumes from it.
+     */
+    static String resumeAdvice(Optional<String> checkpointDir, Optional<String> jobId) {
+        if (checkpointDir.isEmpty()) {
+            return " No checkpoint directory is configured (checkpoint.dir or execution.checkpointing.dir), so the"
+                    + " latest retained checkpoint cannot be named: find its chk-<n> directory and run"
+                    + " flink run -s <chk-n directory> <job jar> <the same arguments>.";
+        }
+        Optional<Path> latest;
+        try {
+            latest = latestRetainedCheckpoint(new Path(checkpointDir.get()), jobId);
+        } catch (IOException e) {
+            return " The checkpoint directory " + checkpointDir.get() + " could not be read (" + e.getMessage() + ").";
+        }
+        if (latest.isEmpty()) {
+            return " No retained checkpoint was found under " + checkpointDir.get()
+                    + jobId.map(id -> "/" + id).orElse("") + ".";
+        }
+        return " The latest retained checkpoint" + (jobId.isPresent() ? " of job " + jobId.get() : "")
+                + " is " + latest.get() + "; resume with: flink run -s " + latest.get()
+                + " <job jar> <the same arguments>" + (jobId.isPresent() ? "" : " (check that it is this job's)") + ".";
+    }
+
+    /**
+     * The {@code chk-<n>} directory with the highest n that holds a {@code _metadata} file, under
+     * {@code <dir>/<jobId>}, or under any job's directory when the job is unknown (then the most
+     * recently written one).
+     */
+    static Optional<Path> latestRetainedCheckpoint(Path checkpointDir, Optional<String> jobId) throws IOException {
+        FileSystem fs = checkpointDir.getFileSystem();
+        List<Path> jobDirectories = new ArrayList<>();
+        if (jobId.isPresent()) {
+            jobDirectories.add(new Path(checkpointDir, jobId.get()));
+        } else if (fs.exists(checkpointDir)) {
+            for (FileStatus status : fs.listStatus(checkpointDir)) {
+                if (status.isDir()) {
+                    jobDirectories.add(status.getPath());
+                }
+            }
+        }
+        Path latest = null;
+        long latestId = -1;
+        long latestWritten = -1;
+        for (Path jobDirectory : jobDirectories) {
+            if (!fs.exists(jobDirectory)) {
+                continue;
+            }
+            for (FileStatus status : fs.listStatus(jobDirectory)) {
+                Matcher matcher = CHECKPOINT_DIRECTORY.matcher(status.getPath().getName());
+                Path metadata = new Path(status.getPath(), "_metadata");
+                if (!status.isDir() || !matcher.matches() || !fs.exists(metadata)) {
+                    continue;
+                }
+                long id = Long.parseLong(matcher.group(1));
+                long written = fs.getFileStatus(metadata).getModificationTime();
+                boolean better = jobId.isPresent() ? id > latestId : written > latestWritten;
+                if (better) {
+                    latest = status.getPath();
+                    latestId = id;
+                    latestWritten = written;
+                }
+            }
+        }
+        return Optional.ofNullable(latest);
+    }
+}

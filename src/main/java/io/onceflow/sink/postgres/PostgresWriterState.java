@@ -1,0 +1,30 @@
+package io.onceflow.sink.postgres;
+
+import org.apache.flink.annotation.Internal;
+
+/**
+ * Internal. What an exactly-once writer puts into each checkpoint: the transaction-id horizon of
+ * that checkpoint, i.e. the server's next unassigned transaction id when the writer took its part
+ * of the checkpoint ({@code pg_snapshot_xmax(pg_current_snapshot())}).
+ *
+ * <p>Why: every transaction that a completed checkpoint N may have to commit was prepared by a
+ * writer that existed when N was triggered (Flink triggers only once every task runs, and a restart
+ * aborts pending checkpoints), and every such writer took its epoch (an xid) in its constructor,
+ * before that. So every committable of N has {@code epoch < horizon} for every writer's horizon of
+ * N. A prepared transaction of this prefix with {@code epoch >= horizon} can therefore not be in
+ * N's committables, whatever its checkpoint id: it was prepared by a writer that started later, e.g.
+ * by another branch of the job started from an older savepoint, and restoring N must roll it back
+ * (otherwise it is an orphan: never committed, never rolled back, holding row locks forever).
+ *
+ * <p>Flink hands split list state out in contiguous chunks when the parallelism changes, so a new
+ * subtask could get no element; each writer therefore snapshots its horizon as many times as it
+ * takes for every possible new subtask to get one ({@code ceil(maxParallelism / parallelism)}).
+ */
+@Internal
+public record PostgresWriterState(long horizon) {
+
+    /** Copies per snapshot, so that any new parallelism up to {@code maxParallelism} gets one each. */
+    static int copiesPerSubtask(int parallelism, int maxParallelism) {
+        return Math.max(1, (maxParallelism + parallelism - 1) / parallelism);
+    }
+}

@@ -1,0 +1,279 @@
+package io.onceflow.sink.postgres;
+
+import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.checkpoint;
+import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.commit;
+import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.write;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import io.onceflow.sink.postgres.RecordingCommitRequest.Outcome;
+import io.onceflow.testing.TestPostgres;
+import java.io.IOException;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.OptionalLong;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Attempts that overlap, against a real PostgreSQL server: a writer attempt that Flink gave up on
+ * but that was only paused (GC, frozen VM, SIGSTOP) wakes up after its successor started. Each test
+ * plays one interleaving by hand and checks that the zombie can neither roll back its successor's
+ * transactions nor prepare after its successor's recovery, and that nothing is left prepared.
+ */
+class PostgresFencingTest {
+    private final SinkDatabase db = new SinkDatabase();
+    private final PostgresSinkConfig config = db.config("job");
+
+    @Test
+    void aZombieThatWakesBeforeItsRecoveryCannotRollBackItsSuccessorsCompletedCheckpoint() throws Exception {
+        try (PostgresExactlyOnceWriter first = db.freshWriter(config)) {
+            commit(config, checkpoint(first, 1, "a"));
+        }
+        // Flink restores checkpoint 1 as attempt 2, whose TaskManager freezes before its first statement;
+        // it gives up on it and restores checkpoint 1 again as attempt 3.
+        WriterStart zombie = db.attempt(0, 1, OptionalLong.of(1));
+        WriterStart successor = db.attempt(0, 1, OptionalLong.of(1));
+        PostgresCommittable completed;
+        try (PostgresExactlyOnceWriter writer = SinkDatabase.writer(config, successor)) {
+            completed = checkpoint(writer, 2, "b"); // checkpoint 2 completes, the commit is on its way
+
+            // The zombie wakes up and runs its start-up, recovery included: it must stop first.
+            assertThatThrownBy(() -> SinkDatabase.writer(config, zombie))
+                    .isInstanceOf(IOException.class)
+                    .hasMessageContaining("is claimed by a newer attempt")
+                    .hasMessageContaining("zombie");
+
+            assertThat(db.prepared("job")).containsExactly(completed.transactionId());
+            assertThat(commit(config, completed)).extracting(r -> r.outcome).containsExactly(Outcome.COMMITTED);
+        }
+        assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("a", 1, "b", 1));
+    }
+
+    @Test
+    void aZombieHoldingTheFenceIsCutOffAndCannotPrepareAfterItsSuccessorsRecovery() throws Exception {
+        try (PostgresExactlyOnceWriter zombie = db.restoredWriter(config, 1)) {
+            write(zombie, "x", "y"); // rows in its open transaction; then its TaskManager freezes
+
+            try (PostgresExactlyOnceWriter successor = db.restoredWriter(config, 1)) {
+                // The successor ended the zombie's session before its recovery scan; when the zombie
+                // wakes up at its checkpoint barrier, its PREPARE cannot reach the database.
+                assertThatThrownBy(zombie::prepareCommit).isInstanceOf(IOException.class);
+                assertThat(db.prepared("job")).as("no orphan holding row locks").isEmpty();
+
+                // The successor's replay of the same rows goes through, without waiting for a lock.
+                commit(config, checkpoint(successor, 2, "x", "y"));
+            }
+        }
+        assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("x", 1, "y", 1));
+    }
+
+    @Test
+    void aZombiesPrepareThatReachedTheDatabaseBeforeItWasCutOffIsRolledBackByTheSuccessor() throws Exception {
+        PostgresCommittable late;
+        try (PostgresExactlyOnceWriter zombie = db.restoredWriter(config, 1)) {
+            late = checkpoint(zombie, 2, "x"); // prepared, but checkpoint 2 never completes
+
+            try (PostgresExactlyOnceWriter successor = db.restoredWriter(config, 1)) {
+                assertThat(db.prepared("job")).doesNotContain(late.transactionId());
+                commit(config, checkpoint(successor, 2, "x"));
+            }
+        }
+        assertThat(db.deliveriesById()).containsExactlyEntriesOf(Map.of("x", 1));
+    }
+
+    @Test
+    void aWriterOfAReplacedRunStopsAtItsFirstStatementWhateverItsAttemptNumber() throws Exception {
+        PostgresSinkConfig upgraded = SinkDatabase.newRun(config); // stop-with-savepoint and resubmission
+        WriterStart oldJobsZombie = db.attempt(0, 1, OptionalLong.of(7));
+        try (PostgresExactlyOnceWriter writer = SinkDatabase.writer(upgraded, db.attempt(0, 1, OptionalLong.of(3)))) {
+            PostgresCommittable pending = checkpoint(writer, 4, "a");
+
+            assertThatThrownBy(() -> SinkDatabase.writer(config, oldJobsZombie))
+                    .isInstanceOf(IOException.class)
+                    .hasMessageContaining("belongs to a newer run")
+                    .hasMessageContaining("test job");
+
+            assertThat(db.prepared("job")).containsExactly(pending.transactionId());
+        }
+    }
+
+    @Test
+    void restoringACheckpointRollsBackWhatAnotherBranchPreparedWithALowerCheckpointId() throws Exception {
+        List<PostgresWriterState> atCheckpoint1;
+        List<PostgresWriterState> atCheckpoint2;
+        try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
+            write(writer, "a");
+            PostgresCommittable first = writer.prepareCommit().iterator().next();
+            atCheckpoint1 = writer.snapshotState(1);
+            commit(config, first);
+            write(writer, "b");
+            PostgresCommittable second = writer.prepareCommit().iterator().next();
+            atCheckpoint2 = writer.snapshotState(2);
+            commit(config, second);
+        }
+        assertThat(atCheckpoint1).as("one copy for every subtask any new parallelism up to 128 may have")
+                .hasSize(128).allMatch(state -> state.equals(atCheckpoint1.get(0)));
+
+        // Another branch is started from the savepoint of checkpoint 1 and dies with checkpoint 2 prepared.
+        PostgresSinkConfig branch = SinkDatabase.newRun(config);
+        PostgresCommittable orphan;
+        try (PostgresExactlyOnceWriter writer = SinkDatabase.writer(branch,
+                db.attempt(0, 1, OptionalLong.of(1), atCheckpoint1.get(0)))) {
+            orphan = checkpoint(writer, 2, "c");
+        }
+        assertThat(orphan.transactionId().checkpointId()).isEqualTo(2);
+
+        // Back to the first branch's checkpoint 2: the orphan is not among its committables.
+        PostgresSinkConfig back = SinkDatabase.newRun(config);
+        try (PostgresExactlyOnceWriter writer = SinkDatabase.writer(back,
+                db.attempt(0, 1, OptionalLong.of(2), atCheckpoint2.get(0)))) {
+            assertThat(db.prepared("job")).as("rolled back: it holds the lock of row c").isEmpty();
+            commit(config, checkpoint(writer, 3, "c"));
+        }
+        assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("a", 1, "b", 1, "c", 1));
+    }
+
+    @Test
+    void aSecondJobWithTheSamePrefixIsRefusedWhileTheFirstOneRuns() throws Exception {
+        try (PostgresExactlyOnceWriter running = db.freshWriter(config)) {
+            assertThatThrownBy(() -> db.builder("job").build().startRun(1, StartMode.FRESH, "second job"))
+                    .isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("'job' is in use by a running job")
+                    .hasMessageContaining("test-job-id")
+                    .hasMessageContaining("'test job'")
+                    .hasMessageContaining("onceflow-job-writer-0")
+                    .hasMessageContaining("give this job its own postgres.sink.prefix");
+        }
+        db.builder("job").build().startRun(1, StartMode.FRESH, "second job"); // the first one has stopped
+    }
+
+    @Test
+    void aPausedSessionHoldingTheFenceDoesNotBlockANewRunAndIsEndedByItsWriter() throws Exception {
+        PostgresSinkConfig shortLease = db.config(db.builder("paused").setWriterLease(Duration.ofMillis(600)));
+        try (Connection paused = db.database.connect()) {
+            try (Statement statement = paused.createStatement()) {
+                // What a frozen writer's session looks like: it holds the lock and says nothing.
+                statement.execute("SET application_name = 'onceflow-paused-writer-0'");
+                statement.execute("SELECT pg_advisory_lock(" + WriterFence.lockKey("paused") + ", 0)");
+            }
+            Thread.sleep(1_000); // longer than the lease
+
+            PostgresSink next = new PostgresSink(shortLease).startRun(1, StartMode.FRESH, "next job");
+            try (PostgresExactlyOnceWriter writer = db.freshWriter(next.config())) {
+                commit(next.config(), checkpoint(writer, 1, "a"));
+            }
+            assertThat(paused.isValid(2)).as("its session was ended").isFalse();
+        }
+        assertThat(db.deliveriesById()).containsExactlyEntriesOf(Map.of("a", 1));
+    }
+
+    @Test
+    void aSessionOfAnotherApplicationOnTheSameLockIsNeverEnded() throws Exception {
+        try (Connection other = db.database.connect()) {
+            try (Statement statement = other.createStatement()) {
+                statement.execute("SET application_name = 'billing'");
+                statement.execute("SELECT pg_advisory_lock(" + WriterFence.lockKey("job") + ", 0)");
+            }
+            assertThatThrownBy(() -> db.freshWriter(config))
+                    .hasMessageContaining("held by another application")
+                    .hasMessageContaining("billing");
+            assertThat(other.isValid(2)).isTrue();
+        }
+    }
+
+    @Test
+    void aFreshStartIsRefusedWhileThePrefixHasPreparedTransactions() throws Exception {
+        try (PostgresExactlyOnceWriter crashed = db.freshWriter(config)) {
+            checkpoint(crashed, 1, "a"); // completed or not: nobody can tell from here
+        }
+        PostgresSink sink = db.builder("job").build();
+
+        assertThatThrownBy(() -> sink.startRun(1, StartMode.FRESH, "restarted job"))
+                .isInstanceOfSatisfying(PendingTransactionsException.class, e -> {
+                    assertThat(e.preparedTransactions()).isEqualTo(1);
+                    assertThat(e.previousJobId()).contains("test-job-id");
+                })
+                .hasMessageContaining("has 1 prepared transaction(s)")
+                .hasMessageContaining("Resume from the earlier run's latest retained checkpoint")
+                .hasMessageContaining("fresh.start.pending=discard");
+        assertThat(db.prepared("job")).hasSize(1);
+
+        sink.startRun(1, StartMode.RESTORE, "resumed job"); // the committer commits it
+        PostgresSink discarding = sink.startRun(1, StartMode.FRESH_DISCARDING_PENDING, "discarding job");
+        db.freshWriter(discarding.config()).close();
+        assertThat(db.prepared("job")).isEmpty();
+    }
+
+    @Test
+    void hostileRoleDefaultsDoNotReachTheSinksSessions() throws Exception {
+        assumeTrue(TestPostgres.shared().canRestart(), "creates roles that log in without a password: embedded server only");
+        String role = "hostile_" + Long.toHexString(System.nanoTime());
+        db.execute("CREATE ROLE " + role + " LOGIN");
+        db.execute("GRANT CREATE, USAGE ON SCHEMA public TO " + role);
+        db.execute("GRANT ALL ON ALL TABLES IN SCHEMA public TO " + role);
+        for (String setting : List.of("idle_in_transaction_session_timeout = '300ms'", "idle_session_timeout = '300ms'",
+                "transaction_timeout = '500ms'", "default_transaction_isolation = 'serializable'",
+                "default_transaction_read_only = on", "statement_timeout = '1ms'", "lock_timeout = '1ms'",
+                "synchronous_commit = off")) {
+            db.execute("ALTER ROLE " + role + " SET " + setting);
+        }
+        PostgresSinkConfig hostile = db.config(db.builderAs("hostile", role));
+        try (PostgresExactlyOnceWriter writer = db.freshWriter(hostile)) {
+            db.query("SELECT usename FROM pg_stat_activity WHERE application_name = 'onceflow-hostile-writer-0'",
+                    row -> assertThat(row.getString(1)).as("the writer runs as the hostile role").isEqualTo(role));
+            write(writer, "a");
+            Thread.sleep(700); // idle in transaction, past every hostile timeout
+            write(writer, "b");
+            writer.flush(false);
+            Thread.sleep(700);
+            PostgresCommittable committable = writer.prepareCommit().iterator().next();
+            writer.snapshotState(1);
+            Thread.sleep(700); // idle between transactions
+            assertThat(commit(hostile, committable)).extracting(r -> r.outcome).containsExactly(Outcome.COMMITTED);
+            commit(hostile, checkpoint(writer, 2, "c"));
+        }
+        assertThat(db.deliveriesById()).containsOnlyKeys("a", "b", "c");
+    }
+
+    @Test
+    void aCommitByAnotherRoleSaysWhichRoleOwnsTheTransaction() throws Exception {
+        assumeTrue(TestPostgres.shared().canRestart(), "creates roles that log in without a password: embedded server only");
+        String role = "other_" + Long.toHexString(System.nanoTime());
+        db.execute("CREATE ROLE " + role + " LOGIN");
+        PostgresCommittable committable;
+        try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
+            committable = checkpoint(writer, 1, "a");
+        }
+        PostgresSinkConfig otherRole = db.builderAs("job", role).build().config();
+
+        assertThatThrownBy(() -> commit(otherRole, committable))
+                .isInstanceOf(IOException.class)
+                .hasMessageContaining("belongs to database role '" + db.database.user() + "'")
+                .hasMessageContaining("Run the job as '" + db.database.user() + "'");
+        assertThat(commit(config, committable)).extracting(r -> r.outcome).containsExactly(Outcome.COMMITTED);
+    }
+
+    @Test
+    void twoOverlappingCommittersRetryABusyTransactionInsteadOfFailing() {
+        assertThat(PostgresCommitter.isTransient(new SQLException("prepared transaction is busy", "55000"))).isTrue();
+        assertThat(PostgresCommitter.isTransient(new SQLException("permission denied", "42501"))).isFalse();
+    }
+
+    @Test
+    void theWritersTableNamesTheHolderOfEachIndex() throws Exception {
+        try (PostgresExactlyOnceWriter writer = SinkDatabase.writer(config, db.attempt(0, 1, OptionalLong.of(5)))) {
+            db.query("SELECT run, restored_checkpoint, claimed_by_subtask, job_id FROM "
+                    + PostgresSinkBuilder.DEFAULT_WRITERS_TABLE + " WHERE sink_prefix = 'job'", row -> {
+                        assertThat(row.getLong(1)).isEqualTo(config.run());
+                        assertThat(row.getLong(2)).isEqualTo(5);
+                        assertThat(row.getInt(3)).isZero();
+                        assertThat(row.getString(4)).isEqualTo("test-job-id");
+                    });
+        }
+    }
+}
