@@ -98,7 +98,8 @@ final class SinkStart {
     static List<String> pendingKafkaTransactions(OnceflowConfig config) {
         Properties properties = config.kafkaClientProperties();
         properties.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, config.bootstrapServers());
-        properties.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, (int) KAFKA_TIMEOUT_MS);
+        properties.putIfAbsent(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, (int) KAFKA_TIMEOUT_MS);
+        properties.putIfAbsent(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, (int) KAFKA_TIMEOUT_MS);
         List<String> sinkPrefixes = KafkaSinks.transactionalIdPrefixes(config.transactionalIdPrefix());
         try (Admin admin = Admin.create(properties)) {
             List<String> pending = new ArrayList<>();

@@ -15,12 +15,14 @@ import java.util.Random;
  * @param eventsPerSecond the producer's rate limit
  * @param seed orders the faults and picks their moments; printed so that a failing run can be repeated
  */
-record ChaosPlan(long minimumEvents, int eventsPerSecond, int taskManagerKills, int brokerRestarts,
-        int postgresRestarts, int upgrades, long seed) {
+record ChaosPlan(long minimumEvents, int eventsPerSecond, int taskManagerKills, int taskManagerPauses,
+        int brokerRestarts, int postgresRestarts, int upgrades, long seed) {
 
     /** One fault. */
     enum Fault {
         KILL_TASK_MANAGER,
+        /** SIGSTOP past the heartbeat timeout, SIGCONT once the job runs elsewhere: a zombie wakes up. */
+        PAUSE_TASK_MANAGER,
         RESTART_KAFKA_BROKER,
         RESTART_POSTGRES,
         UPGRADE_WITH_RESCALE
@@ -31,6 +33,7 @@ record ChaosPlan(long minimumEvents, int eventsPerSecond, int taskManagerKills, 
                 Long.getLong("chaos.events", 100_000),
                 Integer.getInteger("chaos.rate", 1_500),
                 Integer.getInteger("chaos.taskManagerKills", 3),
+                Integer.getInteger("chaos.taskManagerPauses", 1),
                 Integer.getInteger("chaos.brokerRestarts", 1),
                 Integer.getInteger("chaos.postgresRestarts", 1),
                 Integer.getInteger("chaos.upgrades", 1),
@@ -41,6 +44,7 @@ record ChaosPlan(long minimumEvents, int eventsPerSecond, int taskManagerKills, 
     List<Fault> faultsInOrder(Random random) {
         List<Fault> faults = new ArrayList<>();
         faults.addAll(Collections.nCopies(taskManagerKills, Fault.KILL_TASK_MANAGER));
+        faults.addAll(Collections.nCopies(taskManagerPauses, Fault.PAUSE_TASK_MANAGER));
         faults.addAll(Collections.nCopies(brokerRestarts, Fault.RESTART_KAFKA_BROKER));
         faults.addAll(Collections.nCopies(postgresRestarts, Fault.RESTART_POSTGRES));
         faults.addAll(Collections.nCopies(upgrades, Fault.UPGRADE_WITH_RESCALE));

@@ -28,12 +28,18 @@ import org.junit.jupiter.api.Test;
 /**
  * The exactly-once guarantee on a real deployment: a Flink standalone cluster (JobManager and two
  * TaskManagers, each its own JVM), a Kafka broker and PostgreSQL as their own processes, the job jar
- * submitted over REST. While a producer keeps writing events with duplicates and poison, the run
- * kills TaskManagers with {@code kill -9} (some during a checkpoint) and starts fresh ones, kills and
- * restarts the broker, restarts PostgreSQL, and upgrades the job through a savepoint with another
- * parallelism and changed settings. Once the producer stopped and the job drained, the audit command
- * (its own JVM, the job's configuration, JSON report) must find every id exactly once in the output
- * topic and in PostgreSQL, and every poison record once in the dead-letter topic.
+ * submitted over REST. While a producer keeps writing events with duplicates, poison and records the
+ * database refuses (a CHECK constraint of the user's), the run kills TaskManagers with
+ * {@code kill -9} (some during a checkpoint) and starts fresh ones, pauses TaskManagers with SIGSTOP
+ * past the heartbeat timeout and wakes them with SIGCONT once the job runs elsewhere (their attempts
+ * wake up as zombies), kills and restarts the broker, restarts PostgreSQL, and upgrades the job
+ * through a savepoint with another parallelism and changed settings. The job's database role has
+ * hostile defaults (short idle and transaction timeouts, serializable isolation). Once the producer
+ * stopped and the job drained, the audit command (its own JVM, the job's configuration, JSON report)
+ * must find every id exactly once in the output topic, once in PostgreSQL's table or, for the refused
+ * ones, its rejects table, every poison record once in the dead-letter topic, and no prepared
+ * transaction left; and the job must never have gone more than two minutes without a completed
+ * checkpoint.
  *
  * <p>Sizes come from {@link ChaosPlan}: a short run by default, {@code mvn -Pchaos verify} for the long one.
  */
@@ -46,12 +52,22 @@ class ClusterChaosIT {
     private static final int MAX_MESSAGE_BYTES = 4096;
     private static final int MAX_ID_LENGTH = 64;
     private static final Duration RECOVERY_TIMEOUT = Duration.ofMinutes(3);
+    /** The longest the job may go without completing a checkpoint. */
+    private static final Duration LONGEST_STALL = Duration.ofMinutes(2);
+    /** How long a woken zombie TaskManager runs before the test removes it. */
+    private static final Duration ZOMBIE_GRACE = Duration.ofSeconds(20);
+    private static final String JOB_ROLE = "onceflow_chaos";
+    /** Role defaults a DBA might have set, each of which would break a sink that did not pin its sessions. */
+    private static final List<String> HOSTILE_ROLE_DEFAULTS = List.of(
+            "idle_in_transaction_session_timeout = '1s'", "idle_session_timeout = '2s'", "transaction_timeout = '3s'",
+            "default_transaction_isolation = 'serializable'", "statement_timeout = '3s'", "lock_timeout = '100ms'",
+            "synchronous_commit = off");
 
     private ClusterHarness harness;
     private FlinkRestClient rest;
     private final Map<String, String> jobSettings = new TreeMap<>();
     private final Map<ChaosPlan.Fault, Integer> faultsDone = new EnumMap<>(ChaosPlan.Fault.class);
-    private String jobId;
+    private volatile String jobId;
     private long restartsOfEarlierJobs;
     private int killsDuringCheckpoint;
 
@@ -67,9 +83,13 @@ class ClusterChaosIT {
             defineJob(cluster);
             String jarId = rest.uploadJar(ClusterHarness.jobJar());
             jobId = rest.runJar(jarId, jobArgs(INITIAL_PARALLELISM), null);
+            // the job's start created the tables; now the user's rule that some accepted events break
+            cluster.postgres().execute("ALTER TABLE onceflow_events ADD CONSTRAINT chaos_refuses CHECK (payload->>'"
+                    + ContinuousProducer.REFUSED_FIELD + "' IS NULL)");
             awaitRecovered(0);
 
-            try (ContinuousProducer producer = new ContinuousProducer(cluster.kafka().bootstrapServers(),
+            try (ProgressWatch progress = new ProgressWatch();
+                    ContinuousProducer producer = new ContinuousProducer(cluster.kafka().bootstrapServers(),
                     jobSettings.get("input.topics"), plan.minimumEvents(), plan.eventsPerSecond(),
                     MAX_MESSAGE_BYTES, MAX_ID_LENGTH)) {
                 producer.start();
@@ -85,14 +105,19 @@ class ClusterChaosIT {
 
                 awaitDrained();
                 System.out.printf("%6.1fs  drained%n", seconds(started));
+                Duration longestStall = progress.longestStall();
+                long zombieSessionsEnded = cluster.flink().logLinesContaining("terminating the session of an older attempt");
+                long zombiesStopped = cluster.flink().logLinesContaining("is a zombie");
                 long restarts = restartsOfEarlierJobs + Math.max(0, rest.jobMetric(jobId, "numRestarts"));
                 ClusterHarness.AuditOutcome audit = cluster.audit(jobArgs(0), Duration.ofMinutes(10));
                 JsonNode report = audit.report();
                 System.out.printf("%6.1fs  audit exit %d%n%s%n", seconds(started), audit.exitCode(), report);
-                System.out.printf("SUMMARY events=%d uniqueIds=%d poison=%d faults=%s killsDuringCheckpoint=%d "
-                                + "jobRestarts=%d auditClean=%s durationSeconds=%.0f seed=%d%n",
-                        truth.records(), truth.uniqueIds(), truth.poisonRecords(), faultsDone, killsDuringCheckpoint,
-                        restarts, report.path("clean").asBoolean(), seconds(started), plan.seed());
+                System.out.printf("SUMMARY events=%d uniqueIds=%d poison=%d refusedByDatabase=%d faults=%s"
+                                + " killsDuringCheckpoint=%d zombieSessionsEnded=%d zombieAttemptsStopped=%d jobRestarts=%d"
+                                + " longestStallSeconds=%d auditClean=%s durationSeconds=%.0f seed=%d%n",
+                        truth.records(), truth.uniqueIds(), truth.poisonRecords(), truth.refusedIds(), faultsDone,
+                        killsDuringCheckpoint, zombieSessionsEnded, zombiesStopped, restarts, longestStall.toSeconds(),
+                        report.path("clean").asBoolean(), seconds(started), plan.seed());
 
                 assertThat(report.path("problems")).as("audit problems").isEmpty();
                 assertThat(audit.exitCode()).as("audit exit code").isZero();
@@ -104,7 +129,17 @@ class ClusterChaosIT {
                 assertThat(report.path("deadLetters").path("records").asLong()).as("dead letters")
                         .isEqualTo(truth.poisonRecords());
                 assertThat(report.path("postgres").path("rows").asLong()).as("PostgreSQL rows")
-                        .isEqualTo(truth.uniqueIds());
+                        .isEqualTo(truth.uniqueIds() - truth.refusedIds());
+                assertThat(report.path("postgres").path("rejected").path("count").asLong())
+                        .as("rows refused by the database, each in the rejects table").isEqualTo(truth.refusedIds());
+                assertThat(report.path("postgres").path("rejectsBySqlState").path("23514").asLong())
+                        .as("refused by the CHECK constraint").isEqualTo(truth.refusedIds());
+                assertThat(report.path("postgres").path("maxDeliveries").asLong()).as("max deliveries").isEqualTo(1);
+                assertThat(longestStall).as("longest time without a completed checkpoint").isLessThan(LONGEST_STALL);
+                if (faultsDone.getOrDefault(ChaosPlan.Fault.PAUSE_TASK_MANAGER, 0) > 0) {
+                    assertThat(zombieSessionsEnded).as("sessions of paused attempts ended by their successors")
+                            .isPositive();
+                }
                 assertThat(truth.records()).isGreaterThanOrEqualTo(plan.minimumEvents());
                 assertThat(faultsDone.values().stream().mapToInt(Integer::intValue).sum()).isEqualTo(faults.size());
             }
@@ -134,7 +169,13 @@ class ClusterChaosIT {
         // the job also writes to PostgreSQL (which the run restarts); the audit checks its rows,
         // deliveries and leftover prepared transactions with the same properties file
         jobSettings.put("postgres.url", cluster.postgres().jdbcUrl());
-        jobSettings.put("postgres.user", cluster.postgres().user());
+        jobSettings.put("postgres.user", JOB_ROLE);
+        jobSettings.put("postgres.sink.prefix", name);
+        cluster.postgres().execute("CREATE ROLE " + JOB_ROLE + " LOGIN", "GRANT CREATE, USAGE ON SCHEMA public TO "
+                + JOB_ROLE);
+        for (String setting : HOSTILE_ROLE_DEFAULTS) {
+            cluster.postgres().execute("ALTER ROLE " + JOB_ROLE + " SET " + setting);
+        }
         writeJobProperties();
     }
 
@@ -165,6 +206,10 @@ class ClusterChaosIT {
         long checkpointsBefore = completedCheckpoints();
         switch (fault) {
             case KILL_TASK_MANAGER -> killTaskManager(random);
+            case PAUSE_TASK_MANAGER -> {
+                pauseTaskManagerUntilTheJobRunsElsewhere(random, checkpointsBefore);
+                checkpointsBefore = completedCheckpoints();
+            }
             case RESTART_KAFKA_BROKER -> harness.kafka().killAndRestart();
             case RESTART_POSTGRES -> harness.postgres().restart();
             case UPGRADE_WITH_RESCALE -> {
@@ -182,6 +227,37 @@ class ClusterChaosIT {
      */
     private void killTaskManager(Random random) throws Exception {
         FlinkStandaloneCluster flink = harness.flink();
+        FlinkStandaloneCluster.TaskManager victim = busyTaskManager(random);
+        if (random.nextBoolean() && awaitCheckpointInProgress(Duration.ofSeconds(15))) {
+            killsDuringCheckpoint++;
+        }
+        flink.kill(victim);
+        flink.startTaskManager();
+    }
+
+    /**
+     * SIGSTOP of a busy TaskManager (its sockets, PostgreSQL sessions included, stay open), a fresh
+     * TaskManager in its place, and SIGCONT once the job has recovered on the others: its tasks wake
+     * up as zombies, mid-write or mid-checkpoint, unaware of the restart. After a grace period in which
+     * they may do their worst, the old TaskManager is removed.
+     */
+    private void pauseTaskManagerUntilTheJobRunsElsewhere(Random random, long checkpointsBefore) throws Exception {
+        FlinkStandaloneCluster flink = harness.flink();
+        FlinkStandaloneCluster.TaskManager sleeper = busyTaskManager(random);
+        awaitCheckpointInProgress(Duration.ofSeconds(15)); // freeze it mid-checkpoint when possible
+        sleeper.process().pause();
+        flink.startTaskManager();
+        System.out.println("        paused " + sleeper.resourceId() + "; the JobManager gives up on it within "
+                + flink.heartbeatTimeout().toSeconds() + " s");
+        awaitRecovered(checkpointsBefore);
+        sleeper.process().resume();
+        System.out.println("        resumed " + sleeper.resourceId() + " after the job recovered elsewhere");
+        Thread.sleep(ZOMBIE_GRACE.toMillis());
+        flink.kill(sleeper);
+    }
+
+    private FlinkStandaloneCluster.TaskManager busyTaskManager(Random random) throws IOException {
+        FlinkStandaloneCluster flink = harness.flink();
         List<String> busy = rest.taskManagers().stream()
                 .filter(FlinkRestClient.TaskManagerSlots::runsTasks)
                 .map(FlinkRestClient.TaskManagerSlots::id)
@@ -192,12 +268,7 @@ class ClusterChaosIT {
         if (candidates.isEmpty()) {
             candidates = flink.taskManagers();
         }
-        FlinkStandaloneCluster.TaskManager victim = candidates.get(random.nextInt(candidates.size()));
-        if (random.nextBoolean() && awaitCheckpointInProgress(Duration.ofSeconds(15))) {
-            killsDuringCheckpoint++;
-        }
-        flink.kill(victim);
-        flink.startTaskManager();
+        return candidates.get(random.nextInt(candidates.size()));
     }
 
     private boolean awaitCheckpointInProgress(Duration timeout) throws Exception {
@@ -275,6 +346,58 @@ class ClusterChaosIT {
             }
         }
         awaitRecovered(completedCheckpoints() + 1);
+    }
+
+    /**
+     * Samples the current job's completed checkpoints every second and keeps the longest time without
+     * a new one (or a new job, which follows the upgrade's savepoint).
+     */
+    private final class ProgressWatch implements AutoCloseable {
+        private final Thread thread = new Thread(this::watch, "chaos-progress-watch");
+        private volatile boolean stopped;
+        private volatile long longestStallNanos;
+
+        ProgressWatch() {
+            thread.setDaemon(true);
+            thread.start();
+        }
+
+        private void watch() {
+            String watchedJob = null;
+            long lastCompleted = -1;
+            long lastProgress = System.nanoTime();
+            while (!stopped) {
+                try {
+                    String job = jobId;
+                    long completed = rest.checkpointCounts(job).path("completed").asLong();
+                    // an upgrade's new job follows a completed savepoint: progress too
+                    if (!job.equals(watchedJob) || completed > lastCompleted) {
+                        lastProgress = System.nanoTime();
+                        watchedJob = job;
+                        lastCompleted = completed;
+                    }
+                } catch (IOException | RuntimeException jobManagerBusy) {
+                    // a busy or restarting JobManager is no progress; keep the clock running
+                }
+                longestStallNanos = Math.max(longestStallNanos, System.nanoTime() - lastProgress);
+                try {
+                    Thread.sleep(1_000);
+                } catch (InterruptedException e) {
+                    return;
+                }
+            }
+        }
+
+        Duration longestStall() {
+            return Duration.ofNanos(longestStallNanos);
+        }
+
+        @Override
+        public void close() throws InterruptedException {
+            stopped = true;
+            thread.interrupt();
+            thread.join(5_000);
+        }
     }
 
     private static double seconds(long startNanos) {

@@ -3,6 +3,7 @@ package io.onceflow.chaos;
 import io.onceflow.tools.generator.EventGenerator;
 import io.onceflow.tools.generator.GeneratedInput;
 import io.onceflow.tools.generator.GeneratorSpec;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Properties;
@@ -11,14 +12,18 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /**
  * Keeps writing generated input (duplicates and poison included) at a bounded rate on its own thread,
  * in chunks of {@link EventGenerator} runs with distinct seeds, until asked to stop and at least the
  * minimum number of records is out. Now and then it re-sends a whole earlier chunk byte for byte, so
- * duplicates also straddle checkpoints, restarts and savepoints. Keeps the ground truth: how many
- * records, unique ids and poison records went out.
+ * duplicates also straddle checkpoints, restarts and savepoints. Each chunk also carries a few
+ * valid records that the job accepts but the database refuses ({@link #REFUSED_FIELD}, which the
+ * test's CHECK constraint forbids). Keeps the ground truth: how many records, unique ids, poison
+ * records and refused ids went out.
  *
  * <p>The producer waits out broker restarts (long delivery timeout, idempotence) rather than fail.
  */
@@ -26,6 +31,9 @@ final class ContinuousProducer implements AutoCloseable {
     private static final int CHUNK_RECORDS = 1_000;
     /** One chunk in this many re-sends an earlier chunk. */
     private static final int RESEND_EVERY = 10;
+    /** Records per chunk that PostgreSQL refuses (they carry this field). */
+    private static final int REFUSED_PER_CHUNK = 3;
+    static final String REFUSED_FIELD = "refusedByTheDatabase";
 
     private final String bootstrapServers;
     private final String topic;
@@ -40,6 +48,7 @@ final class ContinuousProducer implements AutoCloseable {
     private final List<Long> sentSeeds = new ArrayList<>();
     private long uniqueIds;
     private long poisonRecords;
+    private long refusedIds;
     private volatile Throwable failure;
 
     ContinuousProducer(String bootstrapServers, String topic, long minimumRecords, int recordsPerSecond,
@@ -76,14 +85,21 @@ final class ContinuousProducer implements AutoCloseable {
                 long seed = resend ? sentSeeds.get(random.nextInt(sentSeeds.size())) : 1_000L + sentSeeds.size();
                 GeneratedInput chunk = new EventGenerator(new GeneratorSpec(
                         CHUNK_RECORDS, 0.10, 0.02, 0, maxMessageBytes, maxIdLength, seed)).produce(producer, topic);
+                for (int i = 0; i < REFUSED_PER_CHUNK; i++) {
+                    String id = "refused-" + seed + "-" + i;
+                    producer.send(new ProducerRecord<>(topic, null, null, utf8(id),
+                            utf8("{\"id\":\"" + id + "\",\"" + REFUSED_FIELD + "\":true}"),
+                            List.of(new RecordHeader(EventGenerator.ID_HEADER, utf8(id)))));
+                }
                 synchronized (this) {
                     if (!resend) {
                         sentSeeds.add(seed);
-                        uniqueIds += chunk.uniqueIds().size();
+                        uniqueIds += chunk.uniqueIds().size() + REFUSED_PER_CHUNK;
+                        refusedIds += REFUSED_PER_CHUNK;
                     }
                     poisonRecords += chunk.poisonRecords();
                 }
-                long sent = recordsSent.addAndGet(chunk.records());
+                long sent = recordsSent.addAndGet(chunk.records() + REFUSED_PER_CHUNK);
                 long dueNanos = started + sent * 1_000_000_000L / recordsPerSecond;
                 long aheadMillis = (dueNanos - System.nanoTime()) / 1_000_000;
                 if (aheadMillis > 0) {
@@ -110,12 +126,20 @@ final class ContinuousProducer implements AutoCloseable {
             throw new IllegalStateException("the producer failed", failure);
         }
         synchronized (this) {
-            return new GroundTruth(recordsSent.get(), uniqueIds, poisonRecords);
+            return new GroundTruth(recordsSent.get(), uniqueIds, poisonRecords, refusedIds);
         }
     }
 
-    /** What went into the input topic. */
-    record GroundTruth(long records, long uniqueIds, long poisonRecords) {}
+    /**
+     * What went into the input topic.
+     *
+     * @param refusedIds unique ids (among {@code uniqueIds}) that PostgreSQL refuses
+     */
+    record GroundTruth(long records, long uniqueIds, long poisonRecords, long refusedIds) {}
+
+    private static byte[] utf8(String text) {
+        return text.getBytes(StandardCharsets.UTF_8);
+    }
 
     @Override
     public void close() throws InterruptedException {

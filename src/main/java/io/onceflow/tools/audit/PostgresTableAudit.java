@@ -26,10 +26,25 @@ final class PostgresTableAudit {
         this.settings = settings;
     }
 
+    /**
+     * One consistent, read-only snapshot for all three reads, however long the scan takes: role or
+     * database defaults (a statement or transaction timeout, idle timeouts) are not the audit's.
+     */
+    private static void pinSessionSettings(Connection connection) throws SQLException {
+        try (Statement statement = connection.createStatement()) {
+            statement.execute("SET statement_timeout = 0; SET lock_timeout = 0;"
+                    + " SET idle_in_transaction_session_timeout = 0;"
+                    + " SELECT set_config('transaction_timeout', '0', false)"
+                    + " WHERE current_setting('server_version_num')::int >= 170000;"
+                    + " SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
+        }
+    }
+
     /** @param expectedIds every accepted id of the input */
     void audit(Set<String> expectedIds, AuditReport report) {
         report.postgresAudited = true;
         try (Connection connection = DriverManager.getConnection(settings.url(), settings.user(), settings.password())) {
+            pinSessionSettings(connection);
             connection.setAutoCommit(false); // a cursor, so the driver honours the fetch size
             Set<String> seen = new HashSet<>(expectedIds.size() * 2);
             try (Statement statement = connection.createStatement()) {

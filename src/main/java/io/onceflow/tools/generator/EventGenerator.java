@@ -25,7 +25,8 @@ import org.apache.kafka.common.header.internals.RecordHeader;
  * no storage and 10M-record runs fit in memory (two longs per id).
  */
 public final class EventGenerator {
-    static final String ID_HEADER = "message-id";
+    /** The header the generated records carry their id in (the job's default id source). */
+    public static final String ID_HEADER = "message-id";
 
     private static final List<DeadLetterReason> POISON_KINDS = Arrays.asList(
             DeadLetterReason.MALFORMED_JSON,

@@ -16,6 +16,7 @@ import org.apache.flink.configuration.ConfigOption;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.CoreOptions;
 import org.apache.flink.configuration.GlobalConfiguration;
+import org.apache.flink.configuration.HeartbeatManagerOptions;
 
 /**
  * A Flink 2.2 standalone session cluster as users run it: one JobManager and any number of
@@ -151,6 +152,36 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
         FileUtils.deleteQuietly(taskManager.directory().toFile());
     }
 
+    private Path logDirectory() {
+        Path logs = directory.resolve("logs");
+        try {
+            Files.createDirectories(logs);
+        } catch (IOException e) {
+            throw new IllegalStateException("could not create " + logs, e);
+        }
+        return logs;
+    }
+
+    /** How many lines of every JobManager and TaskManager log so far, also of killed ones, contain {@code text}. */
+    public long logLinesContaining(String text) {
+        try (Stream<Path> logs = Files.list(logDirectory())) {
+            return logs.filter(log -> log.getFileName().toString().endsWith(".log")).mapToLong(log -> {
+                try (Stream<String> lines = Files.lines(log)) {
+                    return lines.filter(line -> line.contains(text)).count();
+                } catch (IOException | java.io.UncheckedIOException unreadable) {
+                    return 0;
+                }
+            }).sum();
+        } catch (IOException e) {
+            throw new IllegalStateException("could not list " + logDirectory(), e);
+        }
+    }
+
+    /** How long the JobManager waits for a silent TaskManager before it declares it lost. */
+    public Duration heartbeatTimeout() {
+        return GlobalConfiguration.loadConfiguration(confDir.toString()).get(HeartbeatManagerOptions.HEARTBEAT_TIMEOUT);
+    }
+
     public List<TaskManager> taskManagers() {
         return List.copyOf(taskManagers);
     }
@@ -185,14 +216,15 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
         List<String> jvmOptions = new ArrayList<>(splitOptions(resourceParams.get(0)));
         jvmOptions.addAll(splitOptions(conf.get(CoreOptions.FLINK_JVM_OPTIONS)));
         jvmOptions.addAll(splitOptions(conf.get(roleJvmOptions)));
-        jvmOptions.add("-Dlog.file=" + workDirectory.resolve(name + ".log"));
+        // logs outside the working directory, which kill() deletes: they are evidence after the run
+        jvmOptions.add("-Dlog.file=" + logDirectory().resolve(name + ".log"));
         jvmOptions.add("-Dlog4j.configurationFile=" + confDir.resolve("log4j.properties").toUri());
         jvmOptions.add("-Djava.io.tmpdir=" + workDirectory.resolve("tmp"));
         List<String> args = new ArrayList<>(List.of("--configDir", confDir.toString()));
         args.addAll(extraArgs);
         args.addAll(splitOptions(resourceParams.get(1)));
         return JvmProcess.start(name, jvmOptions, ServiceClasspath.flink(), mainClass, args,
-                workDirectory.resolve(name + ".out"));
+                logDirectory().resolve(name + ".out"));
     }
 
     /**

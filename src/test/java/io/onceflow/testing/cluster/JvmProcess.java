@@ -81,9 +81,36 @@ public final class JvmProcess {
         return process.isAlive();
     }
 
+    /**
+     * SIGSTOP: the whole process freezes, as in a long GC pause, a frozen VM or a host cut off the
+     * network, while its sockets stay open. Peers see a silent, not a dead, process.
+     */
+    public void pause() {
+        signal("STOP");
+    }
+
+    /** SIGCONT: a paused process runs on from where it stopped, unaware of the time that passed. */
+    public void resume() {
+        signal("CONT");
+    }
+
+    private void signal(String signal) {
+        try {
+            Process kill = new ProcessBuilder("kill", "-" + signal, String.valueOf(pid())).inheritIO().start();
+            if (!kill.waitFor(10, TimeUnit.SECONDS) || kill.exitValue() != 0) {
+                throw new IllegalStateException("kill -" + signal + " " + this + " failed");
+            }
+        } catch (IOException e) {
+            throw new IllegalStateException("could not send SIG" + signal + " to " + this, e);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while signalling " + this, e);
+        }
+    }
+
     /** SIGKILL, then waits until the operating system has reaped the process. */
     public void kill() {
-        process.destroyForcibly();
+        process.destroyForcibly(); // also ends a paused process: SIGKILL needs no cooperation
         awaitExit(Duration.ofSeconds(30));
     }
 

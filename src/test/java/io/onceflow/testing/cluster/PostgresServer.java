@@ -2,6 +2,10 @@ package io.onceflow.testing.cluster;
 
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.io.IOException;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.SQLException;
+import java.sql.Statement;
 import java.nio.file.Path;
 
 /**
@@ -51,6 +55,18 @@ public final class PostgresServer implements AutoCloseable {
 
     public String user() {
         return "postgres";
+    }
+
+    /** Runs {@code statements} as the superuser, in the {@code postgres} database. */
+    public void execute(String... statements) {
+        try (Connection connection = DriverManager.getConnection(jdbcUrl(), user(), "");
+                Statement statement = connection.createStatement()) {
+            for (String sql : statements) {
+                statement.execute(sql);
+            }
+        } catch (SQLException e) {
+            throw new IllegalStateException("could not run " + String.join("; ", statements), e);
+        }
     }
 
     /**

@@ -1,0 +1,124 @@
+package io.onceflow.job;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.onceflow.config.OnceflowConfig;
+import io.onceflow.testing.FailureInjector;
+import io.onceflow.testing.MiniClusters;
+import io.onceflow.testing.PipelineScenario;
+import io.onceflow.tools.audit.AuditReport;
+import io.onceflow.tools.generator.GeneratedInput;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Comparator;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.RestartStrategyOptions;
+import org.apache.flink.configuration.StateRecoveryOptions;
+import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer;
+import org.apache.flink.core.execution.JobClient;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.test.junit5.MiniClusterExtension;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * After a crash, the last completed checkpoint's output may still be pending in the sinks while the
+ * consumer group's offsets are past its input: a fresh start would discard it. The start refuses,
+ * names the latest retained checkpoint and the command to resume from it; resuming from it then
+ * delivers every id exactly once.
+ */
+class FreshStartIT {
+    private static final long RECORDS = 6_000;
+
+    @RegisterExtension
+    static final MiniClusterExtension FLINK = MiniClusters.fourSlots();
+
+    @TempDir
+    Path checkpoints;
+
+    @Test
+    void aFreshStartAfterACrashIsRefusedAndResumingFromTheNamedCheckpointLosesNothing() throws Exception {
+        PipelineScenario scenario = new PipelineScenario("fresh-start").withPostgres()
+                .with("checkpoint.dir", checkpoints.toUri().toString());
+        GeneratedInput truth = scenario.produce(RECORDS, 11);
+        OnceflowConfig config = scenario.config();
+
+        // The first run dies between a checkpoint's snapshot and its completion, and is not restarted.
+        FailureInjector crash = new FailureInjector(scenario.name, FailureInjector.Moment.AFTER_SNAPSHOT_BEFORE_COMPLETION,
+                RECORDS / 3).pacedAt(500);
+        StreamExecutionEnvironment first = environment(config, null);
+        OnceflowPipeline.define(first,
+                OnceflowJob.kafkaSourceBuilder(config).setBounded(OffsetsInitializer.latest()).build(),
+                OnceflowJob.startSinks(first, config), config.dedupTtl(), crash);
+        JobClient crashed = first.executeAsync(scenario.name);
+        assertThatThrownBy(() -> crashed.getJobExecutionResult().get(2, TimeUnit.MINUTES))
+                .isInstanceOf(ExecutionException.class);
+        assertThat(FailureInjector.fired(scenario.name)).isTrue();
+        String latest = latestRetainedCheckpoint(crashed);
+
+        assertThatThrownBy(() -> OnceflowJob.startSinks(environment(config, null), config))
+                .isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("from an earlier run")
+                .hasMessageContaining("fresh.start.pending=discard")
+                .hasMessageContaining("resume with: flink run -s ")
+                .hasMessageContaining(crashed.getJobID() + "/" + Path.of(java.net.URI.create(latest)).getFileName());
+
+        StreamExecutionEnvironment resumed = environment(config, latest);
+        OnceflowPipeline.define(resumed,
+                OnceflowJob.kafkaSourceBuilder(config).setBounded(OffsetsInitializer.latest()).build(),
+                OnceflowJob.startSinks(resumed, config), config.dedupTtl(), EventProcessor.passThrough());
+        resumed.execute(scenario.name + "-resumed");
+
+        AuditReport audit = scenario.audit();
+        assertThat(audit.problems()).isEmpty();
+        assertThat(audit.outputRecords()).isEqualTo(truth.uniqueIds().size());
+        assertThat(audit.postgresRows()).isEqualTo(truth.uniqueIds().size());
+    }
+
+    @Test
+    void discardingPendingWorkIsAChoiceTheUserMakes() throws Exception {
+        PipelineScenario scenario = new PipelineScenario("fresh-discard").withPostgres()
+                .with("checkpoint.dir", checkpoints.toUri().toString());
+        scenario.produce(RECORDS, 12);
+        OnceflowConfig config = scenario.config();
+        FailureInjector crash = new FailureInjector(scenario.name, FailureInjector.Moment.AFTER_SNAPSHOT_BEFORE_COMPLETION,
+                RECORDS / 3).pacedAt(500);
+        StreamExecutionEnvironment first = environment(config, null);
+        OnceflowPipeline.define(first,
+                OnceflowJob.kafkaSourceBuilder(config).setBounded(OffsetsInitializer.latest()).build(),
+                OnceflowJob.startSinks(first, config), config.dedupTtl(), crash);
+        JobClient crashed = first.executeAsync(scenario.name);
+        assertThatThrownBy(() -> crashed.getJobExecutionResult().get(2, TimeUnit.MINUTES))
+                .isInstanceOf(ExecutionException.class);
+
+        OnceflowConfig discarding = scenario.with("fresh.start.pending", "discard").config();
+        assertThat(OnceflowJob.startSinks(environment(discarding, null), discarding).postgres()).isPresent();
+    }
+
+    private static StreamExecutionEnvironment environment(OnceflowConfig config, String restoreFrom) {
+        Configuration flink = OnceflowJob.flinkConfiguration(config);
+        flink.set(RestartStrategyOptions.RESTART_STRATEGY, "none");
+        if (restoreFrom != null) {
+            flink.set(StateRecoveryOptions.SAVEPOINT_PATH, restoreFrom);
+        }
+        return StreamExecutionEnvironment.getExecutionEnvironment(flink);
+    }
+
+    private String latestRetainedCheckpoint(JobClient job) throws Exception {
+        Path jobDirectory = checkpoints.resolve(job.getJobID().toString());
+        try (Stream<Path> children = Files.list(jobDirectory)) {
+            return children
+                    .filter(path -> path.getFileName().toString().startsWith("chk-"))
+                    .filter(path -> Files.exists(path.resolve("_metadata")))
+                    .max(Comparator.comparingLong(path -> Long.parseLong(path.getFileName().toString().substring(4))))
+                    .orElseThrow(() -> new AssertionError("no retained checkpoint in " + jobDirectory))
+                    .toUri()
+                    .toString();
+        }
+    }
+}
