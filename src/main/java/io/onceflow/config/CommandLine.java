@@ -9,43 +9,85 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.Set;
 
 /**
- * Settings from {@code --key value} arguments, on top of the properties file named by {@code
- * --config FILE} if any, and the problems found reading them.
+ * Settings from {@code --key value} or {@code --key=value} arguments, on top of the properties
+ * file named by {@code --config FILE} if any; the command's own flags (e.g. {@code --help}) and
+ * options (e.g. the audit's {@code --format}); and the problems found reading them.
+ *
+ * <p>No problem ever quotes a value, nor anything after the {@code =} of an argument: a value may
+ * be a secret whose key was mistyped.
  */
-record CommandLine(Map<String, String> settings, List<String> problems) {
+record CommandLine(
+        Map<String, String> settings,
+        Set<String> flags,
+        Map<String, String> commandOptions,
+        List<String> problems) {
     private static final String CONFIG_FILE_OPTION = "config";
+    /** Flags every command understands; {@code -h} is the only argument without {@code --}. */
+    static final Set<String> HELP_ARGUMENTS = Set.of("--help", "-h");
 
-    static CommandLine parse(String[] args) {
+    /**
+     * @param flagNames the command's flags without {@code --}, e.g. {@code print-postgres-ddl}
+     * @param optionNames the command's options that take a value, without {@code --}
+     */
+    static CommandLine parse(String[] args, Set<String> flagNames, Set<String> optionNames) {
         List<String> problems = new ArrayList<>();
         Map<String, String> fromArguments = new LinkedHashMap<>();
+        Set<String> flags = new LinkedHashSet<>();
+        Map<String, String> commandOptions = new LinkedHashMap<>();
         int index = 0;
         while (index < args.length) {
             String argument = args[index];
-            if (!argument.startsWith("--") || argument.length() == 2) {
+            int position = index + 1;
+            if (HELP_ARGUMENTS.contains(argument)) {
+                flags.add("help");
+                index++;
+                continue;
+            }
+            int equals = argument.indexOf('=');
+            String key = argument.startsWith("--")
+                    ? argument.substring(2, equals < 0 ? argument.length() : equals)
+                    : "";
+            if (key.isEmpty()) {
                 // Not quoted: a stray value could be a secret whose key was forgotten.
                 problems.add(
                         problem(
                                 "command line",
-                                "argument " + (index + 1) + " is not a --key",
-                                "Pass settings as --key value pairs."));
+                                "argument " + position + " is not a --key",
+                                "Pass settings as --key value or --key=value."));
                 index++;
                 continue;
             }
-            String key = argument.substring(2);
-            if (index + 1 == args.length) {
+            if (flagNames.contains(key)) {
+                if (equals >= 0) {
+                    problems.add(problem("--" + key, "takes no value", "Give it as --" + key + " alone."));
+                }
+                flags.add(key);
+                index++;
+                continue;
+            }
+            String value;
+            if (equals >= 0) {
+                value = argument.substring(equals + 1);
+                index++;
+            } else if (index + 1 < args.length) {
+                value = args[index + 1];
+                index += 2;
+            } else {
                 problems.add(
                         problem(key, "has no value", "Pass it as --" + key + " followed by a value."));
                 break;
             }
-            if (fromArguments.putIfAbsent(key, args[index + 1]) != null) {
+            Map<String, String> target = optionNames.contains(key) ? commandOptions : fromArguments;
+            if (target.putIfAbsent(key, value) != null) {
                 problems.add(problem(key, "is given more than once", "Give it once."));
             }
-            index += 2;
         }
 
         Map<String, String> settings = new HashMap<>();
@@ -54,7 +96,8 @@ record CommandLine(Map<String, String> settings, List<String> problems) {
             settings.putAll(readPropertiesFile(configFile, problems));
         }
         settings.putAll(fromArguments);
-        return new CommandLine(Map.copyOf(settings), List.copyOf(problems));
+        return new CommandLine(
+                Map.copyOf(settings), Set.copyOf(flags), Map.copyOf(commandOptions), List.copyOf(problems));
     }
 
     private static Map<String, String> readPropertiesFile(String file, List<String> problems) {

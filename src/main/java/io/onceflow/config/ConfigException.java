@@ -33,10 +33,15 @@ public final class ConfigException extends IllegalArgumentException {
     }
 
     /**
-     * Formats one problem; {@code whatIsWrong} has no final period (but may end with a question
-     * mark), {@code whatToDo} has one.
+     * Formats one problem as {@code <key>: <what is wrong>. <what to do>}, the form of every
+     * problem onceflow reports, also outside the configuration (e.g. an unreachable service).
+     *
+     * @param key the configuration key (or command-line option) to change
+     * @param whatIsWrong no final period (but may end with a question mark); never a secret
+     * @param whatToDo ends with a period
+     * @return the problem as one line
      */
-    static String problem(String key, String whatIsWrong, String whatToDo) {
+    public static String problem(String key, String whatIsWrong, String whatToDo) {
         String separator = whatIsWrong.endsWith("?") ? " " : ". ";
         return key + ": " + whatIsWrong + separator + whatToDo;
     }

@@ -33,6 +33,7 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalInt;
 import java.util.Properties;
+import java.util.Set;
 import java.util.SortedMap;
 import java.util.regex.Pattern;
 import org.apache.flink.configuration.Configuration;
@@ -130,7 +131,7 @@ public final class OnceflowConfig implements Serializable {
     private final PostgresSettings postgres;
     private final SortedMap<String, String> effectiveSettings;
 
-    private OnceflowConfig(ConfigReader settings) {
+    OnceflowConfig(ConfigReader settings) {
         bootstrapServers = settings.parsed(BOOTSTRAP_SERVERS, ValueParsers::hostAndPortList);
         kafkaClientProperties = readKafkaClientProperties(settings);
         inputTopics = settings.parsed(INPUT_TOPICS, ValueParsers::topicList);
@@ -209,17 +210,15 @@ public final class OnceflowConfig implements Serializable {
     /**
      * Reads the configuration from command-line arguments.
      *
-     * @param args {@code --key value} pairs; {@code --config FILE} first loads a Java properties
-     *     file, whose keys the other arguments override
+     * @param args {@code --key value} or {@code --key=value} pairs; {@code --config FILE} first
+     *     loads a Java properties file, whose keys the other arguments override
      * @param environment environment variables for {@code ${VAR}} substitution, usually {@link
      *     System#getenv()}
      * @return the validated configuration
      * @throws ConfigException listing every problem found
      */
     public static OnceflowConfig fromArgs(String[] args, Map<String, String> environment) {
-        CommandLine commandLine = CommandLine.parse(args);
-        return new OnceflowConfig(
-                new ConfigReader(commandLine.settings(), environment, commandLine.problems()));
+        return ProgramArguments.parse(args, Set.of(), Set.of()).config(environment);
     }
 
     /**
@@ -570,12 +569,12 @@ public final class OnceflowConfig implements Serializable {
         StringBuilder usage =
                 new StringBuilder(
                         """
-                        Usage: onceflow [--config FILE] [--key value ...]
+                        Settings: [--config FILE] [--key value | --key=value ...]
 
-                        Settings are read from the Java properties FILE, then from --key value
-                        pairs, which override the file. ${VAR} or ${VAR:-default} in a value is
-                        replaced from the environment: pass secrets that way. Values are trimmed;
-                        an empty value counts as not set. postgres.* keys apply only when
+                        Settings are read from the Java properties FILE, then from the --key value
+                        (or --key=value) arguments, which override the file. ${VAR} or ${VAR:-default}
+                        in a value is replaced from the environment: pass secrets that way. Values are
+                        trimmed; an empty value counts as not set. postgres.* keys apply only when
                         postgres.url is set.
 
                         """);

@@ -48,6 +48,8 @@ final class ValueParsers {
      * table names can be put into SQL text without any way to inject SQL.
      */
     private static final Pattern SQL_IDENTIFIER = Pattern.compile("[a-zA-Z_][a-zA-Z0-9_]{0,62}");
+    /** An '@' in the authority of a URL: {@code //user:password@host}. */
+    private static final Pattern USER_INFO_IN_URL = Pattern.compile("//[^/?#]*@");
 
     private ValueParsers() {}
 
@@ -223,7 +225,9 @@ final class ValueParsers {
 
     /**
      * Validates a PostgreSQL JDBC URL. A password in the URL is refused because the URL is not a
-     * secret key and would be shown in logs and the Flink web UI.
+     * secret key and would be shown in logs and the Flink web UI; so is user information
+     * ({@code user:password@host}), which the driver would even take for a host name and echo in
+     * its connection errors. Neither problem quotes the URL.
      */
     static String postgresUrl(String text) {
         if (text.toLowerCase(Locale.ROOT).contains("password=")) {
@@ -231,6 +235,12 @@ final class ValueParsers {
                     "contains a password",
                     "Remove it from the URL and set postgres.password (e.g. to ${PGPASSWORD}),"
                             + " which is never shown.");
+        }
+        if (USER_INFO_IN_URL.matcher(text).find()) {
+            throw new InvalidValueException(
+                    "contains user information (user:password@host)",
+                    "Remove it from the URL and set postgres.user and postgres.password (e.g. to"
+                            + " ${PGPASSWORD}), which is never shown.");
         }
         if (!text.startsWith("jdbc:postgresql:")) {
             throw new InvalidValueException(

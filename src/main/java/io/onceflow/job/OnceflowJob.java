@@ -1,21 +1,24 @@
 package io.onceflow.job;
 
-import io.onceflow.config.ConfigException;
+import io.onceflow.cli.CommandLineTool;
+import io.onceflow.cli.ExitCode;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.config.PostgresSettings;
+import io.onceflow.config.ProgramArguments;
 import io.onceflow.config.StateBackendKind;
 import io.onceflow.ingest.Event;
 import io.onceflow.ingest.IngestDeserializer;
 import io.onceflow.ingest.IngestResult;
 import io.onceflow.ingest.KafkaInput;
 import io.onceflow.ingest.MessageIdSource;
+import io.onceflow.preflight.Preflight;
 import io.onceflow.sink.kafka.KafkaSinks;
 import io.onceflow.sink.postgres.PostgresSchema;
 import io.onceflow.sink.postgres.PostgresSink;
 import io.onceflow.sink.postgres.PostgresSinkBuilder;
 import java.sql.SQLException;
-import java.util.List;
 import java.util.Optional;
+import java.util.Set;
 import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
@@ -27,47 +30,111 @@ import org.apache.flink.connector.base.DeliveryGuarantee;
 import org.apache.flink.connector.kafka.source.KafkaSourceBuilder;
 import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer;
 import org.apache.flink.core.execution.CheckpointingMode;
+import org.apache.flink.streaming.api.environment.LocalStreamEnvironment;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.kafka.clients.consumer.OffsetResetStrategy;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
- * The entry point users submit: reads the configuration, checks it before anything starts, and
- * wires it to {@link OnceflowPipeline}. Exits with status 2 and every configuration problem listed
- * when the configuration is invalid.
+ * The entry point users submit: reads the configuration, checks it and the services it names
+ * ({@link Preflight}) before anything starts, and wires it to {@link OnceflowPipeline}. Exits with
+ * status 2 and every problem listed, one line each, when the configuration is invalid or a service
+ * cannot be used.
  */
 public final class OnceflowJob {
     private OnceflowJob() {}
 
-    /** Printed instead of running the job: the DDL of the configured tables, for DBAs who create them by hand. */
-    static final String PRINT_POSTGRES_DDL = "--print-postgres-ddl";
+    /** The flag that prints the DDL of the configured tables instead of running the job, for DBAs who create them by hand. */
+    static final String PRINT_POSTGRES_DDL = "print-postgres-ddl";
 
+    private static final Logger LOG = LoggerFactory.getLogger(OnceflowJob.class);
+
+    /** What {@code --help} prints before the settings reference. */
+    static final String COMMAND_USAGE = """
+            Usage: flink run [-d] [-s SAVEPOINT] onceflow-<version>-job.jar [--config FILE] [settings...]
+                   java -cp onceflow-<version>-job.jar:$FLINK_HOME/lib/* io.onceflow.job.OnceflowJob \\
+                       --print-postgres-ddl [--config FILE] [postgres.* settings...]
+
+              --help, -h
+                  Print this help and exit; anywhere among the arguments.
+              --print-postgres-ddl
+                  Print the CREATE TABLE statements of the PostgreSQL tables instead of running the job;
+                  needs only postgres.url, postgres.user and the table settings.
+
+            Before the job graph is built, the Kafka brokers, the topics, the brokers' transaction
+            settings and PostgreSQL are checked, about 10 s at most each.
+            Exit status: 0 job submitted (or help or DDL printed); 2 nothing done: invalid
+            configuration or a service that cannot be used, one line per problem.
+
+            """;
+
+    /**
+     * Runs the job as configured by {@code args} ({@code --help} lists them); see {@link
+     * CommandLineTool} for how problems are reported and the process ends.
+     */
     public static void main(String[] args) throws Exception {
-        if (args.length == 1 && ("--help".equals(args[0]) || "-h".equals(args[0]))) {
-            System.out.println(OnceflowConfig.usage());
-            return;
+        CommandLineTool.run(OnceflowJob.class, () -> run(args));
+    }
+
+    private static ExitCode run(String[] args) throws Exception {
+        if (ProgramArguments.helpRequested(args)) {
+            System.out.println(COMMAND_USAGE + OnceflowConfig.usage());
+            return ExitCode.CLEAN;
         }
-        boolean printDdl = List.of(args).contains(PRINT_POSTGRES_DDL);
-        OnceflowConfig config;
-        try {
-            config = OnceflowConfig.fromArgs(
-                    List.of(args).stream().filter(arg -> !arg.equals(PRINT_POSTGRES_DDL)).toArray(String[]::new),
-                    System.getenv());
-        } catch (ConfigException e) {
-            System.err.println(e.getMessage());
-            System.exit(2);
-            return;
+        ProgramArguments arguments = ProgramArguments.parse(args, Set.of(PRINT_POSTGRES_DDL), Set.of());
+        if (arguments.flag(PRINT_POSTGRES_DDL)) {
+            System.out.print(schema(arguments.postgresSettings(System.getenv())).ddl());
+            return ExitCode.CLEAN;
         }
-        if (printDdl) {
-            PostgresSettings postgres = config.postgres().orElseThrow(() ->
-                    new IllegalArgumentException(PRINT_POSTGRES_DDL + " needs postgres.url (and the table settings)"));
-            System.out.print(schema(postgres).ddl());
-            return;
-        }
+        OnceflowConfig config = arguments.config(System.getenv());
+        parallelismOverrideWarning(config, flinksParallelism())
+                .ifPresent(warning -> {
+                    LOG.warn(warning);
+                    System.err.println("onceflow: warning: " + warning);
+                });
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(flinkConfiguration(config));
+        Preflight.check(config, Preflight.Purpose.RUN_JOB);
         // fail before submitting, with a message that says what to fix, rather than in a restart loop
-        OnceflowPipeline.Sinks sinks = startSinks(env, config);
+        OnceflowPipeline.Sinks sinks;
+        try {
+            sinks = startSinks(env, config);
+        } catch (SQLException | IllegalStateException e) {
+            throw Preflight.postgresFailure(config, e);
+        }
         defineJob(env, config, sinks, EventProcessor.passThrough());
         env.execute(jobName(config));
+        return ExitCode.CLEAN;
+    }
+
+    /**
+     * The parallelism Flink gave the job's environment (the CLI's {@code -p}, the REST request's, or
+     * {@code parallelism.default}); -1 when there is none: a local environment (plain {@code java})
+     * defaults to the number of cores, which nobody chose.
+     */
+    private static int flinksParallelism() {
+        StreamExecutionEnvironment flinks = StreamExecutionEnvironment.getExecutionEnvironment();
+        return flinks instanceof LocalStreamEnvironment ? -1 : flinks.getParallelism();
+    }
+
+    /**
+     * Says so when the job's {@code parallelism} setting overrides the parallelism Flink was given
+     * ({@code flink run -p}, the REST run request's parallelism, or {@code parallelism.default}):
+     * the job's setting wins, which a user of {@code -p} would not expect.
+     *
+     * @param flinkParallelism the parallelism of Flink's execution environment before the job's
+     *     settings apply; not positive when Flink was given none
+     * @return the warning, or empty when nothing is overridden
+     */
+    static Optional<String> parallelismOverrideWarning(OnceflowConfig config, int flinkParallelism) {
+        if (config.parallelism().isEmpty() || flinkParallelism <= 0
+                || config.parallelism().getAsInt() == flinkParallelism) {
+            return Optional.empty();
+        }
+        return Optional.of("the job runs with parallelism " + config.parallelism().getAsInt()
+                + " from its setting 'parallelism', not with Flink's " + flinkParallelism
+                + " (flink run -p, the REST request's parallelism or parallelism.default). Remove 'parallelism'"
+                + " from the job's settings to let Flink's apply.");
     }
 
     /** The PostgreSQL sink's tables, as configured. */

@@ -142,7 +142,7 @@ class FromArgsTest {
         assertThat(ConfigProblems.ofArguments(args))
                 .containsExactly(
                         "command line: argument " + args.length + " is not a --key. Pass settings"
-                                + " as --key value pairs.");
+                                + " as --key value or --key=value.");
     }
 
     @Test
@@ -159,5 +159,50 @@ class FromArgsTest {
         String[] args = concat(argumentsFor(ValidSettings.required()), "--", "x");
 
         assertThat(ConfigProblems.ofArguments(args)).hasSize(2).allMatch(p -> p.startsWith("command line: "));
+    }
+
+    @Test
+    void keyEqualsValueIsReadLikeKeySpaceValue() {
+        String[] args = concat(argumentsFor(ValidSettings.required()), "--parallelism=3", "--postgres.url=jdbc:postgresql://db/x?a=b",
+                "--postgres.user=onceflow", "--postgres.sink.prefix=payments", "--postgres.password=");
+
+        OnceflowConfig config = OnceflowConfig.fromArgs(args, Map.of());
+
+        assertThat(config.parallelism()).hasValue(3);
+        assertThat(config.postgres().orElseThrow().url()).isEqualTo("jdbc:postgresql://db/x?a=b");
+        // an empty value counts as not set, as in the space form
+        assertThat(config.postgres().orElseThrow().password()).isEmpty();
+    }
+
+    @Test
+    void nothingAfterTheEqualsSignOfAnUnknownOrMalformedArgumentIsEchoed() {
+        String secret = "S3cr3t-after-equals";
+        String[] args = {"--postgres.passwrd=" + secret, "--=" + secret, "-p=" + secret, "--postgres.password=" + secret};
+
+        List<String> problems = ConfigProblems.ofArguments(args);
+
+        assertThat(problems).noneMatch(problem -> problem.contains(secret));
+        assertThat(problems).contains(
+                "postgres.passwrd: unknown key 'postgres.passwrd'; did you mean 'postgres.password'? Rename it.",
+                "command line: argument 2 is not a --key. Pass settings as --key value or --key=value.",
+                "command line: argument 3 is not a --key. Pass settings as --key value or --key=value.");
+    }
+
+    @Test
+    void aSecretKeyGivenTwiceInBothFormsIsReportedWithoutItsValue() {
+        String[] args = concat(argumentsFor(ValidSettings.withPostgres("first-Secret")), "--postgres.password=second-Secret");
+
+        assertThat(ConfigProblems.ofArguments(args))
+                .containsExactly("postgres.password: is given more than once. Give it once.");
+    }
+
+    @Test
+    void helpAndFlagsAreNotSettings() {
+        ProgramArguments arguments = ProgramArguments.parse(
+                concat(argumentsFor(ValidSettings.required()), "--print-postgres-ddl", "-h"),
+                java.util.Set.of("print-postgres-ddl"), java.util.Set.of());
+
+        assertThat(arguments.flag("print-postgres-ddl")).isTrue();
+        assertThat(arguments.config(Map.of()).inputTopics()).containsExactly("payments", "refunds");
     }
 }

@@ -154,4 +154,32 @@ class RedactionTest {
                 .doesNotContain("kafka-Pa55")
                 .doesNotContain("trust-Pa55");
     }
+
+    @ParameterizedTest
+    @ValueSource(strings = {
+        "jdbc:postgresql://bob:" + PASSWORD + "@db:5432/payments",
+        "jdbc:postgresql://bob:" + PASSWORD + "@db1,db2/payments?ssl=true",
+        "postgresql://bob:" + PASSWORD + "@db/payments"})
+    void userInformationInThePostgresUrlIsRefusedWithoutQuotingIt(String url) {
+        Map<String, String> settings = settingsWithSecrets();
+        settings.put("postgres.url", url);
+
+        assertThatThrownBy(() -> OnceflowConfig.fromMap(settings, ENVIRONMENT))
+                .isInstanceOf(ConfigException.class)
+                .satisfies(e -> {
+                    assertThat(((ConfigException) e).problems()).containsExactly(
+                            "postgres.url: contains user information (user:password@host). Remove it from the URL and"
+                                    + " set postgres.user and postgres.password (e.g. to ${PGPASSWORD}), which is"
+                                    + " never shown.");
+                    assertNoSecretIn(e.getMessage());
+                });
+    }
+
+    @Test
+    void anAtSignAfterTheHostIsNotUserInformation() {
+        Map<String, String> settings = settingsWithSecrets();
+        settings.put("postgres.url", "jdbc:postgresql://db:5432/payments?options=-c%20search_path=a@b");
+
+        assertThat(OnceflowConfig.fromMap(settings, ENVIRONMENT).postgres()).isPresent();
+    }
 }

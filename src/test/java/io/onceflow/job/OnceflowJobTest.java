@@ -72,4 +72,19 @@ class OnceflowJobTest {
                 .contains(OnceflowPipeline.SOURCE_UID, OnceflowPipeline.DEDUP_UID, OnceflowPipeline.PROCESSOR_UID,
                         OnceflowPipeline.OUTPUT_SINK_UID, OnceflowPipeline.DEAD_LETTER_SINK_UID);
     }
+
+    @Test
+    void aJobParallelismThatOverridesFlinksIsAnnounced() {
+        assertThat(OnceflowJob.parallelismOverrideWarning(config(Map.of("parallelism", "2")), 3))
+                .hasValueSatisfying(warning -> assertThat(warning)
+                        .contains("parallelism 2", "Flink's 3", "flink run -p", "Remove 'parallelism'"));
+    }
+
+    @Test
+    void nothingIsAnnouncedWhenFlinksParallelismApplies() {
+        assertThat(OnceflowJob.parallelismOverrideWarning(config(Map.of()), 3)).isEmpty();
+        assertThat(OnceflowJob.parallelismOverrideWarning(config(Map.of("parallelism", "3")), 3)).isEmpty();
+        // Flink was given no parallelism at all: the cluster would pick one, the job's setting decides
+        assertThat(OnceflowJob.parallelismOverrideWarning(config(Map.of("parallelism", "3")), -1)).isEmpty();
+    }
 }

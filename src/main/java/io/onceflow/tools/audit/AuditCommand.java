@@ -1,51 +1,82 @@
 package io.onceflow.tools.audit;
 
-import io.onceflow.config.ConfigException;
+import static io.onceflow.config.ConfigException.problem;
+
+import io.onceflow.cli.CannotRunException;
+import io.onceflow.cli.CommandLineTool;
+import io.onceflow.cli.ExitCode;
 import io.onceflow.config.OnceflowConfig;
+import io.onceflow.config.ProgramArguments;
 import io.onceflow.job.OnceflowJob;
+import io.onceflow.preflight.Preflight;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Properties;
+import java.util.Set;
 import org.apache.kafka.clients.CommonClientConfigs;
+import org.apache.kafka.common.KafkaException;
 
 /**
- * {@code java -cp onceflow-job.jar io.onceflow.tools.audit.AuditCommand --config job.properties
- * [--format text|json] [--read-timeout 120s]}: audits a running or stopped deployment with the same
- * configuration the job uses. Prints the report; exits 0 when clean, 1 when any id is missing or
- * duplicated, 2 on a configuration error.
+ * {@code java -cp onceflow-job.jar:$FLINK_HOME/lib/* io.onceflow.tools.audit.AuditCommand --config
+ * job.properties [--format text|json] [--read-timeout 120s]}: audits a stopped or drained
+ * deployment with the same configuration the job uses. Prints the report; exits 0 when clean, 1
+ * when any id is missing or duplicated, 2 when it cannot audit (invalid configuration, a service
+ * that cannot be used), with one line per problem.
  */
 public final class AuditCommand {
+    private static final String FORMAT = "format";
+    private static final String READ_TIMEOUT = "read-timeout";
+
+    /** What {@code --help} prints before the settings reference. */
+    static final String COMMAND_USAGE = """
+            Usage: java -cp onceflow-<version>-job.jar:$FLINK_HOME/lib/* io.onceflow.tools.audit.AuditCommand \\
+                       [--config FILE] [settings...] [--format text|json] [--read-timeout DURATION]
+
+            Counts per message id what the job read (its input topics, judged as the job judges
+            them), what it wrote (the output and dead-letter topics as a read_committed consumer sees
+            them, and the PostgreSQL table) and the prepared transactions it left. Run it on a stopped
+            or drained job, with the job's own settings.
+
+              --help, -h
+                  Print this help and exit; anywhere among the arguments.
+              --format text|json (default: text)
+                  The report's format.
+              --read-timeout DURATION (default: 120s)
+                  How long to wait for each topic's committed end, e.g. 30s or 10min.
+
+            Exit status: 0 clean; 1 findings (ids missing or duplicated, transactions left behind);
+            2 nothing audited: invalid configuration or a service that cannot be used, one line per
+            problem.
+
+            """;
+
     private AuditCommand() {}
 
-    public static void main(String[] args) {
-        List<String> jobArgs = new ArrayList<>();
-        String format = "text";
-        Duration readTimeout = Duration.ofSeconds(120);
-        for (int i = 0; i < args.length; i++) {
-            if ("--format".equals(args[i]) && i + 1 < args.length) {
-                format = args[++i];
-            } else if ("--read-timeout".equals(args[i]) && i + 1 < args.length) {
-                readTimeout = Duration.parse("PT" + args[++i].toUpperCase());
-            } else {
-                jobArgs.add(args[i]);
-            }
+    public static void main(String[] args) throws Exception {
+        CommandLineTool.run(AuditCommand.class, () -> run(args));
+    }
+
+    private static ExitCode run(String[] args) {
+        if (ProgramArguments.helpRequested(args)) {
+            System.out.println(COMMAND_USAGE + OnceflowConfig.usage());
+            return ExitCode.CLEAN;
         }
-        if (!format.equals("text") && !format.equals("json")) {
-            System.err.println("--format: use text or json, not '" + format + "'");
-            System.exit(2);
-        }
-        OnceflowConfig config;
+        ProgramArguments arguments = ProgramArguments.parse(args, Set.of(), Set.of(FORMAT, READ_TIMEOUT));
+        String format = arguments.choice(FORMAT, List.of("text", "json"));
+        Duration readTimeout = arguments.duration(READ_TIMEOUT, Duration.ofSeconds(120));
+        OnceflowConfig config = arguments.config(System.getenv());
+        Preflight.check(config, Preflight.Purpose.AUDIT);
+        AuditReport report;
         try {
-            config = OnceflowConfig.fromArgs(jobArgs.toArray(new String[0]), System.getenv());
-        } catch (ConfigException e) {
-            System.err.println(e.getMessage());
-            System.exit(2);
-            return;
+            report = forConfig(config).run(readTimeout);
+        } catch (KafkaException | IllegalStateException e) {
+            // a service failed or a read timed out after the preflight: no report, one line
+            throw new CannotRunException(List.of(Preflight.withoutSecrets(Preflight.oneLine(problem("audit",
+                    "stopped before it had read everything: " + e.getMessage(),
+                    "Audit a stopped or drained job, and check that Kafka and PostgreSQL stay reachable.")), config)));
         }
-        AuditReport report = forConfig(config).run(readTimeout);
         System.out.println("json".equals(format) ? report.toJson() : report.toText());
-        System.exit(report.clean() ? 0 : 1);
+        return report.clean() ? ExitCode.CLEAN : ExitCode.FINDINGS;
     }
 
     /** The audit of the deployment {@code config} describes, judging input as the job does. */

@@ -55,6 +55,18 @@ class BackgroundUpsertsTest {
         };
     }
 
+    /** Fails only once released, so that the test can queue upserts behind it before it fails. */
+    private EventUpsertBatch.Upsert failingOnceReleased(String message) {
+        return connection -> {
+            try {
+                release.await(TIMEOUT_SECONDS, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            throw new SQLException(message);
+        };
+    }
+
     @Test
     void upsertsRunInSubmissionOrderAndAwaitAllWaitsForTheQueuedOnes() throws Exception {
         upserts.submit(blockedUntilReleased("first"));
@@ -96,8 +108,9 @@ class BackgroundUpsertsTest {
 
     @Test
     void aBackgroundFailureFailsTheNextCallAndSkipsTheUpsertsQueuedBehindIt() throws Exception {
-        upserts.submit(failing("duplicate key"));
+        upserts.submit(failingOnceReleased("duplicate key"));
         upserts.submit(recording("after the failure"));
+        release.countDown();
 
         assertThatThrownBy(upserts::awaitAll)
                 .isInstanceOf(IOException.class)

@@ -108,6 +108,16 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
         }
     }
 
+    /** The cluster's configuration directory (the project's flink-conf/ with the overrides), e.g. for Flink's CLI. */
+    public Path configurationDirectory() {
+        return confDir;
+    }
+
+    /** The directory holding the cluster's {@code checkpoints/} and {@code savepoints/}. */
+    public Path stateDirectory() {
+        return directory;
+    }
+
     public String savepointDirectory() {
         return directory.resolve("savepoints").toUri().toString();
     }

@@ -1,0 +1,22 @@
+package io.onceflow.cli;
+
+/** The exit statuses of every onceflow command, as documented in the README. */
+public enum ExitCode {
+    /** Done: the job was submitted, the help or DDL printed, or the audit found nothing wrong. */
+    CLEAN(0),
+    /** The audit found missing or duplicated ids, or transactions left behind. */
+    FINDINGS(1),
+    /** Nothing was done: the configuration is invalid or a service it names cannot be used. */
+    CANNOT_RUN(2);
+
+    private final int status;
+
+    ExitCode(int status) {
+        this.status = status;
+    }
+
+    /** The process exit status. */
+    public int status() {
+        return status;
+    }
+}

@@ -1,0 +1,137 @@
+package io.onceflow.config;
+
+import static io.onceflow.config.ConfigKey.POSTGRES_URL;
+import static io.onceflow.config.ConfigKey.TRANSACTIONAL_ID_PREFIX;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * The arguments of an onceflow command: its own flags (e.g. {@code --print-postgres-ddl}) and
+ * options (e.g. the audit's {@code --format json}), and the job configuration, all in {@code --key
+ * value} or {@code --key=value} form. Problems with the command's options are reported together
+ * with the configuration's, in one {@link ConfigException}.
+ */
+public final class ProgramArguments {
+    private final CommandLine commandLine;
+    private final List<String> optionProblems = new ArrayList<>();
+
+    private ProgramArguments(CommandLine commandLine) {
+        this.commandLine = commandLine;
+    }
+
+    /**
+     * Splits {@code args} into the command's flags and options and the job's settings.
+     *
+     * @param flags the command's flags, without {@code --}
+     * @param options the command's options that take a value, without {@code --}
+     * @return the parsed arguments; problems are reported by {@link #config} or {@link
+     *     #postgresSettings}
+     */
+    public static ProgramArguments parse(String[] args, Set<String> flags, Set<String> options) {
+        return new ProgramArguments(CommandLine.parse(args, flags, options));
+    }
+
+    /**
+     * Tells whether {@code --help} or {@code -h} is anywhere in {@code args}, whatever else they
+     * hold: the help is printed even when the rest could not be parsed.
+     *
+     * @param args the command's arguments
+     * @return true to print the help and exit
+     */
+    public static boolean helpRequested(String[] args) {
+        return List.of(args).stream().anyMatch(CommandLine.HELP_ARGUMENTS::contains);
+    }
+
+    /**
+     * Tells whether the flag was given.
+     *
+     * @param name without {@code --}
+     * @return true if given
+     */
+    public boolean flag(String name) {
+        return commandLine.flags().contains(name);
+    }
+
+    /**
+     * Returns one of the values {@code choices} of an option; reports any other value.
+     *
+     * @param name the option without {@code --}
+     * @param choices the allowed values; the first is the default
+     * @return the value, or the default if not given or invalid
+     */
+    public String choice(String name, List<String> choices) {
+        String value = commandLine.commandOptions().get(name);
+        if (value == null) {
+            return choices.get(0);
+        }
+        if (!choices.contains(value)) {
+            String allowed = String.join(", ", choices);
+            optionProblems.add(ConfigException.problem(
+                    "--" + name, "is not one of " + allowed, "Use one of " + allowed + "."));
+            return choices.get(0);
+        }
+        return value;
+    }
+
+    /**
+     * Returns a duration option, written as the job's durations are ({@code 30s}, {@code 10min},
+     * {@code PT2M}); reports an invalid one.
+     *
+     * @param name the option without {@code --}
+     * @param defaultValue returned when the option is not given or invalid
+     * @return a positive duration
+     */
+    public Duration duration(String name, Duration defaultValue) {
+        String value = commandLine.commandOptions().get(name);
+        if (value == null) {
+            return defaultValue;
+        }
+        try {
+            return ValueParsers.durationAtLeast(Duration.ofMillis(1)).apply(value.trim());
+        } catch (InvalidValueException e) {
+            optionProblems.add(ConfigException.problem("--" + name, e.whatIsWrong(), e.whatToDo()));
+            return defaultValue;
+        }
+    }
+
+    /**
+     * Reads and validates the job configuration.
+     *
+     * @param environment for {@code ${VAR}} substitution, usually {@link System#getenv()}
+     * @return the configuration
+     * @throws ConfigException listing every problem, the command's options' included
+     */
+    public OnceflowConfig config(Map<String, String> environment) {
+        return new OnceflowConfig(reader(environment));
+    }
+
+    /**
+     * Reads only the PostgreSQL settings, for commands that need nothing else (the DDL).
+     *
+     * @param environment for {@code ${VAR}} substitution
+     * @return the settings
+     * @throws ConfigException listing every problem, including a missing {@code postgres.url}
+     */
+    public PostgresSettings postgresSettings(Map<String, String> environment) {
+        ConfigReader settings = reader(environment);
+        if (!settings.isSet(POSTGRES_URL)) {
+            settings.problem(POSTGRES_URL, "is required here but not set", "Set it: " + POSTGRES_URL.description());
+        }
+        // only the sink prefix's default depends on it; the Kafka keys are not needed otherwise
+        String transactionalIdPrefix =
+                settings.isSet(TRANSACTIONAL_ID_PREFIX) ? settings.text(TRANSACTIONAL_ID_PREFIX) : null;
+        PostgresSettings postgres = PostgresSettings.read(settings, transactionalIdPrefix);
+        settings.throwIfAnyProblem();
+        return postgres;
+    }
+
+    private ConfigReader reader(Map<String, String> environment) {
+        List<String> earlierProblems = new ArrayList<>(commandLine.problems());
+        earlierProblems.addAll(optionProblems);
+        return new ConfigReader(commandLine.settings(), environment, earlierProblems);
+    }
+}

@@ -1,0 +1,189 @@
+package io.onceflow.preflight;
+
+import static io.onceflow.config.ConfigException.problem;
+
+import io.onceflow.config.OnceflowConfig;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import org.apache.flink.connector.base.DeliveryGuarantee;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.DescribeClusterOptions;
+import org.apache.kafka.clients.admin.DescribeConfigsOptions;
+import org.apache.kafka.clients.admin.DescribeTopicsOptions;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.KafkaFuture;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.AuthenticationException;
+import org.apache.kafka.common.errors.AuthorizationException;
+import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The Kafka part of the {@link Preflight}: the brokers answer, every topic the job reads or writes
+ * exists, and (exactly-once only) the brokers allow the job's transaction timeout and can keep the
+ * transaction log with as many replicas as they are.
+ */
+final class KafkaPreflight {
+    private static final Logger LOG = LoggerFactory.getLogger(KafkaPreflight.class);
+    private static final String TRANSACTION_STATE_TOPIC = "__transaction_state";
+
+    private final OnceflowConfig config;
+    private final Preflight.Purpose purpose;
+    private final String brokers;
+    private final List<String> problems = new ArrayList<>();
+
+    KafkaPreflight(OnceflowConfig config, Preflight.Purpose purpose) {
+        this.config = config;
+        this.purpose = purpose;
+        this.brokers = config.bootstrapServers();
+    }
+
+    List<String> problems() {
+        Properties properties = config.kafkaClientProperties();
+        properties.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, brokers);
+        properties.put(AdminClientConfig.CLIENT_ID_CONFIG, "onceflow-preflight");
+        int timeoutMs = (int) Preflight.SERVICE_TIMEOUT.toMillis();
+        properties.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, String.valueOf(timeoutMs / 2));
+        properties.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, String.valueOf(timeoutMs));
+        try (Admin admin = Admin.create(properties)) {
+            Collection<Node> nodes = admin.describeCluster(new DescribeClusterOptions().timeoutMs(timeoutMs))
+                    .nodes().get(timeoutMs + 1000L, TimeUnit.MILLISECONDS);
+            checkTopics(admin);
+            if (purpose == Preflight.Purpose.RUN_JOB && config.deliveryGuarantee() == DeliveryGuarantee.EXACTLY_ONCE) {
+                checkTransactions(admin, nodes);
+            }
+        } catch (ExecutionException | java.util.concurrent.TimeoutException e) {
+            problems.add(unreachable(e instanceof ExecutionException ? e.getCause() : e));
+        } catch (org.apache.kafka.common.config.ConfigException e) {
+            problems.add(problem("kafka.properties",
+                    "the Kafka client refuses its settings (" + e.getMessage() + ")",
+                    "Fix the kafka.properties.<name> setting it names."));
+        } catch (KafkaException e) {
+            problems.add(unreachable(e));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            problems.add(unreachable(e));
+        }
+        return problems;
+    }
+
+    private String unreachable(Throwable cause) {
+        if (cause instanceof AuthenticationException) {
+            return problem("kafka.properties.sasl.jaas.config",
+                    "the Kafka brokers at " + brokers + " refused the client's authentication ("
+                            + cause.getMessage() + ")",
+                    "Check the credentials and kafka.properties.security.protocol, sasl.mechanism and ssl.*.");
+        }
+        if (cause instanceof AuthorizationException) {
+            return problem("kafka.bootstrap.servers",
+                    "the Kafka brokers at " + brokers + " refused to describe the cluster (" + cause.getMessage() + ")",
+                    "Grant the job's principal Describe on the cluster and the topics.");
+        }
+        return problem("kafka.bootstrap.servers",
+                "no Kafka broker answered at " + brokers + " within " + seconds(Preflight.SERVICE_TIMEOUT),
+                "Check the host names and ports, that the brokers run, and that they are reachable from where"
+                        + " the job's main method runs (the flink run client, or the JobManager for a REST"
+                        + " submission); for TLS or SASL set kafka.properties.security.protocol.");
+    }
+
+    private void checkTopics(Admin admin) throws InterruptedException {
+        Map<String, String> keyOfTopic = new LinkedHashMap<>();
+        config.inputTopics().forEach(topic -> keyOfTopic.put(topic, "input.topics"));
+        keyOfTopic.put(config.outputTopic(), "output.topic");
+        keyOfTopic.put(config.deadLetterTopic(), "dead.letter.topic");
+        Map<String, KafkaFuture<TopicDescription>> descriptions = admin.describeTopics(keyOfTopic.keySet(),
+                new DescribeTopicsOptions().timeoutMs((int) Preflight.SERVICE_TIMEOUT.toMillis())).topicNameValues();
+        int inputPartitions = 0;
+        List<String> missing = new ArrayList<>();
+        for (Map.Entry<String, String> topicAndKey : keyOfTopic.entrySet()) {
+            String topic = topicAndKey.getKey();
+            try {
+                int partitions = descriptions.get(topic).get().partitions().size();
+                if (topicAndKey.getValue().equals("input.topics")) {
+                    inputPartitions = Math.max(inputPartitions, partitions);
+                }
+            } catch (ExecutionException e) {
+                if (e.getCause() instanceof UnknownTopicOrPartitionException) {
+                    missing.add(topic);
+                } else {
+                    problems.add(problem(topicAndKey.getValue(),
+                            "cannot describe the topic '" + topic + "' on " + brokers + " (" + e.getCause().getMessage() + ")",
+                            "Grant the job's principal Describe, Read and Write on it."));
+                }
+            }
+        }
+        int partitions = inputPartitions > 0 ? inputPartitions : 1;
+        for (String topic : missing) {
+            String key = keyOfTopic.get(topic);
+            String fix = key.equals("input.topics")
+                    ? "Fix the name, or create it"
+                    : "onceflow does not create topics: create it";
+            problems.add(problem(key, "the topic '" + topic + "' does not exist on " + brokers,
+                    fix + ", e.g. kafka-topics.sh --bootstrap-server " + brokers + " --create --topic " + topic
+                            + " --partitions " + partitions + "."));
+        }
+    }
+
+    /**
+     * Reads one broker's transaction settings. A principal that may not describe the brokers'
+     * configuration is not an error: the job may still work, so the check is skipped with a log line.
+     */
+    private void checkTransactions(Admin admin, Collection<Node> nodes) throws InterruptedException {
+        if (nodes.isEmpty()) {
+            return;
+        }
+        ConfigResource broker = new ConfigResource(ConfigResource.Type.BROKER, nodes.iterator().next().idString());
+        Config brokerConfig;
+        try {
+            brokerConfig = admin.describeConfigs(List.of(broker),
+                    new DescribeConfigsOptions().timeoutMs((int) Preflight.SERVICE_TIMEOUT.toMillis()))
+                    .all().get().get(broker);
+        } catch (ExecutionException e) {
+            LOG.info("Skipping the check of the brokers' transaction settings: {}", e.getCause().toString());
+            return;
+        }
+        Duration brokerMax = Duration.ofMillis(Long.parseLong(brokerConfig.get("transaction.max.timeout.ms").value()));
+        if (config.kafkaTransactionTimeout().compareTo(brokerMax) > 0) {
+            problems.add(problem("kafka.transaction.timeout",
+                    seconds(config.kafkaTransactionTimeout()) + " exceeds the brokers' transaction.max.timeout.ms ("
+                            + seconds(brokerMax) + " at " + brokers + "), so the brokers would refuse every transaction",
+                    "Lower kafka.transaction.timeout (keeping it above checkpoint.interval + checkpoint.timeout), or"
+                            + " raise transaction.max.timeout.ms on the brokers and set"
+                            + " kafka.transaction.timeout.broker.max to match."));
+        }
+        int replicas = Integer.parseInt(brokerConfig.get("transaction.state.log.replication.factor").value());
+        if (replicas > nodes.size() && !transactionLogExists(admin)) {
+            problems.add(problem("kafka.bootstrap.servers",
+                    "the Kafka cluster at " + brokers + " cannot start transactions: its"
+                            + " transaction.state.log.replication.factor is " + replicas + " but it has "
+                            + nodes.size() + " broker(s)",
+                    "Set transaction.state.log.replication.factor and transaction.state.log.min.isr to at most"
+                            + " the number of brokers on the brokers and restart them, or add brokers."));
+        }
+    }
+
+    private boolean transactionLogExists(Admin admin) throws InterruptedException {
+        try {
+            admin.describeTopics(List.of(TRANSACTION_STATE_TOPIC)).allTopicNames().get();
+            return true;
+        } catch (ExecutionException e) {
+            return !(e.getCause() instanceof UnknownTopicOrPartitionException);
+        }
+    }
+
+    private static String seconds(Duration duration) {
+        return duration.toSeconds() + " s";
+    }
+}

@@ -1,0 +1,153 @@
+package io.onceflow.preflight;
+
+import static io.onceflow.config.ConfigException.problem;
+
+import io.onceflow.config.PostgresSettings;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Properties;
+import org.postgresql.Driver;
+import org.postgresql.PGProperty;
+
+/**
+ * The PostgreSQL part of the {@link Preflight}: the server accepts the login, and the user may
+ * write the tables that exist and create those that do not (the job) or read the event table (the
+ * audit).
+ */
+final class PostgresPreflight {
+    private static final List<String> EVENT_TABLE_PRIVILEGES = List.of("SELECT", "INSERT", "UPDATE");
+    private static final List<String> COMMIT_LOG_PRIVILEGES = List.of("SELECT", "INSERT");
+
+    private final PostgresSettings settings;
+    private final Preflight.Purpose purpose;
+    private final String server;
+    private final List<String> problems = new ArrayList<>();
+
+    PostgresPreflight(PostgresSettings settings, Preflight.Purpose purpose) {
+        this.settings = settings;
+        this.purpose = purpose;
+        this.server = describeServer(settings.url());
+    }
+
+    List<String> problems() {
+        try (Connection connection = connect()) {
+            if (purpose == Preflight.Purpose.RUN_JOB) {
+                checkTable(connection, "postgres.table", settings.table(), EVENT_TABLE_PRIVILEGES);
+                checkTable(connection, "postgres.commit.log.table", settings.commitLogTable(), COMMIT_LOG_PRIVILEGES);
+            } else {
+                checkTable(connection, "postgres.table", settings.table(), List.of("SELECT"));
+            }
+        } catch (SQLException e) {
+            problems.add(connectionProblem(e));
+        }
+        return problems;
+    }
+
+    private Connection connect() throws SQLException {
+        Properties properties = new Properties();
+        PGProperty.USER.set(properties, settings.user());
+        PGProperty.PASSWORD.set(properties, settings.password());
+        PGProperty.APPLICATION_NAME.set(properties, "onceflow-preflight");
+        int seconds = (int) Preflight.SERVICE_TIMEOUT.toSeconds();
+        PGProperty.CONNECT_TIMEOUT.set(properties, seconds / 2);
+        PGProperty.LOGIN_TIMEOUT.set(properties, seconds);
+        PGProperty.SOCKET_TIMEOUT.set(properties, seconds);
+        // the driver directly: DriverManager does not see a driver in Flink's user-code class loader
+        Connection connection = new Driver().connect(settings.url(), properties);
+        if (connection == null) {
+            throw new SQLException("not a PostgreSQL JDBC URL", "08001");
+        }
+        return connection;
+    }
+
+    /** The server as {@code host:port/database}. */
+    String server() {
+        return server;
+    }
+
+    /** One line for a failure to connect or log in, naming the key to check. */
+    String connectionProblem(SQLException e) {
+        String state = e.getSQLState() == null ? "" : e.getSQLState();
+        String message = e.getMessage();
+        if (state.startsWith("28")) {
+            return problem("postgres.password",
+                    "PostgreSQL at " + server + " refused the login of user '" + settings.user() + "' (" + message + ")",
+                    "Check postgres.user and postgres.password, and that pg_hba.conf admits this host.");
+        }
+        if (state.equals("3D000")) {
+            return problem("postgres.url", "PostgreSQL at " + server + " answered: " + message,
+                    "Create the database, or name an existing one in the URL.");
+        }
+        return problem("postgres.url", "cannot connect to PostgreSQL at " + server + " (" + message + ")",
+                "Check the host, port and database in the URL, that PostgreSQL runs and listens on that address"
+                        + " (listen_addresses), and that it is reachable from where the job's main method runs.");
+    }
+
+    /**
+     * An existing table needs each privilege; a missing one (the job creates it) needs CREATE on its
+     * schema. {@code has_table_privilege} with several privileges is true if any is held, so each is
+     * asked alone.
+     */
+    private void checkTable(Connection connection, String key, String table, List<String> privileges)
+            throws SQLException {
+        if (exists(connection, table)) {
+            for (String privilege : privileges) {
+                if (!isTrue(connection, "SELECT has_table_privilege(?, '" + privilege + "')", table)) {
+                    problems.add(problem(key,
+                            "user '" + settings.user() + "' may not " + privilege + " on " + table + " at " + server,
+                            "GRANT " + String.join(", ", privileges) + " ON " + table + " TO " + settings.user() + "."));
+                    return;
+                }
+            }
+        } else if (purpose == Preflight.Purpose.AUDIT) {
+            problems.add(problem(key, "the table " + table + " does not exist at " + server,
+                    "Audit the database the job writes to, or fix the table name."));
+        } else {
+            String schema = table.contains(".") ? table.substring(0, table.indexOf('.')) : currentSchema(connection);
+            if (schema == null || !isTrue(connection, "SELECT has_schema_privilege(?, 'CREATE')", schema)) {
+                problems.add(problem(key,
+                        "the table " + table + " does not exist at " + server + " and user '" + settings.user()
+                                + "' may not create it" + (schema == null ? " (no schema in its search_path)" : " in schema " + schema),
+                        "Create the tables as a DBA (--print-postgres-ddl prints the statements) and grant "
+                                + String.join(", ", privileges) + " on them, or GRANT CREATE ON SCHEMA "
+                                + (schema == null ? "<schema>" : schema) + " TO " + settings.user() + "."));
+            }
+        }
+    }
+
+    private static boolean exists(Connection connection, String table) throws SQLException {
+        return isTrue(connection, "SELECT to_regclass(?) IS NOT NULL", table);
+    }
+
+    private static String currentSchema(Connection connection) throws SQLException {
+        try (PreparedStatement query = connection.prepareStatement("SELECT current_schema()");
+                ResultSet result = query.executeQuery()) {
+            result.next();
+            return result.getString(1);
+        }
+    }
+
+    private static boolean isTrue(Connection connection, String sql, String parameter) throws SQLException {
+        try (PreparedStatement query = connection.prepareStatement(sql)) {
+            query.setString(1, parameter);
+            try (ResultSet result = query.executeQuery()) {
+                result.next();
+                return result.getBoolean(1);
+            }
+        }
+    }
+
+    /** {@code host:port/database} from the URL, which holds no secret (the configuration refuses one). */
+    private static String describeServer(String url) {
+        Properties parsed = Driver.parseURL(url, null);
+        if (parsed == null) {
+            return url;
+        }
+        return PGProperty.PG_HOST.getOrDefault(parsed) + ":" + PGProperty.PG_PORT.getOrDefault(parsed) + "/"
+                + PGProperty.PG_DBNAME.getOrDefault(parsed);
+    }
+}

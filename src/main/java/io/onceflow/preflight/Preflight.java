@@ -1,0 +1,103 @@
+package io.onceflow.preflight;
+
+import io.onceflow.cli.CannotRunException;
+import io.onceflow.config.OnceflowConfig;
+import io.onceflow.config.Secrets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Properties;
+
+/**
+ * Checks, before a job graph is built or an audit reads anything, that the services the
+ * configuration names can be used: the Kafka brokers answer, the topics exist, the brokers allow
+ * the job's transactions, PostgreSQL accepts the login and the user may create or write the
+ * tables. Each check has a short timeout, so that a wrong address fails in seconds instead of a
+ * job that retries forever; each problem is one line naming the key, the host and the fix.
+ *
+ * <p>The checks run where the command's main method runs: for {@code flink run} on the client, for
+ * a REST submission on the JobManager. A preflight that passes there proves nothing about the
+ * TaskManagers' network, but a wrong address or a missing topic is caught before anything starts.
+ */
+public final class Preflight {
+    /** How long each service may take to answer; together well under the 30 s a user waits. */
+    static final Duration SERVICE_TIMEOUT = Duration.ofSeconds(10);
+
+    /** What the checked configuration is used for, which decides what it needs. */
+    public enum Purpose {
+        /** The job reads, writes in transactions, and creates its tables if missing. */
+        RUN_JOB,
+        /** The audit reads the topics and the table. */
+        AUDIT
+    }
+
+    private Preflight() {}
+
+    /**
+     * Runs every check that applies to {@code purpose}.
+     *
+     * @param config a validated configuration
+     * @param purpose what it is used for
+     * @throws CannotRunException listing every problem found, one line each
+     */
+    public static void check(OnceflowConfig config, Purpose purpose) {
+        List<String> problems = new ArrayList<>(new KafkaPreflight(config, purpose).problems());
+        config.postgres().ifPresent(postgres -> problems.addAll(new PostgresPreflight(postgres, purpose).problems()));
+        if (!problems.isEmpty()) {
+            throw new CannotRunException(problems.stream().map(problem -> withoutSecrets(oneLine(problem), config)).toList());
+        }
+    }
+
+    /**
+     * Describes in one line a failure of the job's PostgreSQL precondition check, which runs after
+     * this preflight (e.g. too few prepared transactions allowed, or a table that cannot be
+     * created), naming the server.
+     *
+     * @param config the configuration the check ran with; it has PostgreSQL settings
+     * @param failure what the check threw: an {@link java.sql.SQLException} or an {@link
+     *     IllegalStateException} whose message says what to change
+     * @return the exception to throw
+     */
+    public static CannotRunException postgresFailure(OnceflowConfig config, Exception failure) {
+        PostgresPreflight postgres = new PostgresPreflight(config.postgres().orElseThrow(), Purpose.RUN_JOB);
+        String problem = failure instanceof java.sql.SQLException sqlFailure
+                ? postgres.connectionProblem(sqlFailure)
+                : "postgres.url: PostgreSQL at " + postgres.server() + ": " + failure.getMessage();
+        return new CannotRunException(List.of(withoutSecrets(oneLine(problem), config)));
+    }
+
+    /**
+     * Joins the lines of a message (a driver's may span several), as a problem is one line.
+     *
+     * @param text any text
+     * @return the text with each line break and the blanks around it replaced by one space
+     */
+    public static String oneLine(String text) {
+        return text.replaceAll("\\s*\\R\\s*", " ");
+    }
+
+    /**
+     * Replaces every secret value of {@code config} in {@code text} by {@link Secrets#REDACTED}: the
+     * problems quote messages of the Kafka client and the JDBC driver, whose wording is not ours.
+     *
+     * @param text a message to show
+     * @param config the configuration whose secrets must not be shown
+     * @return the message with every secret value redacted
+     */
+    public static String withoutSecrets(String text, OnceflowConfig config) {
+        List<String> secrets = new ArrayList<>();
+        Properties kafka = config.kafkaClientProperties();
+        kafka.stringPropertyNames().stream()
+                .filter(name -> Secrets.isSecretKey(name))
+                .map(kafka::getProperty)
+                .forEach(secrets::add);
+        config.postgres().ifPresent(postgres -> secrets.add(postgres.password()));
+        String redacted = text;
+        for (String secret : secrets) {
+            if (!secret.isEmpty()) {
+                redacted = redacted.replace(secret, Secrets.REDACTED);
+            }
+        }
+        return redacted;
+    }
+}

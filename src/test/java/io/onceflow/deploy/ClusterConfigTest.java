@@ -1,0 +1,91 @@
+package io.onceflow.deploy;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.onceflow.config.OnceflowConfig;
+import io.onceflow.job.OnceflowJob;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.apache.flink.configuration.CheckpointingOptions;
+import org.apache.flink.configuration.ConfigOption;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.CoreOptions;
+import org.apache.flink.configuration.GlobalConfiguration;
+import org.apache.flink.configuration.HeartbeatManagerOptions;
+import org.apache.flink.configuration.RestartStrategyOptions;
+import org.apache.flink.configuration.StateBackendOptions;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** {@code flink-conf/config.yaml} as Flink 2.2 reads it, against what the job sets and what the comments promise. */
+class ClusterConfigTest {
+    private static final Path FLINK_CONF = Path.of("flink-conf");
+
+    private static Configuration cluster() {
+        return GlobalConfiguration.loadConfiguration(FLINK_CONF.toString());
+    }
+
+    @Test
+    void theClustersCheckpointDefaultsAreTheJobsDefaults() {
+        OnceflowConfig defaults = OnceflowConfig.fromMap(Map.of(
+                "kafka.bootstrap.servers", "kafka:9092", "input.topics", "in", "input.group.id", "g",
+                "output.topic", "out", "dead.letter.topic", "dlq", "kafka.transactional.id.prefix", "p"), Map.of());
+        Configuration job = OnceflowJob.flinkConfiguration(defaults);
+        Configuration cluster = cluster();
+
+        for (ConfigOption<?> option : List.of(CheckpointingOptions.CHECKPOINTING_INTERVAL,
+                CheckpointingOptions.CHECKPOINTING_TIMEOUT, CheckpointingOptions.MIN_PAUSE_BETWEEN_CHECKPOINTS,
+                CheckpointingOptions.CHECKPOINTING_CONSISTENCY_MODE,
+                CheckpointingOptions.EXTERNALIZED_CHECKPOINT_RETENTION, StateBackendOptions.STATE_BACKEND,
+                CheckpointingOptions.INCREMENTAL_CHECKPOINTS)) {
+            assertThat(cluster.getOptional(option)).as(option.key() + " in config.yaml").isPresent();
+            assertThat(cluster.get(option)).as(option.key() + ": config.yaml and the job's default").isEqualTo(job.get(option));
+        }
+    }
+
+    @Test
+    void flinkRefusesAKeyThatAppearsTwice(@TempDir Path directory) throws IOException {
+        Files.writeString(directory.resolve("config.yaml"), "parallelism.default: 1\nparallelism.default: 2\n");
+
+        assertThatThrownBy(() -> GlobalConfiguration.loadConfiguration(directory.toString()))
+                .hasStackTraceContaining("parallelism.default");
+    }
+
+    @Test
+    void theJava17OptionsIncludeTheExportsFlinkShipsForTableAndSql() throws IOException {
+        String options = cluster().get(CoreOptions.FLINK_JVM_OPTIONS);
+
+        for (String javac : List.of("api", "file", "parser", "tree", "util")) {
+            assertThat(options).contains("--add-exports=jdk.compiler/com.sun.tools.javac." + javac + "=ALL-UNNAMED");
+        }
+        assertThat(options).contains("--add-opens=java.base/java.util=ALL-UNNAMED");
+        Matcher testJvmOptions = Pattern.compile("<flink.jvm.opens>([^<]+)</flink.jvm.opens>").matcher(Files.readString(Path.of("pom.xml")));
+        assertThat(testJvmOptions.find()).isTrue();
+        assertThat(List.of(options.trim().split("\\s+")))
+                .as("the cluster's options and the test JVMs' (pom.xml, flink.jvm.opens)")
+                .containsExactlyInAnyOrder(testJvmOptions.group(1).trim().split("\\s+"));
+    }
+
+    /**
+     * A killed TaskManager must be declared lost before the first restart redeploys, or the restart
+     * deploys to it, fails, and restarts again (TaskManagerLossIT measures the result).
+     */
+    @Test
+    void aDeadTaskManagerIsNoticedBeforeTheFirstRestart() {
+        Configuration cluster = cluster();
+        Duration noticed = cluster.get(HeartbeatManagerOptions.HEARTBEAT_INTERVAL)
+                .multipliedBy(cluster.get(HeartbeatManagerOptions.HEARTBEAT_RPC_FAILURE_THRESHOLD));
+        Duration firstRestart = cluster.get(RestartStrategyOptions.RESTART_STRATEGY_EXPONENTIAL_DELAY_INITIAL_BACKOFF);
+        double jitter = cluster.get(RestartStrategyOptions.RESTART_STRATEGY_EXPONENTIAL_DELAY_JITTER_FACTOR);
+
+        assertThat(cluster.get(RestartStrategyOptions.RESTART_STRATEGY)).isEqualTo("exponential-delay");
+        assertThat(noticed.toMillis()).isLessThan((long) (firstRestart.toMillis() * (1 - jitter)));
+    }
+}

@@ -1,0 +1,119 @@
+package io.onceflow.deploy;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.io.IOException;
+import java.lang.reflect.Field;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import org.apache.flink.runtime.metrics.groups.AbstractMetricGroup;
+import org.apache.logging.log4j.Logger;
+import org.apache.logging.log4j.core.LoggerContext;
+import org.apache.logging.log4j.core.config.Configuration;
+import org.apache.logging.log4j.core.config.ConfigurationFactory;
+import org.apache.logging.log4j.core.config.ConfigurationSource;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * The log4j files in {@code flink-conf/}, loaded as Flink's scripts load them (a file named by the
+ * system property {@code log.file}): the Kafka clients' rebootstrap flood and Flink's harmless
+ * committer-gauge collision are dropped, and everything else of interest still reaches the file.
+ */
+class FlinkLoggingConfigTest {
+    private static final Path FLINK_CONF = Path.of("flink-conf");
+
+    @TempDir Path directory;
+
+    @ParameterizedTest
+    @ValueSource(strings = {"log4j.properties", "log4j-console.properties", "log4j-cli.properties"})
+    void theRebootstrapFloodIsQuietAndWarningsRemain(String file) throws IOException {
+        String log = logThrough(file, context -> {
+            for (int i = 0; i < 1000; i++) {
+                context.getLogger("org.apache.kafka.clients.admin.internals.AdminMetadataManager")
+                        .info("[AdminClient clientId=x] Rebootstrapping with [localhost/127.0.0.1:9]");
+                context.getLogger("org.apache.kafka.clients.Metadata").info("Rebootstrapping with [localhost:9]");
+            }
+            context.getLogger("org.apache.kafka.clients.admin.internals.AdminMetadataManager").warn("a real warning");
+            context.getLogger("org.apache.flink.client.cli.CliFrontend").info("Running 'run' command.");
+            context.getLogger("io.onceflow.job.OnceflowJob").warn("parallelism overridden");
+        });
+
+        assertThat(log).doesNotContain("Rebootstrapping")
+                .contains("a real warning", "Running 'run' command.", "parallelism overridden");
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"log4j.properties", "log4j-console.properties"})
+    void onlyTheCommitterGaugeCollisionIsDropped(String file) throws IOException {
+        String log = logThrough(file, context -> {
+            Logger metricGroups = context.getLogger(metricGroupLoggerName());
+            metricGroups.warn("Name collision: Group already contains a Metric with the name 'pendingCommittables'."
+                    + " Metric will not be reported.[localhost, taskmanager, tm-1, onceflow, Output topic: Committer, 0]");
+            metricGroups.warn("Name collision: Group already contains a Metric with the name 'eventsAccepted'."
+                    + " Metric will not be reported.[localhost, taskmanager]");
+        });
+
+        assertThat(log).doesNotContain("pendingCommittables").contains("'eventsAccepted'");
+    }
+
+    @Test
+    void theClientLogNeverRecordsAProgramArgumentsValue() throws IOException {
+        String log = logThrough("log4j-cli.properties", context -> {
+            Logger cli = context.getLogger("org.apache.flink.client.cli.CliFrontend");
+            // as EnvironmentInformation.logEnvironmentInfo logs them for "flink run job.jar ..."
+            cli.info(" JVM Options:");
+            cli.info("    -Dlog.file=/opt/flink/log/flink-client.log");
+            cli.info(" Program Arguments:");
+            cli.info("    run");
+            cli.info("    /opt/onceflow/target/onceflow-job.jar");
+            cli.info("    --input.topics");
+            cli.info("    payments");
+            cli.info("    ******** (sensitive information)");
+            cli.info("    plain-Secret-after-a-hidden-key");
+            cli.info("    --kafka.properties.aws.credentials.file=/secret/credentials");
+            cli.info(" Classpath: /opt/flink/lib/flink-dist.jar");
+        });
+
+        assertThat(log).contains("-Dlog.file=/opt/flink/log/flink-client.log", "--input.topics", "Classpath:")
+                .doesNotContain("plain-Secret-after-a-hidden-key", "payments", "/secret/credentials");
+    }
+
+    /** The logger Flink's metric groups warn through (not their own class's), read from Flink itself. */
+    private static String metricGroupLoggerName() {
+        try {
+            Field log = AbstractMetricGroup.class.getDeclaredField("LOG");
+            log.setAccessible(true);
+            return ((org.slf4j.Logger) log.get(null)).getName();
+        } catch (ReflectiveOperationException e) {
+            throw new AssertionError("Flink's AbstractMetricGroup has no LOG field any more", e);
+        }
+    }
+
+    private interface Logging {
+        void to(LoggerContext context);
+    }
+
+    private String logThrough(String file, Logging logging) throws IOException {
+        Path logFile = directory.resolve(file + ".log");
+        String previous = System.getProperty("log.file");
+        System.setProperty("log.file", logFile.toString());
+        LoggerContext context = new LoggerContext(file);
+        try {
+            Configuration configuration = ConfigurationFactory.getInstance().getConfiguration(context,
+                    ConfigurationSource.fromUri(FLINK_CONF.resolve(file).toUri()));
+            context.start(configuration);
+            logging.to(context);
+        } finally {
+            context.stop();
+            if (previous == null) {
+                System.clearProperty("log.file");
+            } else {
+                System.setProperty("log.file", previous);
+            }
+        }
+        return Files.readString(logFile);
+    }
+}

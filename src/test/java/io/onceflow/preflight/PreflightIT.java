@@ -1,0 +1,110 @@
+package io.onceflow.preflight;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatCode;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.onceflow.cli.CannotRunException;
+import io.onceflow.config.OnceflowConfig;
+import io.onceflow.testing.TestKafka;
+import io.onceflow.testing.TestPostgres;
+import java.sql.Connection;
+import java.sql.Statement;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/** The checks before the start against a real broker and a real PostgreSQL, one service problem at a time. */
+class PreflightIT {
+    private final TestKafka kafka = TestKafka.shared();
+    private final Map<String, String> settings = new HashMap<>();
+    private TestPostgres.TestDatabase database;
+
+    @BeforeEach
+    void topicsAndDatabase() {
+        String in = TestKafka.uniqueTopic("preflight-in");
+        String out = TestKafka.uniqueTopic("preflight-out");
+        String dlq = TestKafka.uniqueTopic("preflight-dlq");
+        kafka.createTopics(2, in, out, dlq);
+        database = TestPostgres.shared().newDatabase();
+        settings.putAll(Map.of("kafka.bootstrap.servers", kafka.bootstrapServers(), "input.topics", in,
+                "input.group.id", "preflight", "output.topic", out, "dead.letter.topic", dlq,
+                "kafka.transactional.id.prefix", "preflight", "postgres.url", urlWithoutUser(),
+                "postgres.user", database.user()));
+        settings.put("postgres.password", database.password());
+    }
+
+    /** The test database's URL names its user, which would override postgres.user. */
+    private String urlWithoutUser() {
+        return database.jdbcUrl().replaceFirst("\\?.*$", "");
+    }
+
+    private OnceflowConfig config() {
+        return OnceflowConfig.fromMap(settings, Map.of());
+    }
+
+    private List<String> problems(Preflight.Purpose purpose) {
+        try {
+            Preflight.check(config(), purpose);
+            return List.of();
+        } catch (CannotRunException e) {
+            return e.problems();
+        }
+    }
+
+    @Test
+    void servicesThatAreReadyPass() {
+        assertThatCode(() -> Preflight.check(config(), Preflight.Purpose.RUN_JOB)).doesNotThrowAnyException();
+    }
+
+    @Test
+    void aTransactionTimeoutAboveTheBrokersMaximumIsReportedFromTheBrokersOwnSetting() {
+        // the configuration claims the brokers allow 30 min; the embedded broker allows Kafka's default, 15 min
+        settings.put("kafka.transaction.timeout", "20min");
+        settings.put("kafka.transaction.timeout.broker.max", "30min");
+        settings.keySet().removeIf(key -> key.startsWith("postgres."));
+
+        assertThat(problems(Preflight.Purpose.RUN_JOB)).singleElement().asString()
+                .startsWith("kafka.transaction.timeout: 1200 s exceeds the brokers' transaction.max.timeout.ms (900 s at "
+                        + kafka.bootstrapServers());
+        assertThat(problems(Preflight.Purpose.AUDIT)).as("the audit writes no transactions").isEmpty();
+    }
+
+    @Test
+    void kafkaClientSettingsTheClientRefusesAreNamed() {
+        settings.put("kafka.properties.security.protocol", "NOPE");
+
+        assertThat(problems(Preflight.Purpose.RUN_JOB)).singleElement().asString()
+                .startsWith("kafka.properties: the Kafka client refuses its settings (")
+                .contains("security.protocol");
+    }
+
+    @Test
+    void aUserWhoMayNotWriteOrCreateTheTablesIsToldWhatToGrant() throws Exception {
+        String reader = "reader_" + UUID.randomUUID().toString().substring(0, 8);
+        try (Connection admin = database.connect(); Statement sql = admin.createStatement()) {
+            sql.execute("CREATE ROLE " + reader + " LOGIN");
+            sql.execute("CREATE TABLE onceflow_events (id text PRIMARY KEY)");
+            sql.execute("GRANT SELECT ON onceflow_events TO " + reader);
+            // PostgreSQL 15+ grants nobody but the owner CREATE on schema public
+        }
+        settings.put("postgres.user", reader);
+        settings.put("postgres.password", "");
+
+        assertThat(problems(Preflight.Purpose.RUN_JOB)).containsExactly(
+                "postgres.table: user '" + reader + "' may not INSERT on onceflow_events at " + server()
+                        + ". GRANT SELECT, INSERT, UPDATE ON onceflow_events TO " + reader + ".",
+                "postgres.commit.log.table: the table onceflow_commit_log does not exist at " + server() + " and user '"
+                        + reader + "' may not create it in schema public. Create the tables as a DBA"
+                        + " (--print-postgres-ddl prints the statements) and grant SELECT, INSERT on them, or GRANT"
+                        + " CREATE ON SCHEMA public TO " + reader + ".");
+        assertThat(problems(Preflight.Purpose.AUDIT)).as("the audit only reads the event table").isEmpty();
+    }
+
+    private String server() {
+        return urlWithoutUser().replaceFirst("^jdbc:postgresql://", "");
+    }
+}
