@@ -1,5 +1,6 @@
 package io.onceflow.job;
 
+import io.onceflow.cli.CannotRunException;
 import io.onceflow.cli.CommandLineTool;
 import io.onceflow.cli.ExitCode;
 import io.onceflow.config.OnceflowConfig;
@@ -17,6 +18,7 @@ import io.onceflow.sink.postgres.PostgresSchema;
 import io.onceflow.sink.postgres.PostgresSink;
 import io.onceflow.sink.postgres.PostgresSinkBuilder;
 import java.sql.SQLException;
+import java.util.List;
 import java.util.Optional;
 import java.util.Set;
 import org.apache.flink.api.connector.sink2.Sink;
@@ -99,6 +101,9 @@ public final class OnceflowJob {
         OnceflowPipeline.Sinks sinks;
         try {
             sinks = startSinks(env, config);
+        } catch (SinkStart.FreshStartRefused e) {
+            throw new CannotRunException(List.of(Preflight.withoutSecrets(
+                    "fresh.start.pending: " + Preflight.oneLine(e.getMessage()), config)));
         } catch (SQLException | IllegalStateException e) {
             throw Preflight.postgresFailure(config, e);
         }

@@ -1,7 +1,9 @@
 package io.onceflow.job;
 
+import io.onceflow.cli.CannotRunException;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.config.PendingWorkOnFreshStart;
+import io.onceflow.preflight.Preflight;
 import io.onceflow.sink.kafka.KafkaSinks;
 import io.onceflow.sink.postgres.PendingTransactionsException;
 import io.onceflow.sink.postgres.PostgresSink;
@@ -53,12 +55,22 @@ final class SinkStart {
 
     private SinkStart() {}
 
+    /** A fresh start refused because the sinks hold an earlier run's pending output; says what to do. */
+    static final class FreshStartRefused extends IllegalStateException {
+        private static final long serialVersionUID = 1L;
+
+        FreshStartRefused(String message, Throwable cause) {
+            super(message, cause);
+        }
+    }
+
     /**
      * @param flinkConfig the environment's configuration, which holds the savepoint to restore
      *     ({@code execution.state-recovery.path}, set by {@code flink run -s} and by the REST API's
      *     {@code savepointPath}) and the cluster's checkpoint directory
      * @return the sinks to put into the job
-     * @throws IllegalStateException with what to do, when a fresh start is refused or a check fails
+     * @throws FreshStartRefused with what to do, when a fresh start would discard pending output
+     * @throws IllegalStateException with what to do, when a check fails
      */
     static OnceflowPipeline.Sinks start(OnceflowConfig config, ReadableConfig flinkConfig, int parallelism,
             String jobName) throws SQLException {
@@ -76,7 +88,7 @@ final class SinkStart {
             try {
                 startedPostgres = Optional.of(OnceflowJob.postgresSink(config).build().startRun(parallelism, mode, jobName));
             } catch (PendingTransactionsException e) {
-                throw new IllegalStateException(e.getMessage() + resumeAdvice(checkpointDir, e.previousJobId()), e);
+                throw new FreshStartRefused(e.getMessage() + resumeAdvice(checkpointDir, e.previousJobId()), e);
             }
         }
         return OnceflowJob.sinks(config, startedPostgres);
@@ -85,12 +97,12 @@ final class SinkStart {
     private static void refuseWhileKafkaTransactionsPending(OnceflowConfig config, Optional<String> checkpointDir) {
         List<String> pending = pendingKafkaTransactions(config);
         if (!pending.isEmpty()) {
-            throw new IllegalStateException("kafka.transactional.id.prefix '" + config.transactionalIdPrefix() + "' has "
+            throw new FreshStartRefused("kafka.transactional.id.prefix '" + config.transactionalIdPrefix() + "' has "
                     + pending.size() + " open Kafka transaction(s) from an earlier run: " + pending + ". A fresh start"
                     + " aborts them, and the output of the checkpoints that completed but were not committed yet is"
                     + " lost (their input offsets may already be committed to the consumer group). Resume from the"
                     + " earlier run's latest retained checkpoint, or start fresh with fresh.start.pending=discard to"
-                    + " discard them knowingly." + resumeAdvice(checkpointDir, Optional.empty()));
+                    + " discard them knowingly." + resumeAdvice(checkpointDir, Optional.empty()), null);
         }
     }
 
@@ -114,9 +126,10 @@ final class SinkStart {
             pending.sort(Comparator.naturalOrder());
             return pending;
         } catch (ExecutionException | TimeoutException e) {
-            throw new IllegalStateException("could not list the Kafka transactions at " + config.bootstrapServers()
-                    + " to check for an earlier run's pending output (" + e.getMessage() + "). Check"
-                    + " kafka.bootstrap.servers and that the principal may describe transactional ids.", e);
+            throw new CannotRunException(List.of(Preflight.withoutSecrets(Preflight.oneLine(
+                    "kafka.bootstrap.servers: could not list the Kafka transactions at " + config.bootstrapServers()
+                    + " to check for an earlier run's pending output (" + e.getMessage() + "). Check that the"
+                    + " brokers answer and that the job's principal may describe its transactional ids."), config)));
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new IllegalStateException("interrupted while listing Kafka transactions", e);

@@ -34,7 +34,8 @@ import org.junit.jupiter.api.Test;
  * past the heartbeat timeout and wakes them with SIGCONT once the job runs elsewhere (their attempts
  * wake up as zombies), kills and restarts the broker, restarts PostgreSQL, and upgrades the job
  * through a savepoint with another parallelism and changed settings. The job's database role has
- * hostile defaults (short idle and transaction timeouts, serializable isolation). Once the producer
+ * hostile defaults (short idle, transaction, statement and lock timeouts, serializable and read-only
+ * transactions, asynchronous commit). Once the producer
  * stopped and the job drained, the audit command (its own JVM, the job's configuration, JSON report)
  * must find every id exactly once in the output topic, once in PostgreSQL's table or, for the refused
  * ones, its rejects table, every poison record once in the dead-letter topic, and no prepared
@@ -60,8 +61,8 @@ class ClusterChaosIT {
     /** Role defaults a DBA might have set, each of which would break a sink that did not pin its sessions. */
     private static final List<String> HOSTILE_ROLE_DEFAULTS = List.of(
             "idle_in_transaction_session_timeout = '1s'", "idle_session_timeout = '2s'", "transaction_timeout = '3s'",
-            "default_transaction_isolation = 'serializable'", "statement_timeout = '3s'", "lock_timeout = '100ms'",
-            "synchronous_commit = off");
+            "default_transaction_isolation = 'serializable'", "default_transaction_read_only = on",
+            "statement_timeout = '3s'", "lock_timeout = '100ms'", "synchronous_commit = off");
 
     private ClusterHarness harness;
     private FlinkRestClient rest;
