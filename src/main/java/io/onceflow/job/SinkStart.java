@@ -82,6 +82,13 @@ final class SinkStart {
             refuseWhileKafkaTransactionsPending(config, checkpointDir);
         }
         Optional<PostgresSink> startedPostgres = Optional.empty();
+        if (config.postgres().isPresent() && config.deliveryGuarantee() == DeliveryGuarantee.AT_LEAST_ONCE) {
+            try {
+                OnceflowJob.postgresSink(config).build().startAtLeastOnce(discardPending);
+            } catch (PendingTransactionsException e) {
+                throw new FreshStartRefused(e.getMessage() + resumeAdvice(checkpointDir, e.previousJobId()), e);
+            }
+        }
         if (config.postgres().isPresent() && config.deliveryGuarantee() == DeliveryGuarantee.EXACTLY_ONCE) {
             StartMode mode = restoring ? StartMode.RESTORE
                     : discardPending ? StartMode.FRESH_DISCARDING_PENDING : StartMode.FRESH;

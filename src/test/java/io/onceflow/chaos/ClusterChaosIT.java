@@ -208,7 +208,7 @@ class ClusterChaosIT {
         switch (fault) {
             case KILL_TASK_MANAGER -> killTaskManager(random);
             case PAUSE_TASK_MANAGER -> {
-                pauseTaskManagerUntilTheJobRunsElsewhere(random, checkpointsBefore);
+                pauseTaskManagerUntilTheJobRunsElsewhere(random);
                 checkpointsBefore = completedCheckpoints();
             }
             case RESTART_KAFKA_BROKER -> harness.kafka().killAndRestart();
@@ -242,19 +242,51 @@ class ClusterChaosIT {
      * up as zombies, mid-write or mid-checkpoint, unaware of the restart. After a grace period in which
      * they may do their worst, the old TaskManager is removed.
      */
-    private void pauseTaskManagerUntilTheJobRunsElsewhere(Random random, long checkpointsBefore) throws Exception {
+    private void pauseTaskManagerUntilTheJobRunsElsewhere(Random random) throws Exception {
         FlinkStandaloneCluster flink = harness.flink();
         FlinkStandaloneCluster.TaskManager sleeper = busyTaskManager(random);
         awaitCheckpointInProgress(Duration.ofSeconds(15)); // freeze it mid-checkpoint when possible
+        printWriterSessions("before the pause");
         sleeper.process().pause();
         flink.startTaskManager();
         System.out.println("        paused " + sleeper.resourceId() + "; the JobManager gives up on it within "
                 + flink.heartbeatTimeout().toSeconds() + " s");
-        awaitRecovered(checkpointsBefore);
+        // No checkpoint completes while one of its TaskManagers is frozen: the count at the loss is
+        // the baseline of the recovery (the one taken before the fault may be passed already).
+        awaitTaskManagerLost(sleeper, flink.heartbeatTimeout().plus(RECOVERY_TIMEOUT));
+        System.out.println("        the JobManager declared " + sleeper.resourceId() + " lost");
+        awaitRecovered(completedCheckpoints());
+        printWriterSessions("after the recovery");
         sleeper.process().resume();
         System.out.println("        resumed " + sleeper.resourceId() + " after the job recovered elsewhere");
         Thread.sleep(ZOMBIE_GRACE.toMillis());
+        printWriterSessions("after the grace period");
         flink.kill(sleeper);
+    }
+
+    private void awaitTaskManagerLost(FlinkStandaloneCluster.TaskManager taskManager, Duration timeout) throws Exception {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (true) {
+            try {
+                if (rest.taskManagers().stream().noneMatch(tm -> tm.id().equals(taskManager.resourceId()))) {
+                    return;
+                }
+            } catch (IOException jobManagerBusy) {
+                // ask again
+            }
+            assertThat(System.nanoTime()).as(taskManager.resourceId() + " declared lost within " + timeout)
+                    .isLessThan(deadline);
+            Thread.sleep(250);
+        }
+    }
+
+    /** The sink writers' sessions and the fence's advisory locks, to read a pause's timeline. */
+    private void printWriterSessions(String when) {
+        List<String> sessions = harness.postgres().rows("SELECT a.pid, a.application_name, a.client_port, a.state,"
+                + " round(extract(epoch FROM clock_timestamp() - a.state_change)) AS idle_s,"
+                + " (SELECT string_agg(l.objid::text, ',') FROM pg_locks l WHERE l.pid = a.pid AND l.locktype = 'advisory')"
+                + " AS locked FROM pg_stat_activity a WHERE a.application_name LIKE 'onceflow-%writer%' ORDER BY 2, 1");
+        System.out.println("        writer sessions " + when + ": " + sessions);
     }
 
     private FlinkStandaloneCluster.TaskManager busyTaskManager(Random random) throws IOException {

@@ -88,6 +88,7 @@ class TaskManagerLossIT {
         job.put("parallelism", "2");
         job.put("postgres.url", cluster.postgres().jdbcUrl());
         job.put("postgres.user", cluster.postgres().user());
+        job.put("postgres.sink.prefix", "loss");
         Path file = cluster.directory().resolve("loss-job.properties");
         try (Writer out = Files.newBufferedWriter(file)) {
             job.store(out, "TaskManagerLossIT");

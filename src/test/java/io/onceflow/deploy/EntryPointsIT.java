@@ -81,7 +81,7 @@ class EntryPointsIT {
                 "--input.group.id", "entry", "--output.topic", "entry-out", "--dead.letter.topic", "entry-dlq",
                 "--kafka.transactional.id.prefix", "entry",
                 "--kafka.properties.ssl.truststore.password", ARGUMENT_SPACE_SECRET,
-                "--postgres.url", postgresUrl, "--postgres.user", "postgres",
+                "--postgres.url", postgresUrl, "--postgres.user", "postgres", "--postgres.sink.prefix", "entry",
                 "--postgres.password=" + ARGUMENT_EQUALS_SECRET));
     }
 
@@ -163,7 +163,7 @@ class EntryPointsIT {
     void theDdlNeedsOnlyThePostgresSettings() throws Exception {
         Run ddl = runJava(JOB, List.of("--print-postgres-ddl", "--postgres.url=jdbc:postgresql://db/x",
                 "--postgres.user", "onceflow", "--postgres.password", ARGUMENT_SPACE_SECRET,
-                "--postgres.table", "ledger.events"));
+                "--postgres.table", "ledger.events", "--postgres.sink.prefix", "ledger"));
         Run withoutUrl = runJava(JOB, List.of("--print-postgres-ddl", "--postgres.password=" + ARGUMENT_EQUALS_SECRET));
 
         assertThat(ddl.exitCode()).as(ddl.stderr()).isZero();

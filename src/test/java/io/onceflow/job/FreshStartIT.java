@@ -11,6 +11,7 @@ import io.onceflow.tools.audit.AuditReport;
 import io.onceflow.tools.generator.GeneratedInput;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.Comparator;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -20,6 +21,7 @@ import org.apache.flink.configuration.RestartStrategyOptions;
 import org.apache.flink.configuration.StateRecoveryOptions;
 import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer;
 import org.apache.flink.core.execution.JobClient;
+import org.apache.flink.core.execution.SavepointFormatType;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.test.junit5.MiniClusterExtension;
 import org.junit.jupiter.api.Test;
@@ -68,11 +70,19 @@ class FreshStartIT {
                 .hasMessageContaining("resume with: flink run -s ")
                 .hasMessageContaining(crashed.getJobID() + "/" + Path.of(java.net.URI.create(latest)).getFileName());
 
+        // Unbounded, as in production (a bounded source restored with splits already at their stopping
+        // offsets never finishes): run until the output holds every id, then stop with a savepoint.
         StreamExecutionEnvironment resumed = environment(config, latest);
-        OnceflowPipeline.define(resumed,
-                OnceflowJob.kafkaSourceBuilder(config).setBounded(OffsetsInitializer.latest()).build(),
-                OnceflowJob.startSinks(resumed, config), config.dedupTtl(), EventProcessor.passThrough());
-        resumed.execute(scenario.name + "-resumed");
+        OnceflowJob.defineJob(resumed, config, OnceflowJob.startSinks(resumed, config), EventProcessor.passThrough());
+        JobClient job = resumed.executeAsync(scenario.name + "-resumed");
+        long deadline = System.nanoTime() + Duration.ofSeconds(90).toNanos();
+        while (scenario.kafka().readCommitted(scenario.outputTopic, Duration.ofSeconds(30)).size() < truth.uniqueIds().size()) {
+            assertThat(job.getJobStatus().get().isGloballyTerminalState()).as("job still running").isFalse();
+            assertThat(System.nanoTime()).as("output caught up within 90 s").isLessThan(deadline);
+            Thread.sleep(500);
+        }
+        job.stopWithSavepoint(false, checkpoints.resolve("savepoints").toUri().toString(), SavepointFormatType.CANONICAL)
+                .get(2, TimeUnit.MINUTES);
 
         AuditReport audit = scenario.audit();
         assertThat(audit.problems()).isEmpty();

@@ -6,6 +6,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.sql.Savepoint;
+import java.sql.Statement;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import org.apache.flink.annotation.Internal;
@@ -94,7 +95,24 @@ final class EventUpsertBatch {
             rows.set(i++, entry.getKey(), entry.getValue());
         }
         rowsById.clear();
-        return connection -> writeIsolatingRefusedRows(connection, rows);
+        return connection -> {
+            checkConstraintsPerStatement(connection);
+            writeIsolatingRefusedRows(connection, rows);
+        };
+    }
+
+    /**
+     * A user's deferred constraint (a {@code DEFERRABLE INITIALLY DEFERRED} foreign key, a deferred
+     * constraint trigger) would fire at {@code PREPARE TRANSACTION}, outside every batch's savepoint,
+     * and fail the whole transaction on every replay. Checked at each statement instead, a refused
+     * row is isolated like any other. Transaction-scoped, so set for each batch (one round trip).
+     */
+    private static void checkConstraintsPerStatement(Connection connection) throws SQLException {
+        if (!connection.getAutoCommit()) {
+            try (Statement statement = connection.createStatement()) {
+                statement.execute("SET CONSTRAINTS ALL IMMEDIATE");
+            }
+        }
     }
 
     /** One batch's upsert, detached from the batch. */

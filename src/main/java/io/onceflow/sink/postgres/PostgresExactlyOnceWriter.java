@@ -218,6 +218,7 @@ final class PostgresExactlyOnceWriter
         try {
             fence.close();
             upserts.close();
+            fence.releaseLocks();
         } finally {
             connection.close();
         }

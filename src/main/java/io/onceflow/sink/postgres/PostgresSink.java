@@ -69,6 +69,20 @@ public final class PostgresSink
         return new PostgresSink(config.withRun(SinkRuns.start(config, parallelism, mode, jobName)));
     }
 
+    /**
+     * Checks the database before a job with this sink in at-least-once mode is submitted: the server
+     * stores UTF-8, the tables exist (created if missing), no live job uses the prefix, and no
+     * transaction of the prefix is prepared (an earlier exactly-once run's, which at-least-once
+     * writers could neither commit nor roll back), unless {@code discardPending} rolls them back.
+     *
+     * @throws PendingTransactionsException if transactions of the prefix are prepared and
+     *     {@code discardPending} is false; the message says what to do
+     * @throws IllegalStateException naming what to fix, if a check fails
+     */
+    public void startAtLeastOnce(boolean discardPending) throws SQLException {
+        SinkRuns.startAtLeastOnce(config, discardPending);
+    }
+
     @VisibleForTesting
     PostgresSinkConfig config() {
         return config;

@@ -15,6 +15,16 @@ import org.apache.flink.annotation.VisibleForTesting;
 final class ProtocolHooks {
     /** The steps, in protocol order. */
     enum Step {
+        /**
+         * A writer's lease keeper is about to renew its session's lease (the hook gets the
+         * writer's transaction id space: its prefix, epoch and subtask, checkpoint 0).
+         */
+        LEASE_RENEWAL,
+        /**
+         * A writer has read and judged an index's claim under the row's lock, and is about to record
+         * its own (the hook gets the writer's transaction id space, as for {@link #LEASE_RENEWAL}).
+         */
+        CLAIM_DECIDED,
         /** The writer has written the checkpoint's rows and is about to prepare. */
         BEFORE_PREPARE,
         /** The writer has prepared; the checkpoint has not completed yet. */

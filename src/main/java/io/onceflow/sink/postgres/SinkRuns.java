@@ -7,6 +7,7 @@ import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.OptionalInt;
+import java.util.OptionalLong;
 import java.util.stream.Collectors;
 import org.apache.flink.annotation.Internal;
 
@@ -37,10 +38,76 @@ final class SinkRuns {
             PostgresSchema.checkMaxPreparedTransactions(connection, parallelism, config.tolerableCheckpointFailures());
             config.schema().createIfMissing(connection);
             refuseWhileLiveWritersHoldThePrefix(connection, config);
+            refuseUniqueIndexesAcrossSubtasks(connection, config, parallelism);
             if (mode == StartMode.FRESH) {
                 refuseWhilePrepared(connection, config);
             }
             return register(connection, config, mode, jobName);
+        }
+    }
+
+    /**
+     * The checks of an at-least-once start: its writers commit each batch and never prepare, so
+     * they can neither commit nor roll back what an earlier exactly-once run of the prefix left
+     * prepared. Left alone, those transactions would hold their rows' locks for good (every later
+     * write of those ids times out) and the rows of the last completed checkpoint would never
+     * appear. So such a start refuses, or with {@code discardPending} rolls them back.
+     *
+     * @throws PendingTransactionsException if the prefix has prepared transactions and
+     *     {@code discardPending} is false
+     */
+    static void startAtLeastOnce(PostgresSinkConfig config, boolean discardPending) throws SQLException {
+        try (Connection connection = PostgresConnections.open(config, "run-start")) {
+            PostgresSchema.checkServerEncoding(connection);
+            config.schema().createIfMissing(connection);
+            refuseWhileLiveWritersHoldThePrefix(connection, config);
+            List<TransactionId> prepared = PreparedTransactionRecovery.prepared(connection, config.sinkPrefix());
+            if (prepared.isEmpty()) {
+                return;
+            }
+            if (!discardPending) {
+                throw new PendingTransactionsException("PostgreSQL sink prefix '" + config.sinkPrefix() + "' has "
+                        + prepared.size() + " prepared transaction(s) of an earlier exactly-once run ("
+                        + describeOwner(connection, config) + "), which the at-least-once sink can neither commit nor"
+                        + " roll back: they would hold their rows' locks for good, and the output of the last"
+                        + " completed checkpoint would never appear. Resume that run in exactly-once mode from its"
+                        + " latest retained checkpoint and stop it with a savepoint (flink stop) before switching to"
+                        + " at-least-once, or discard them knowingly with fresh.start.pending=discard.",
+                        prepared.size(), newestJobId(connection, config));
+            }
+            PreparedTransactionRecovery.rollBackAbandoned(connection, prepared, OptionalLong.empty(),
+                    OptionalLong.empty(), "at-least-once start");
+        }
+    }
+
+    /**
+     * A unique index or exclusion constraint of the user's on the events table besides the primary
+     * key would stop an exactly-once job for good: two ids that share its key, written by two
+     * subtasks within one checkpoint, wait for each other's transaction, which commits only after
+     * the checkpoint completes, which waits for the blocked subtask. Each replay repeats it. With one
+     * writer subtask the second row is refused like any other (the rejects table) instead.
+     */
+    private static void refuseUniqueIndexesAcrossSubtasks(Connection connection, PostgresSinkConfig config,
+            int parallelism) throws SQLException {
+        if (parallelism <= 1) {
+            return;
+        }
+        List<String> indexes = new ArrayList<>();
+        try (PreparedStatement query = connection.prepareStatement("SELECT i.indexrelid::regclass::text FROM pg_index i"
+                + " WHERE i.indrelid = to_regclass(?) AND (i.indisunique OR i.indisexclusion) AND NOT i.indisprimary")) {
+            query.setString(1, config.table());
+            try (ResultSet rows = query.executeQuery()) {
+                while (rows.next()) {
+                    indexes.add(rows.getString(1));
+                }
+            }
+        }
+        if (!indexes.isEmpty()) {
+            throw new IllegalStateException("the table " + config.table() + " has unique index(es) or exclusion"
+                    + " constraint(s) besides its primary key: " + indexes + ". With parallelism " + parallelism
+                    + " two message ids that share such a key, written by two subtasks between two checkpoints, wait"
+                    + " for each other's transaction until the job fails, on every replay. Drop them and enforce the"
+                    + " rule downstream (e.g. in an effect function's own table), or run the sink with parallelism 1.");
         }
     }
 
@@ -80,7 +147,14 @@ final class SinkRuns {
     private static void refuseWhileLiveWritersHoldThePrefix(Connection connection, PostgresSinkConfig config)
             throws SQLException {
         List<WriterFence.LockHolder> live = new ArrayList<>();
+        String ownApplicationName = PostgresConnections.applicationName(config.sinkPrefix(), "writer-");
         for (WriterFence.LockHolder holder : WriterFence.holders(connection, config.sinkPrefix(), OptionalInt.empty())) {
+            if (holder.applicationName() == null || !holder.applicationName().startsWith(ownApplicationName)) {
+                throw new IllegalStateException("the advisory lock key of PostgreSQL sink prefix '" + config.sinkPrefix()
+                        + "' is held by another application (" + holder + "): another prefix's key collides with this"
+                        + " one's, or another program uses the same advisory locks. Give this job another"
+                        + " postgres.sink.prefix.");
+            }
             if (!holder.leaseExpired(config.writerLease())) {
                 live.add(holder);
             }

@@ -1,5 +1,7 @@
 package io.onceflow.sink.postgres;
 
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -65,6 +67,8 @@ final class WriterFence implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(WriterFence.class);
     /** pg_advisory_lock(int, int) shows as objsubid 2 in pg_locks. */
     private static final int TWO_KEY_ADVISORY_LOCK = 2;
+    /** The claimer of an index's row before its first claim (see {@link #insertUnclaimedRow}). */
+    private static final int UNCLAIMED = -1;
     private static final String HOLDERS_SQL = "SELECT a.pid, l.objid::bigint, a.application_name,"
             + " coalesce(host(a.client_addr), 'a local socket'), a.state,"
             + " extract(epoch FROM clock_timestamp() - a.state_change)"
@@ -205,9 +209,11 @@ final class WriterFence implements AutoCloseable {
      * terminates the holder and records this claim.
      */
     private boolean recordClaimTerminatingOlderHolder(int index) throws SQLException {
+        insertUnclaimedRow(index);
         connection.setAutoCommit(false);
         boolean recorded = false;
         try {
+            boundClaimTransaction();
             ClaimToken current = lockedClaim(index);
             ClaimToken.Verdict verdict = token.against(current);
             if (verdict == ClaimToken.Verdict.STALE) {
@@ -220,6 +226,7 @@ final class WriterFence implements AutoCloseable {
                     return false;
                 }
             }
+            reachedHook(ProtocolHooks.Step.CLAIM_DECIDED);
             for (LockHolder holder : holders) {
                 LOG.warn("PostgreSQL sink prefix '{}' subtask {}: terminating the session of an older attempt ({}, claim"
                         + " {}) so that it can neither roll back nor prepare any more; this attempt: {}",
@@ -240,6 +247,36 @@ final class WriterFence implements AutoCloseable {
         }
     }
 
+    /**
+     * Makes sure the index has a row before any claimant reads it {@code FOR UPDATE}: with no row,
+     * two claimants would both read "unclaimed" and the later upsert (a zombie's, woken from a pause
+     * between its read and its write) would overwrite a newer claim. The row lock serialises them.
+     */
+    private void insertUnclaimedRow(int index) throws SQLException {
+        try (PreparedStatement insert = connection.prepareStatement("INSERT INTO " + config.writersTable()
+                + " (sink_prefix, subtask_index, run, restored_checkpoint, claimed_by_subtask, attempt, epoch, job_id)"
+                + " VALUES (?, ?, 0, NULL, " + UNCLAIMED + ", " + UNCLAIMED + ", 0, '')"
+                + " ON CONFLICT (sink_prefix, subtask_index) DO NOTHING")) {
+            insert.setString(1, config.sinkPrefix());
+            insert.setInt(2, index);
+            insert.executeUpdate();
+        }
+    }
+
+    /**
+     * A claimant that is paused while it holds the index's row lock must not block its successors
+     * for the length of the pause (the sessions' idle timeout is otherwise off, as a prepared
+     * transaction may wait minutes for its checkpoint): the server ends such a session after one
+     * lease, and a successor waits for the row lock a little longer than that.
+     */
+    private void boundClaimTransaction() throws SQLException {
+        long leaseMillis = config.writerLease().toMillis();
+        try (Statement statement = connection.createStatement()) {
+            statement.execute("SET LOCAL idle_in_transaction_session_timeout = " + leaseMillis);
+            statement.execute("SET LOCAL lock_timeout = " + (2 * leaseMillis + config.lockTimeout().toMillis()));
+        }
+    }
+
     private ClaimToken lockedClaim(int index) throws SQLException {
         return readClaim(index, " FOR UPDATE");
     }
@@ -255,7 +292,8 @@ final class WriterFence implements AutoCloseable {
             query.setString(1, config.sinkPrefix());
             query.setInt(2, index);
             try (ResultSet row = query.executeQuery()) {
-                return row.next() ? new ClaimToken(row.getLong(1), row.getLong(2), row.getInt(3), row.getInt(4)) : null;
+                return row.next() && row.getInt(3) != UNCLAIMED
+                        ? new ClaimToken(row.getLong(1), row.getLong(2), row.getInt(3), row.getInt(4)) : null;
             }
         }
     }
@@ -385,7 +423,16 @@ final class WriterFence implements AutoCloseable {
     }
 
     /** A query that starts no transaction, so an idle writer does not hold a snapshot open. */
+    private void reachedHook(ProtocolHooks.Step step) {
+        try {
+            ProtocolHooks.reached(step, new TransactionId(config.sinkPrefix(), epoch, start.subtaskIndex(), 0));
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
     private void renewLease() {
+        reachedHook(ProtocolHooks.Step.LEASE_RENEWAL);
         try (Statement statement = connection.createStatement()) {
             statement.unwrap(BaseStatement.class).executeWithFlags("SELECT 1", QueryExecutor.QUERY_SUPPRESS_BEGIN);
         } catch (SQLException | RuntimeException e) {
@@ -400,6 +447,20 @@ final class WriterFence implements AutoCloseable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new IllegalStateException("interrupted while waiting for a PostgreSQL sink index", e);
+        }
+    }
+
+    /**
+     * Releases the indices' locks before the writer closes its connection: the server ends a closed
+     * session asynchronously, and its locks would otherwise look held (by a live writer) for a moment
+     * after the job stopped. Best effort: a broken connection releases them anyway.
+     */
+    void releaseLocks() {
+        try (Statement statement = connection.createStatement()) {
+            statement.unwrap(BaseStatement.class).executeWithFlags("SELECT pg_advisory_unlock_all()",
+                    QueryExecutor.QUERY_SUPPRESS_BEGIN);
+        } catch (SQLException | RuntimeException e) {
+            LOG.debug("PostgreSQL sink writer {} could not release its locks before closing", start.subtaskIndex(), e);
         }
     }
 

@@ -17,6 +17,11 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.OptionalLong;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -274,6 +279,124 @@ class PostgresFencingTest {
                         assertThat(row.getInt(3)).isZero();
                         assertThat(row.getString(4)).isEqualTo("test-job-id");
                     });
+        }
+    }
+
+    /**
+     * A zombie that pauses after it judged a claim and before it records its own, while it holds
+     * the index's row lock: on the first claim of an index (nothing recorded yet), and on a later
+     * one. Its successor must neither be overwritten by the zombie's late write (which would let the
+     * zombie roll back a completed checkpoint) nor wait for the pause to end: the server ends the
+     * paused session after one lease, and the successor claims.
+     */
+    @Test
+    void aZombiePausedBetweenJudgingAndRecordingAFirstClaimCanNeitherBlockNorOverwriteItsSuccessor() throws Exception {
+        PostgresSinkConfig leased = db.config(db.builder("first").setWriterLease(Duration.ofMillis(600)));
+        assertPausedClaimantIsCutOff(leased, OptionalLong.empty());
+    }
+
+    @Test
+    void aZombiePausedBetweenJudgingAndRecordingALaterClaimCanNeitherBlockNorOverwriteItsSuccessor() throws Exception {
+        PostgresSinkConfig leased = db.config(db.builder("later").setWriterLease(Duration.ofMillis(600)));
+        try (PostgresExactlyOnceWriter first = db.freshWriter(leased)) {
+            commit(leased, checkpoint(first, 1, "before"));
+        }
+        assertPausedClaimantIsCutOff(leased, OptionalLong.of(1));
+    }
+
+    private void assertPausedClaimantIsCutOff(PostgresSinkConfig leased, OptionalLong restored) throws Exception {
+        CountDownLatch paused = new CountDownLatch(1);
+        CountDownLatch sigcont = new CountDownLatch(1);
+        Thread[] zombieThread = new Thread[1];
+        AtomicLong zombieEpoch = new AtomicLong(-1);
+        ProtocolHooks.install((step, transaction) -> {
+            if (step == ProtocolHooks.Step.CLAIM_DECIDED && Thread.currentThread() == zombieThread[0]) {
+                zombieEpoch.set(transaction.epoch());
+                paused.countDown();
+                sigcont.await(); // SIGSTOP: the row lock stays with the paused session
+            }
+            if (step == ProtocolHooks.Step.LEASE_RENEWAL && transaction.epoch() == zombieEpoch.get()) {
+                sigcont.await(); // the whole process is paused, its lease keeper too
+            }
+        });
+        try {
+            WriterStart zombie = db.attempt(0, 1, restored);
+            CompletableFuture<PostgresExactlyOnceWriter> zombieStart = new CompletableFuture<>();
+            zombieThread[0] = new Thread(() -> {
+                try {
+                    zombieStart.complete(SinkDatabase.writer(leased, zombie));
+                } catch (Throwable e) {
+                    zombieStart.completeExceptionally(e);
+                }
+            });
+            zombieThread[0].start();
+            assertThat(paused.await(10, TimeUnit.SECONDS)).as("the zombie reached its claim").isTrue();
+
+            PostgresCommittable completed;
+            long started = System.nanoTime();
+            try (PostgresExactlyOnceWriter successor = SinkDatabase.writer(leased, db.attempt(0, 1, restored))) {
+                assertThat(Duration.ofNanos(System.nanoTime() - started)).as("the successor waited about one lease")
+                        .isLessThan(Duration.ofSeconds(10));
+                completed = checkpoint(successor, 2, "a"); // checkpoint 2 completes; the task fails before the commit
+            }
+            sigcont.countDown();
+            assertThatThrownBy(() -> zombieStart.get(30, TimeUnit.SECONDS))
+                    .as("the woken zombie's session was ended by the server").isInstanceOf(ExecutionException.class);
+
+            assertThat(db.prepared(leased.sinkPrefix())).containsExactly(completed.transactionId());
+            try (PostgresExactlyOnceWriter restoredWriter = SinkDatabase.writer(leased, db.attempt(0, 1, OptionalLong.of(2)))) {
+                assertThat(commit(leased, completed)).extracting(r -> r.outcome).containsExactly(Outcome.COMMITTED);
+            }
+            assertThat(db.deliveriesById()).containsEntry("a", 1);
+        } finally {
+            sigcont.countDown();
+            ProtocolHooks.reset();
+        }
+    }
+
+    @Test
+    void anAtLeastOnceStartRefusesWhileAnExactlyOnceRunLeftTransactionsPreparedAndDiscardsThemOnRequest()
+            throws Exception {
+        PostgresCommittable pending;
+        try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
+            pending = checkpoint(writer, 1, "a"); // the job dies before the commit
+        }
+        PostgresSink atLeastOnce = new PostgresSink(config);
+
+        assertThatThrownBy(() -> atLeastOnce.startAtLeastOnce(false))
+                .isInstanceOf(PendingTransactionsException.class)
+                .hasMessageContaining("1 prepared transaction(s) of an earlier exactly-once run")
+                .hasMessageContaining("fresh.start.pending=discard");
+        assertThat(db.prepared("job")).containsExactly(pending.transactionId());
+
+        atLeastOnce.startAtLeastOnce(true);
+        assertThat(db.prepared("job")).isEmpty();
+    }
+
+    @Test
+    void aUniqueIndexBesideThePrimaryKeyIsRefusedBeforeItCanDeadlockTwoSubtasksAcrossACheckpoint() throws Exception {
+        db.execute("CREATE UNIQUE INDEX one_event_per_order ON onceflow_events ((payload->>'order'))");
+        PostgresSink sink = new PostgresSink(config);
+
+        assertThatThrownBy(() -> sink.startRun(2, StartMode.RESTORE, "test job"))
+                .isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("one_event_per_order")
+                .hasMessageContaining("parallelism 1");
+        // With one writer subtask the second id of an order is refused like any row (RefusedRowsTest).
+        sink.startRun(1, StartMode.RESTORE, "test job");
+    }
+
+    @Test
+    void aPrefixWhoseLockKeyCollidesWithAnotherApplicationsIsToldSo() throws Exception {
+        String colliding = "xAa"; // "onceflow-writer:xAa" and "onceflow-writer:xBB" share a String hash
+        assertThat(WriterFence.lockKey("xAa")).isEqualTo(WriterFence.lockKey("xBB"));
+        PostgresSinkConfig first = db.config(colliding);
+        try (PostgresExactlyOnceWriter writer = db.freshWriter(first)) {
+            assertThatThrownBy(() -> new PostgresSink(db.builder("xBB").build().config())
+                            .startRun(1, StartMode.FRESH, "second job"))
+                    .isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("held by another application")
+                    .hasMessageContaining("Give this job another postgres.sink.prefix");
         }
     }
 }

@@ -112,4 +112,20 @@ class RefusedRowsTest {
         db.query("SELECT id, error FROM onceflow_rejects", row -> errors.put(row.getString(1), row.getString(2)));
         return errors;
     }
+
+    @Test
+    void aRowThatADeferredConstraintRefusesIsIsolatedInsteadOfFailingThePrepare() throws Exception {
+        db.execute("CREATE TABLE customers (id text PRIMARY KEY)");
+        db.execute("INSERT INTO customers VALUES ('known')");
+        db.execute("ALTER TABLE onceflow_events ADD COLUMN customer text GENERATED ALWAYS AS (payload->>'customer')"
+                + " STORED REFERENCES customers DEFERRABLE INITIALLY DEFERRED");
+        try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
+            writer.write(event("good", "{\"customer\":\"known\"}"), null);
+            writer.write(event("bad", "{\"customer\":\"unknown\"}"), null);
+            commit(config, writer.prepareCommit().iterator().next());
+        }
+
+        assertThat(db.deliveriesById()).containsOnlyKeys("good");
+        assertThat(db.rejects()).containsExactly(entry("bad", "23503"));
+    }
 }

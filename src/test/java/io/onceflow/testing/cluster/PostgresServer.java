@@ -4,9 +4,12 @@ import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.io.IOException;
 import java.sql.Connection;
 import java.sql.DriverManager;
+import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 
 /**
  * A PostgreSQL 17 server (zonky's binaries from Maven; the server is its own process) whose data
@@ -66,6 +69,25 @@ public final class PostgresServer implements AutoCloseable {
             }
         } catch (SQLException e) {
             throw new IllegalStateException("could not run " + String.join("; ", statements), e);
+        }
+    }
+
+    /** Runs {@code query} as the superuser; each row's columns joined by single spaces. */
+    public List<String> rows(String query) {
+        try (Connection connection = DriverManager.getConnection(jdbcUrl(), user(), "");
+                Statement statement = connection.createStatement();
+                ResultSet result = statement.executeQuery(query)) {
+            List<String> rows = new ArrayList<>();
+            while (result.next()) {
+                StringBuilder row = new StringBuilder();
+                for (int column = 1; column <= result.getMetaData().getColumnCount(); column++) {
+                    row.append(column > 1 ? " " : "").append(result.getString(column));
+                }
+                rows.add(row.toString());
+            }
+            return rows;
+        } catch (SQLException e) {
+            throw new IllegalStateException("could not run " + query, e);
         }
     }
 
