@@ -33,7 +33,7 @@ class PreflightIT {
         settings.putAll(Map.of("kafka.bootstrap.servers", kafka.bootstrapServers(), "input.topics", in,
                 "input.group.id", "preflight", "output.topic", out, "dead.letter.topic", dlq,
                 "kafka.transactional.id.prefix", "preflight", "postgres.url", urlWithoutUser(),
-                "postgres.user", database.user()));
+                "postgres.user", database.user(), "postgres.sink.prefix", "preflight"));
         settings.put("postgres.password", database.password());
     }
 

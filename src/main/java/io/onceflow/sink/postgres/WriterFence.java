@@ -47,7 +47,11 @@ import org.slf4j.LoggerFactory;
  *       {@link ClaimToken} (run, restored checkpoint, attempt: Flink's order) into the writers table
  *       under a row lock, before taking the advisory lock, and a claimant whose token is not newer
  *       than the recorded one refuses to touch anything ({@link ClaimToken.Verdict#STALE}). So the
- *       newest claimant always wins and the holder it terminates is always older.
+ *       newest claimant always wins and the holder it terminates is always older. Every index's row
+ *       exists before anyone reads it {@code FOR UPDATE} (so two first claims cannot both read
+ *       "unclaimed"), and the claim transaction is the only one whose idle time the server bounds
+ *       (one lease): a claimant paused while it holds the row lock blocks its successor for a lease,
+ *       not for the length of its pause.
  *   <li><b>Leases, for what tokens cannot order:</b> a writer renews its session's activity every
  *       third of {@code writerLease} (a query from a daemon thread that starts no transaction). A
  *       holder whose session has been idle longer than the lease is presumed dead or paused. Only
