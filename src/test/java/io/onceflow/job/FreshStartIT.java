@@ -50,17 +50,7 @@ class FreshStartIT {
         GeneratedInput truth = scenario.produce(RECORDS, 11);
         OnceflowConfig config = scenario.config();
 
-        // The first run dies between a checkpoint's snapshot and its completion, and is not restarted.
-        FailureInjector crash = new FailureInjector(scenario.name, FailureInjector.Moment.AFTER_SNAPSHOT_BEFORE_COMPLETION,
-                RECORDS / 3).pacedAt(500);
-        StreamExecutionEnvironment first = environment(config, null);
-        OnceflowPipeline.define(first,
-                OnceflowJob.kafkaSourceBuilder(config).setBounded(OffsetsInitializer.latest()).build(),
-                OnceflowJob.startSinks(first, config), config.dedupTtl(), crash);
-        JobClient crashed = first.executeAsync(scenario.name);
-        assertThatThrownBy(() -> crashed.getJobExecutionResult().get(2, TimeUnit.MINUTES))
-                .isInstanceOf(ExecutionException.class);
-        assertThat(FailureInjector.fired(scenario.name)).isTrue();
+        JobClient crashed = crashBetweenASnapshotAndItsCompletion(scenario, config);
         String latest = latestRetainedCheckpoint(crashed);
 
         assertThatThrownBy(() -> OnceflowJob.startSinks(environment(config, null), config))
@@ -96,6 +86,15 @@ class FreshStartIT {
                 .with("checkpoint.dir", checkpoints.toUri().toString());
         scenario.produce(RECORDS, 12);
         OnceflowConfig config = scenario.config();
+        crashBetweenASnapshotAndItsCompletion(scenario, config);
+
+        OnceflowConfig discarding = scenario.with("fresh.start.pending", "discard").config();
+        assertThat(OnceflowJob.startSinks(environment(discarding, null), discarding).postgres()).isPresent();
+    }
+
+    /** A first run that dies between a checkpoint's snapshot and its completion, and is not restarted. */
+    private static JobClient crashBetweenASnapshotAndItsCompletion(PipelineScenario scenario, OnceflowConfig config)
+            throws Exception {
         FailureInjector crash = new FailureInjector(scenario.name, FailureInjector.Moment.AFTER_SNAPSHOT_BEFORE_COMPLETION,
                 RECORDS / 3).pacedAt(500);
         StreamExecutionEnvironment first = environment(config, null);
@@ -105,9 +104,8 @@ class FreshStartIT {
         JobClient crashed = first.executeAsync(scenario.name);
         assertThatThrownBy(() -> crashed.getJobExecutionResult().get(2, TimeUnit.MINUTES))
                 .isInstanceOf(ExecutionException.class);
-
-        OnceflowConfig discarding = scenario.with("fresh.start.pending", "discard").config();
-        assertThat(OnceflowJob.startSinks(environment(discarding, null), discarding).postgres()).isPresent();
+        assertThat(FailureInjector.fired(scenario.name)).isTrue();
+        return crashed;
     }
 
     private static StreamExecutionEnvironment environment(OnceflowConfig config, String restoreFrom) {

@@ -40,13 +40,17 @@ class BackgroundUpsertsTest {
 
     private EventUpsertBatch.Upsert blockedUntilReleased(String name) {
         return connection -> {
-            try {
-                release.await(TIMEOUT_SECONDS, TimeUnit.SECONDS);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
+            awaitRelease();
             executed.add(name);
         };
+    }
+
+    private void awaitRelease() {
+        try {
+            release.await(TIMEOUT_SECONDS, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
     }
 
     private static EventUpsertBatch.Upsert failing(String message) {
@@ -58,11 +62,7 @@ class BackgroundUpsertsTest {
     /** Fails only once released, so that the test can queue upserts behind it before it fails. */
     private EventUpsertBatch.Upsert failingOnceReleased(String message) {
         return connection -> {
-            try {
-                release.await(TIMEOUT_SECONDS, TimeUnit.SECONDS);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
+            awaitRelease();
             throw new SQLException(message);
         };
     }
