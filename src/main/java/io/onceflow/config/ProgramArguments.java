@@ -1,10 +1,12 @@
 package io.onceflow.config;
 
+import static io.onceflow.config.ConfigKey.POSTGRES_PASSWORD;
 import static io.onceflow.config.ConfigKey.POSTGRES_URL;
 import static io.onceflow.config.ConfigKey.TRANSACTIONAL_ID_PREFIX;
 
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -117,7 +119,11 @@ public final class ProgramArguments {
      * @throws ConfigException listing every problem, including a missing {@code postgres.url}
      */
     public PostgresSettings postgresSettings(Map<String, String> environment) {
-        ConfigReader settings = reader(environment);
+        // The DDL connects to nothing: a password (often ${VAR} of a variable set only where the job
+        // runs) must not be required.
+        Map<String, String> withoutPassword = new HashMap<>(commandLine.settings());
+        withoutPassword.remove(POSTGRES_PASSWORD.key());
+        ConfigReader settings = reader(withoutPassword, environment);
         if (!settings.isSet(POSTGRES_URL)) {
             settings.problem(POSTGRES_URL, "is required here but not set", "Set it: " + POSTGRES_URL.description());
         }
@@ -130,8 +136,12 @@ public final class ProgramArguments {
     }
 
     private ConfigReader reader(Map<String, String> environment) {
+        return reader(commandLine.settings(), environment);
+    }
+
+    private ConfigReader reader(Map<String, String> settings, Map<String, String> environment) {
         List<String> earlierProblems = new ArrayList<>(commandLine.problems());
         earlierProblems.addAll(optionProblems);
-        return new ConfigReader(commandLine.settings(), environment, earlierProblems);
+        return new ConfigReader(settings, environment, earlierProblems);
     }
 }

@@ -244,7 +244,8 @@ final class ValueParsers {
         }
         if (!text.startsWith("jdbc:postgresql:")) {
             throw new InvalidValueException(
-                    "'" + text + "' is not a PostgreSQL JDBC URL",
+                    "is not a PostgreSQL JDBC URL (it does not start with jdbc:postgresql:; not quoted: a"
+                            + " mistyped URL may hold credentials)",
                     "Use jdbc:postgresql://host:port/database.");
         }
         return text;

@@ -19,8 +19,10 @@ import org.postgresql.PGProperty;
  * audit).
  */
 final class PostgresPreflight {
-    private static final List<String> EVENT_TABLE_PRIVILEGES = List.of("SELECT", "INSERT", "UPDATE");
-    private static final List<String> COMMIT_LOG_PRIVILEGES = List.of("SELECT", "INSERT");
+    /** Upserted (the events, the rejects, the writers' claims: INSERT ... ON CONFLICT DO UPDATE). */
+    private static final List<String> UPSERT_PRIVILEGES = List.of("SELECT", "INSERT", "UPDATE");
+    /** Appended to and read (the commit log, the runs). */
+    private static final List<String> APPEND_PRIVILEGES = List.of("SELECT", "INSERT");
 
     private final PostgresSettings settings;
     private final Preflight.Purpose purpose;
@@ -36,8 +38,13 @@ final class PostgresPreflight {
     List<String> problems() {
         try (Connection connection = connect()) {
             if (purpose == Preflight.Purpose.RUN_JOB) {
-                checkTable(connection, "postgres.table", settings.table(), EVENT_TABLE_PRIVILEGES);
-                checkTable(connection, "postgres.commit.log.table", settings.commitLogTable(), COMMIT_LOG_PRIVILEGES);
+                // every table the sink writes: a privilege missing on any of them (the rejects table is
+                // written only when a row is refused) would otherwise fail the job in a restart loop later
+                checkTable(connection, "postgres.table", settings.table(), UPSERT_PRIVILEGES);
+                checkTable(connection, "postgres.rejects.table", settings.rejectsTable(), UPSERT_PRIVILEGES);
+                checkTable(connection, "postgres.commit.log.table", settings.commitLogTable(), APPEND_PRIVILEGES);
+                checkTable(connection, "postgres.runs.table", settings.runsTable(), APPEND_PRIVILEGES);
+                checkTable(connection, "postgres.writers.table", settings.writersTable(), UPSERT_PRIVILEGES);
             } else {
                 checkTable(connection, "postgres.table", settings.table(), List.of("SELECT"));
             }

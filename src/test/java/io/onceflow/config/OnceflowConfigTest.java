@@ -468,7 +468,7 @@ class OnceflowConfigTest {
 
     static Stream<Arguments> invalidPostgresValues() {
         return Stream.of(
-                Arguments.of("postgres.url", "jdbc:mysql://db/payments", "'jdbc:mysql://db/payments' is not a PostgreSQL JDBC URL"),
+                Arguments.of("postgres.url", "jdbc:mysql://db/payments", "is not a PostgreSQL JDBC URL (it does not start with jdbc:postgresql:"),
                 Arguments.of("postgres.table", "events; drop table x", "'events; drop table x' is not a valid table name"),
                 Arguments.of("postgres.commit.log.table", "a.b.c", "'a.b.c' is not a valid table name"),
                 Arguments.of("postgres.sink.prefix", "payments-1", "'payments-1' is not a valid sink prefix"),

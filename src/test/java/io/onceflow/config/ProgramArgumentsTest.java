@@ -72,6 +72,15 @@ class ProgramArgumentsTest {
     }
 
     @Test
+    void postgresSettingsNeedNoPasswordEvenWhenItsVariableIsUnset() {
+        ProgramArguments arguments = ProgramArguments.parse(new String[] {
+            "--postgres.url=jdbc:postgresql://db:5432/payments", "--postgres.user", "onceflow",
+            "--postgres.password", "${ONCEFLOW_UNSET_PASSWORD}", "--postgres.sink.prefix", "payments"}, Set.of(), Set.of());
+
+        assertThat(arguments.postgresSettings(Map.of()).table()).isEqualTo("onceflow_events");
+    }
+
+    @Test
     void postgresSettingsWithoutTheUrlAreAConfigurationError() {
         ProgramArguments arguments = ProgramArguments.parse(
                 new String[] {"--postgres.table", "events"}, Set.of(), Set.of());

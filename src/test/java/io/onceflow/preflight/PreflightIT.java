@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.onceflow.cli.CannotRunException;
 import io.onceflow.config.OnceflowConfig;
+import io.onceflow.job.OnceflowJob;
 import io.onceflow.testing.TestKafka;
 import io.onceflow.testing.TestPostgres;
 import java.sql.Connection;
@@ -97,11 +98,35 @@ class PreflightIT {
         assertThat(problems(Preflight.Purpose.RUN_JOB)).containsExactly(
                 "postgres.table: user '" + reader + "' may not INSERT on onceflow_events at " + server()
                         + ". GRANT SELECT, INSERT, UPDATE ON onceflow_events TO " + reader + ".",
-                "postgres.commit.log.table: the table onceflow_commit_log does not exist at " + server() + " and user '"
-                        + reader + "' may not create it in schema public. Create the tables as a DBA"
-                        + " (--print-postgres-ddl prints the statements) and grant SELECT, INSERT on them, or GRANT"
-                        + " CREATE ON SCHEMA public TO " + reader + ".");
+                cannotCreate("postgres.rejects.table", "onceflow_rejects", reader, "SELECT, INSERT, UPDATE"),
+                cannotCreate("postgres.commit.log.table", "onceflow_commit_log", reader, "SELECT, INSERT"),
+                cannotCreate("postgres.runs.table", "onceflow_runs", reader, "SELECT, INSERT"),
+                cannotCreate("postgres.writers.table", "onceflow_writers", reader, "SELECT, INSERT, UPDATE"));
         assertThat(problems(Preflight.Purpose.AUDIT)).as("the audit only reads the event table").isEmpty();
+    }
+
+    private String cannotCreate(String key, String table, String user, String privileges) {
+        return key + ": the table " + table + " does not exist at " + server() + " and user '" + user
+                + "' may not create it in schema public. Create the tables as a DBA (--print-postgres-ddl prints the"
+                + " statements) and grant " + privileges + " on them, or GRANT CREATE ON SCHEMA public TO " + user + ".";
+    }
+
+    @Test
+    void aPrivilegeMissingOnTheRejectsTableIsReportedBeforeARefusedRowNeedsIt() throws Exception {
+        String writer = "writer_" + UUID.randomUUID().toString().substring(0, 8);
+        try (Connection admin = database.connect(); Statement sql = admin.createStatement()) {
+            OnceflowJob.schema(config().postgres().orElseThrow()).createIfMissing(admin);
+            sql.execute("CREATE ROLE " + writer + " LOGIN");
+            sql.execute("GRANT SELECT, INSERT, UPDATE ON onceflow_events, onceflow_commit_log, onceflow_runs,"
+                    + " onceflow_writers TO " + writer);
+            sql.execute("GRANT SELECT ON onceflow_rejects TO " + writer);
+        }
+        settings.put("postgres.user", writer);
+        settings.put("postgres.password", "");
+
+        assertThat(problems(Preflight.Purpose.RUN_JOB)).containsExactly(
+                "postgres.rejects.table: user '" + writer + "' may not INSERT on onceflow_rejects at " + server()
+                        + ". GRANT SELECT, INSERT, UPDATE ON onceflow_rejects TO " + writer + ".");
     }
 
     private String server() {

@@ -12,7 +12,7 @@ import java.util.Set;
 
 /**
  * The PostgreSQL part of an {@link Audit}: one row per accepted id, {@code deliveries = 1} on every
- * row, and no prepared transaction of this job's sink prefix left behind. An id that the database
+ * row (of the event table and of the rejects table), and no prepared transaction of this job's sink prefix left behind. An id that the database
  * refused is accounted for by its row in the rejects table (reported, not a problem). Run it once the job has
  * stopped or drained: a running job legitimately has the transaction of its next checkpoint prepared.
  */
@@ -67,11 +67,17 @@ final class PostgresTableAudit {
                 }
                 // the rejects table was validated as an identifier too
                 try (ResultSet rejects = statement.executeQuery(
-                        "SELECT id, sql_state FROM " + settings.rejectsTable())) {
+                        "SELECT id, sql_state, deliveries FROM " + settings.rejectsTable())) {
                     while (rejects.next()) {
                         String id = rejects.getString(1);
+                        int deliveries = rejects.getInt(3);
                         report.postgresRejectedIds.add(id);
                         report.postgresRejectsBySqlState.merge(rejects.getString(2), 1L, Long::sum);
+                        // a refused row is written exactly once too: a second delivery is a replay that escaped
+                        report.maxDeliveries = Math.max(report.maxDeliveries, deliveries);
+                        if (deliveries > 1) {
+                            report.postgresRepeatedDeliveries.add(id + " x" + deliveries + " (rejects table)");
+                        }
                         if (!expectedIds.contains(id)) {
                             report.postgresUnexpectedRejects.add(id);
                         }

@@ -228,6 +228,17 @@ class PostgresFencingTest {
             db.execute("ALTER ROLE " + role + " SET " + setting);
         }
         PostgresSinkConfig hostile = db.config(db.builderAs("hostile", role));
+        try (Connection session = PostgresConnections.open(hostile, "probe");
+                Statement statement = session.createStatement()) {
+            // what the sink relies on, whatever the role says (a serializable writer would fail on
+            // its siblings' rows; a read-only one could not write at all)
+            assertThat(PostgresTwoPhaseCommitTest.show(statement, "default_transaction_isolation")).isEqualTo("read committed");
+            assertThat(PostgresTwoPhaseCommitTest.show(statement, "default_transaction_read_only")).isEqualTo("off");
+            assertThat(PostgresTwoPhaseCommitTest.show(statement, "idle_in_transaction_session_timeout")).isEqualTo("0");
+            assertThat(PostgresTwoPhaseCommitTest.show(statement, "idle_session_timeout")).isEqualTo("0");
+            assertThat(PostgresTwoPhaseCommitTest.show(statement, "transaction_timeout")).isEqualTo("0");
+            assertThat(PostgresTwoPhaseCommitTest.show(statement, "synchronous_commit")).isEqualTo("on");
+        }
         try (PostgresExactlyOnceWriter writer = db.freshWriter(hostile)) {
             db.query("SELECT usename FROM pg_stat_activity WHERE application_name = 'onceflow-hostile-writer-0'",
                     row -> assertThat(row.getString(1)).as("the writer runs as the hostile role").isEqualTo(role));

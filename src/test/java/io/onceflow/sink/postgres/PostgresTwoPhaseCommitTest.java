@@ -350,7 +350,7 @@ class PostgresTwoPhaseCommitTest {
         }
     }
 
-    private static String show(Statement statement, String setting) throws SQLException {
+    static String show(Statement statement, String setting) throws SQLException {
         try (var result = statement.executeQuery("SHOW " + setting)) {
             result.next();
             return result.getString(1);
