@@ -3,13 +3,19 @@ package io.onceflow.chaos;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import io.onceflow.testing.Ledger;
 import io.onceflow.testing.cluster.ClusterHarness;
 import io.onceflow.testing.cluster.FlinkRestClient;
 import io.onceflow.testing.cluster.FlinkStandaloneCluster;
+import io.onceflow.tools.audit.CommittedTopicReader;
+import io.onceflow.tools.generator.EventGenerator;
 import java.io.IOException;
 import java.io.Writer;
+import java.math.BigDecimal;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.sql.Connection;
+import java.sql.SQLException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.EnumMap;
@@ -53,11 +59,17 @@ class ClusterChaosIT {
     private static final int MAX_MESSAGE_BYTES = 4096;
     private static final int MAX_ID_LENGTH = 64;
     private static final Duration RECOVERY_TIMEOUT = Duration.ofMinutes(3);
+    /**
+     * How long the job may take to catch up with the producer after the last fault: the backlog of a
+     * long run on a loaded 2-core machine, at the parallelism of the last upgrade (1), is large.
+     */
+    private static final Duration DRAIN_TIMEOUT = Duration.ofMinutes(20);
     /** The longest the job may go without completing a checkpoint. */
     private static final Duration LONGEST_STALL = Duration.ofMinutes(2);
     /** How long a woken zombie TaskManager runs before the test removes it. */
     private static final Duration ZOMBIE_GRACE = Duration.ofSeconds(20);
     private static final String JOB_ROLE = "onceflow_chaos";
+    private static final BigDecimal LEDGER_OPENING_BALANCE = new BigDecimal("100000000.00");
     /** Role defaults a DBA might have set, each of which would break a sink that did not pin its sessions. */
     private static final List<String> HOSTILE_ROLE_DEFAULTS = List.of(
             "idle_in_transaction_session_timeout = '1s'", "idle_session_timeout = '2s'", "transaction_timeout = '3s'",
@@ -136,6 +148,7 @@ class ClusterChaosIT {
                 assertThat(report.path("postgres").path("rejectsBySqlState").path("23514").asLong())
                         .as("refused by the CHECK constraint").isEqualTo(truth.refusedIds());
                 assertThat(report.path("postgres").path("maxDeliveries").asLong()).as("max deliveries").isEqualTo(1);
+                assertLedgerBalances(cluster, started);
                 assertThat(longestStall).as("longest time without a completed checkpoint").isLessThan(LONGEST_STALL);
                 if (faultsDone.getOrDefault(ChaosPlan.Fault.PAUSE_TASK_MANAGER, 0) > 0) {
                     assertThat(zombieSessionsEnded).as("sessions of paused attempts ended by their successors")
@@ -144,6 +157,23 @@ class ClusterChaosIT {
                 assertThat(truth.records()).isGreaterThanOrEqualTo(plan.minimumEvents());
                 assertThat(faultsDone.values().stream().mapToInt(Integer::intValue).sum()).isEqualTo(faults.size());
             }
+        }
+    }
+
+    /**
+     * Every account's balance is its opening balance less its unique payments, summed from the input
+     * topic itself, to the cent; and the ledger agrees with the inbox's recorded results.
+     */
+    private void assertLedgerBalances(ClusterHarness cluster, long started) throws SQLException {
+        Ledger.PaymentTally tally = new Ledger.PaymentTally(EventGenerator.ID_HEADER);
+        CommittedTopicReader.forBootstrapServers(cluster.kafka().bootstrapServers())
+                .read(jobSettings.get("input.topics"), Duration.ofMinutes(5), tally);
+        try (Connection ledger = cluster.postgres().connect()) {
+            Ledger.Report report = Ledger.audit(ledger, "onceflow_events");
+            System.out.printf("%6.1fs  LEDGER %s%n", seconds(started), report);
+            assertThat(report.clean()).as("ledger audit: %s", report).isTrue();
+            assertThat(Ledger.balances(ledger)).as("balances against the input's unique payments")
+                    .isEqualTo(Ledger.expectedBalances(ledger, tally.paymentsByAccount()));
         }
     }
 
@@ -172,8 +202,19 @@ class ClusterChaosIT {
         jobSettings.put("postgres.url", cluster.postgres().jdbcUrl());
         jobSettings.put("postgres.user", JOB_ROLE);
         jobSettings.put("postgres.sink.prefix", name);
+        // every payment debits an account of the ledger, once (plenty of funds: the expected balances
+        // follow from the input alone)
+        jobSettings.put("postgres.effect.function", Ledger.FUNCTION);
         cluster.postgres().execute("CREATE ROLE " + JOB_ROLE + " LOGIN", "GRANT CREATE, USAGE ON SCHEMA public TO "
                 + JOB_ROLE);
+        try (Connection ledger = cluster.postgres().connect()) {
+            Ledger.install(ledger);
+            Ledger.openAccounts(ledger, EventGenerator.ACCOUNTS, LEDGER_OPENING_BALANCE, false);
+        } catch (SQLException e) {
+            throw new IllegalStateException("could not set up the ledger", e);
+        }
+        cluster.postgres().execute("GRANT USAGE ON SCHEMA ledger TO " + JOB_ROLE,
+                "GRANT SELECT, UPDATE ON ledger.accounts TO " + JOB_ROLE);
         for (String setting : HOSTILE_ROLE_DEFAULTS) {
             cluster.postgres().execute("ALTER ROLE " + JOB_ROLE + " SET " + setting);
         }
@@ -358,7 +399,8 @@ class ClusterChaosIT {
      */
     private void awaitDrained() throws Exception {
         String inputTopic = jobSettings.get("input.topics");
-        long deadline = System.nanoTime() + Duration.ofMinutes(10).toNanos();
+        long deadline = System.nanoTime() + DRAIN_TIMEOUT.toNanos();
+        long nextReport = System.nanoTime() + Duration.ofMinutes(1).toNanos();
         try (Admin admin = harness.kafka().admin()) {
             Map<TopicPartition, OffsetSpec> latest = admin.describeTopics(List.of(inputTopic)).allTopicNames().get()
                     .get(inputTopic).partitions().stream()
@@ -373,8 +415,15 @@ class ClusterChaosIT {
                 if (caughtUp) {
                     break;
                 }
-                assertThat(System.nanoTime()).as("drained within 10 minutes; end " + end + ", committed " + committed)
-                        .isLessThan(deadline);
+                assertThat(System.nanoTime()).as("drained within " + DRAIN_TIMEOUT + "; end " + end + ", committed "
+                        + committed).isLessThan(deadline);
+                if (System.nanoTime() > nextReport) {
+                    // a drain that moves is a slow machine; one that does not is a stuck job
+                    System.out.printf("        draining: committed %d of %d input records%n",
+                            committed.values().stream().mapToLong(OffsetAndMetadata::offset).sum(),
+                            end.values().stream().mapToLong(Long::longValue).sum());
+                    nextReport += Duration.ofMinutes(1).toNanos();
+                }
                 Thread.sleep(500);
             }
         }

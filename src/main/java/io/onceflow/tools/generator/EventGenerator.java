@@ -27,6 +27,11 @@ import org.apache.kafka.common.header.internals.RecordHeader;
 public final class EventGenerator {
     /** The header the generated records carry their id in (the job's default id source). */
     public static final String ID_HEADER = "message-id";
+    /**
+     * Payments go to user ids 1..ACCOUNTS, for 1.00 to 99.99: a ledger of that many accounts (the
+     * demo's) sees each account pay several times.
+     */
+    public static final int ACCOUNTS = 10_000;
 
     private static final List<DeadLetterReason> POISON_KINDS = Arrays.asList(
             DeadLetterReason.MALFORMED_JSON,
@@ -103,8 +108,8 @@ public final class EventGenerator {
         if (index % 2 == 0) {
             json.append("{\"id\":\"").append(id)
                     .append("\",\"type\":\"payment\",\"payment_id\":\"pay-").append(index)
-                    .append("\",\"user_id\":").append(fields.nextInt(1, 1_000_000))
-                    .append(",\"amount\":").append(String.format(Locale.ROOT, "%.2f", fields.nextInt(100, 10_000_000) / 100.0))
+                    .append("\",\"user_id\":").append(fields.nextInt(1, ACCOUNTS + 1))
+                    .append(",\"amount\":").append(String.format(Locale.ROOT, "%.2f", fields.nextInt(100, 10_000) / 100.0))
                     .append(",\"currency\":\"RUB\",\"status\":\"captured\",\"created_at\":\"").append(createdAt).append('"');
         } else {
             int quantity = fields.nextInt(1, 5);

@@ -60,10 +60,14 @@ public final class PostgresServer implements AutoCloseable {
         return "postgres";
     }
 
+    /** A connection as the superuser to the {@code postgres} database. */
+    public Connection connect() throws SQLException {
+        return DriverManager.getConnection(jdbcUrl(), user(), "");
+    }
+
     /** Runs {@code statements} as the superuser, in the {@code postgres} database. */
     public void execute(String... statements) {
-        try (Connection connection = DriverManager.getConnection(jdbcUrl(), user(), "");
-                Statement statement = connection.createStatement()) {
+        try (Connection connection = connect(); Statement statement = connection.createStatement()) {
             for (String sql : statements) {
                 statement.execute(sql);
             }
@@ -74,7 +78,7 @@ public final class PostgresServer implements AutoCloseable {
 
     /** Runs {@code query} as the superuser; each row's columns joined by single spaces. */
     public List<String> rows(String query) {
-        try (Connection connection = DriverManager.getConnection(jdbcUrl(), user(), "");
+        try (Connection connection = connect();
                 Statement statement = connection.createStatement();
                 ResultSet result = statement.executeQuery(query)) {
             List<String> rows = new ArrayList<>();

@@ -4,9 +4,13 @@ import io.onceflow.config.OnceflowConfig;
 import io.onceflow.job.OnceflowJob;
 import io.onceflow.job.OnceflowPipeline;
 import io.onceflow.testing.FailureInjector;
+import io.onceflow.testing.Ledger;
 import io.onceflow.testing.PipelineScenario;
 import io.onceflow.tools.audit.AuditReport;
+import io.onceflow.tools.generator.EventGenerator;
 import io.onceflow.tools.generator.GeneratedInput;
+import java.math.BigDecimal;
+import java.sql.Connection;
 import java.time.Duration;
 import java.util.List;
 import java.util.Properties;
@@ -31,10 +35,14 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  * and Maven. Starts a real Kafka broker (embedded KRaft) and a real PostgreSQL server, produces
  * payments and orders with duplicates and poison, runs the job in a Flink MiniCluster, kills it once
  * mid-run, shows progress, and ends with the per-id audit of the output topic, the dead-letter topic
- * and the PostgreSQL table. Exits 1 when any id is missing or duplicated.
+ * and the PostgreSQL table. The PostgreSQL sink applies each payment to a ledger of accounts
+ * ({@link Ledger}: its effect function runs once per new message id), and the demo ends by checking
+ * every balance to the cent. Exits 1 when any id is missing or duplicated, or a balance is off.
  */
 public final class Demo {
     private static final long DEFAULT_RECORDS = 100_000;
+    /** Enough for the ~5 payments of 1.00 to 99.99 an account gets from 100k records. */
+    private static final BigDecimal OPENING_BALANCE = new BigDecimal("400.00");
 
     private Demo() {}
 
@@ -46,8 +54,16 @@ public final class Demo {
                 .with("message.max.bytes", "16384")
                 .with("message.id.max.length", "128")
                 .with("checkpoint.interval", "2s")
-                .with("state.backend", "rocksdb");
+                .with("state.backend", "rocksdb")
+                .with("postgres.effect.function", Ledger.FUNCTION);
         OnceflowConfig config = scenario.config();
+        try (Connection ledger = scenario.database().connect()) {
+            Ledger.install(ledger);
+            Ledger.openAccounts(ledger, EventGenerator.ACCOUNTS, OPENING_BALANCE, true);
+        }
+        say("opened a ledger of accounts 1.." + EventGenerator.ACCOUNTS + " (every " + Ledger.UNKNOWN_EVERY
+                + "th missing, every " + Ledger.SMALL_EVERY + "th with 1.00); each payment debits its account"
+                + " through the effect function " + Ledger.FUNCTION);
         say("configuration: " + config);
 
         say("producing " + records + " payments and orders (~10% re-sent duplicates, ~1% poison) to " + scenario.inputTopic);
@@ -89,7 +105,15 @@ public final class Demo {
         AuditReport report = scenario.audit();
         System.out.println();
         System.out.println(report.toText());
-        System.exit(report.clean() ? 0 : 1);
+        Ledger.Report money;
+        try (Connection ledger = scenario.database().connect()) {
+            money = Ledger.audit(ledger, config.postgres().orElseThrow().table());
+        }
+        System.out.println("LEDGER: " + money);
+        boolean clean = report.clean() && money.clean();
+        System.out.println(clean ? "DEMO: clean: every id exactly once, and every balance matches its unique applied payments to the cent"
+                : "DEMO: NOT CLEAN");
+        System.exit(clean ? 0 : 1);
     }
 
     private static void waitUpTo(CompletableFuture<?> future, Duration timeout) throws InterruptedException {
