@@ -3,6 +3,7 @@ package io.onceflow.preflight;
 import static io.onceflow.config.ConfigException.problem;
 
 import io.onceflow.config.PostgresSettings;
+import io.onceflow.sink.postgres.EffectFunction;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -15,8 +16,8 @@ import org.postgresql.PGProperty;
 
 /**
  * The PostgreSQL part of the {@link Preflight}: the server accepts the login, and the user may
- * write the tables that exist and create those that do not (the job) or read the event table (the
- * audit).
+ * write the tables that exist and create those that do not, and call the effect function (the
+ * job), or read the event table (the audit).
  */
 final class PostgresPreflight {
     private static final List<String> EVENT_TABLE_PRIVILEGES = List.of("SELECT", "INSERT", "UPDATE");
@@ -38,6 +39,10 @@ final class PostgresPreflight {
             if (purpose == Preflight.Purpose.RUN_JOB) {
                 checkTable(connection, "postgres.table", settings.table(), EVENT_TABLE_PRIVILEGES);
                 checkTable(connection, "postgres.commit.log.table", settings.commitLogTable(), COMMIT_LOG_PRIVILEGES);
+                if (settings.effectFunction().isPresent()) {
+                    EffectFunction.problem(connection, settings.effectFunction().get())
+                            .ifPresent(problem -> problems.add("postgres.effect.function: at " + server + ", " + problem));
+                }
             } else {
                 checkTable(connection, "postgres.table", settings.table(), List.of("SELECT"));
             }

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.onceflow.cli.CannotRunException;
 import io.onceflow.config.OnceflowConfig;
+import io.onceflow.sink.postgres.EffectFunction;
 import io.onceflow.testing.TestKafka;
 import io.onceflow.testing.TestPostgres;
 import java.sql.Connection;
@@ -102,6 +103,17 @@ class PreflightIT {
                         + " (--print-postgres-ddl prints the statements) and grant SELECT, INSERT on them, or GRANT"
                         + " CREATE ON SCHEMA public TO " + reader + ".");
         assertThat(problems(Preflight.Purpose.AUDIT)).as("the audit only reads the event table").isEmpty();
+    }
+
+    @Test
+    void aMissingEffectFunctionIsNamedWithATemplate() {
+        settings.put("postgres.effect.function", "apply_payment");
+
+        assertThat(problems(Preflight.Purpose.RUN_JOB)).containsExactly("postgres.effect.function: at " + server()
+                + ", apply_payment(text, jsonb) does not exist: create it with the parameters (message_id text,"
+                + " payload jsonb), e.g. " + EffectFunction.createTemplate("apply_payment"));
+        assertThat(problems(Preflight.Purpose.AUDIT)).as("the audit calls no function")
+                .noneMatch(problem -> problem.startsWith("postgres.effect.function"));
     }
 
     private String server() {

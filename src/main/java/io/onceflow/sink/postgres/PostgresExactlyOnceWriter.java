@@ -86,7 +86,7 @@ final class PostgresExactlyOnceWriter
         try {
             PostgresSchema.checkMaxPreparedTransactions(connection, start.parallelism(),
                     config.tolerableCheckpointFailures());
-            config.schema().createIfMissing(connection);
+            config.schema().prepare(connection);
             backendPid = backendPid(connection);
             openedFence = WriterFence.open(config, connection, start, metrics.olderAttemptsFenced);
             fence = openedFence;
@@ -103,7 +103,7 @@ final class PostgresExactlyOnceWriter
             throw new IOException(writerName + " could not start: " + e.getMessage(), e);
         }
         upserts = new BackgroundUpserts(
-                new EventUpsertBatch(config.table(), config.rejectsTable(), config.batchSize(), metrics.rowsRejected),
+                EventUpsertBatch.of(config, metrics),
                 connection, writerName, BackgroundUpserts.MAX_IN_FLIGHT);
     }
 
