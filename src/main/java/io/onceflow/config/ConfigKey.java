@@ -148,7 +148,14 @@ enum ConfigKey {
             "Names this job's transactions ([a-zA-Z0-9_], at most 40 characters); required when"
                     + " postgres.url is set. Unique among the jobs using the database, and the same"
                     + " across restarts and upgrades of one job."),
-    POSTGRES_BATCH_SIZE("postgres.batch.size", "1000", "Rows per JDBC batch (1..100000).");
+    POSTGRES_BATCH_SIZE("postgres.batch.size", "1000", "Rows per JDBC batch (1..100000)."),
+    POSTGRES_EFFECT_FUNCTION(
+            "postgres.effect.function",
+            Presence.OPTIONAL,
+            "SQL function name(message_id text, payload jsonb) RETURNS jsonb, as function or"
+                    + " schema.function, called once per new message id in the transaction that"
+                    + " inserts its row, its result stored in the row's result column (README,"
+                    + " \"Business effects\"); default: none.");
 
     /** Prefix of keys passed unchecked to the Kafka clients. */
     static final String KAFKA_PROPERTIES_PREFIX = "kafka.properties.";

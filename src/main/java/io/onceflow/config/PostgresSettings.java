@@ -2,6 +2,7 @@ package io.onceflow.config;
 
 import static io.onceflow.config.ConfigKey.POSTGRES_BATCH_SIZE;
 import static io.onceflow.config.ConfigKey.POSTGRES_COMMIT_LOG_TABLE;
+import static io.onceflow.config.ConfigKey.POSTGRES_EFFECT_FUNCTION;
 import static io.onceflow.config.ConfigKey.POSTGRES_PASSWORD;
 import static io.onceflow.config.ConfigKey.POSTGRES_REJECTS_TABLE;
 import static io.onceflow.config.ConfigKey.POSTGRES_RUNS_TABLE;
@@ -16,6 +17,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.regex.Pattern;
 
 /**
@@ -40,6 +42,7 @@ public final class PostgresSettings implements Serializable {
     private final String writersTable;
     private final String sinkPrefix;
     private final Integer batchSize;
+    private final String effectFunction;
 
     private PostgresSettings(ConfigReader settings, String kafkaTransactionalIdPrefix) {
         url = settings.parsed(POSTGRES_URL, ValueParsers::postgresUrl);
@@ -64,6 +67,7 @@ public final class PostgresSettings implements Serializable {
                     requiredSinkPrefixAdvice(kafkaTransactionalIdPrefix));
         }
         batchSize = settings.parsed(POSTGRES_BATCH_SIZE, ValueParsers.integerBetween(1, 100_000));
+        effectFunction = settings.parsed(POSTGRES_EFFECT_FUNCTION, ValueParsers::sqlFunctionName);
         checkTablesAreDistinct(settings);
     }
 
@@ -213,6 +217,16 @@ public final class PostgresSettings implements Serializable {
         return batchSize;
     }
 
+    /**
+     * Returns the business effect's SQL function ({@code postgres.effect.function}).
+     *
+     * @return {@code function} or {@code schema.function}, each part matching {@code
+     *     [a-zA-Z_][a-zA-Z0-9_]{0,62}}; empty if none is set
+     */
+    public Optional<String> effectFunction() {
+        return Optional.ofNullable(effectFunction);
+    }
+
     /** Shows all settings with the password redacted. */
     @Override
     public String toString() {
@@ -226,6 +240,7 @@ public final class PostgresSettings implements Serializable {
                 + ", writersTable=" + writersTable
                 + ", sinkPrefix=" + sinkPrefix
                 + ", batchSize=" + batchSize
+                + ", effectFunction=" + effectFunction
                 + "}";
     }
 }

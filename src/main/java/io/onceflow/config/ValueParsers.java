@@ -180,6 +180,15 @@ final class ValueParsers {
 
     /** Validates a table name: {@code table} or {@code schema.table}, unquoted identifiers only. */
     static String sqlTableName(String text) {
+        return sqlName(text, "table");
+    }
+
+    /** Validates a function name: {@code function} or {@code schema.function}, as {@link #sqlTableName}. */
+    static String sqlFunctionName(String text) {
+        return sqlName(text, "function");
+    }
+
+    private static String sqlName(String text, String kind) {
         String[] parts = text.split("\\.", -1);
         boolean valid =
                 parts.length <= 2
@@ -187,9 +196,9 @@ final class ValueParsers {
                                 .allMatch(part -> SQL_IDENTIFIER.matcher(part).matches());
         if (!valid) {
             throw new InvalidValueException(
-                    "'" + text + "' is not a valid table name",
+                    "'" + text + "' is not a valid " + kind + " name",
                     "Use only letters a-z and A-Z, digits and '_', not starting with a digit, at"
-                            + " most 63 characters, optionally qualified as schema.table.");
+                            + " most 63 characters, optionally qualified as schema." + kind + ".");
         }
         return text;
     }

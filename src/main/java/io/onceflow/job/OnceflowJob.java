@@ -237,6 +237,7 @@ public final class OnceflowJob {
                 .setWritersTable(settings.writersTable())
                 .setSinkPrefix(settings.sinkPrefix())
                 .setBatchSize(settings.batchSize())
+                .setEffectFunction(settings.effectFunction().orElse(null))
                 .setTolerableCheckpointFailures(config.tolerableCheckpointFailures());
     }
 

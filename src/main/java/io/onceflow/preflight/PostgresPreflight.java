@@ -3,6 +3,7 @@ package io.onceflow.preflight;
 import static io.onceflow.config.ConfigException.problem;
 
 import io.onceflow.config.PostgresSettings;
+import io.onceflow.sink.postgres.EffectFunction;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -15,8 +16,8 @@ import org.postgresql.PGProperty;
 
 /**
  * The PostgreSQL part of the {@link Preflight}: the server accepts the login, and the user may
- * write the tables that exist and create those that do not (the job) or read the event table (the
- * audit).
+ * write the tables that exist and create those that do not, and call the effect function (the
+ * job), or read the event table (the audit).
  */
 final class PostgresPreflight {
     /** Upserted (the events, the rejects, the writers' claims: INSERT ... ON CONFLICT DO UPDATE). */
@@ -45,6 +46,10 @@ final class PostgresPreflight {
                 checkTable(connection, "postgres.commit.log.table", settings.commitLogTable(), APPEND_PRIVILEGES);
                 checkTable(connection, "postgres.runs.table", settings.runsTable(), APPEND_PRIVILEGES);
                 checkTable(connection, "postgres.writers.table", settings.writersTable(), UPSERT_PRIVILEGES);
+                if (settings.effectFunction().isPresent()) {
+                    EffectFunction.problem(connection, settings.effectFunction().get())
+                            .ifPresent(problem -> problems.add("postgres.effect.function: at " + server + ", " + problem));
+                }
             } else {
                 checkTable(connection, "postgres.table", settings.table(), List.of("SELECT"));
             }

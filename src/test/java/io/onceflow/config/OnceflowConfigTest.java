@@ -399,6 +399,7 @@ class OnceflowConfigTest {
         assertThat(postgres.runsTable()).isEqualTo("onceflow_runs");
         assertThat(postgres.writersTable()).isEqualTo("onceflow_writers");
         assertThat(postgres.batchSize()).isEqualTo(1000);
+        assertThat(postgres.effectFunction()).isEmpty();
     }
 
     /**
@@ -427,6 +428,7 @@ class OnceflowConfigTest {
         settings.put("postgres.commit.log.table", "billing.commit_log");
         settings.put("postgres.sink.prefix", "payments_1");
         settings.put("postgres.batch.size", "50");
+        settings.put("postgres.effect.function", "ledger.apply_payment");
 
         PostgresSettings postgres = build(settings).postgres().orElseThrow();
 
@@ -434,6 +436,7 @@ class OnceflowConfigTest {
         assertThat(postgres.commitLogTable()).isEqualTo("billing.commit_log");
         assertThat(postgres.sinkPrefix()).isEqualTo("payments_1");
         assertThat(postgres.batchSize()).isEqualTo(50);
+        assertThat(postgres.effectFunction()).contains("ledger.apply_payment");
     }
 
     @Test
@@ -473,7 +476,9 @@ class OnceflowConfigTest {
                 Arguments.of("postgres.commit.log.table", "a.b.c", "'a.b.c' is not a valid table name"),
                 Arguments.of("postgres.sink.prefix", "payments-1", "'payments-1' is not a valid sink prefix"),
                 Arguments.of("postgres.sink.prefix", "p".repeat(41), "is not a valid sink prefix"),
-                Arguments.of("postgres.batch.size", "100001", "is not a whole number from 1 to 100000"));
+                Arguments.of("postgres.batch.size", "100001", "is not a whole number from 1 to 100000"),
+                Arguments.of("postgres.effect.function", "ledger.apply_payment(text, jsonb)",
+                        "'ledger.apply_payment(text, jsonb)' is not a valid function name. Use only letters"));
     }
 
     @ParameterizedTest(name = "{0}={1}")

@@ -7,6 +7,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.onceflow.cli.CannotRunException;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.job.OnceflowJob;
+import io.onceflow.sink.postgres.EffectFunction;
 import io.onceflow.testing.TestKafka;
 import io.onceflow.testing.TestPostgres;
 import java.sql.Connection;
@@ -127,6 +128,17 @@ class PreflightIT {
         assertThat(problems(Preflight.Purpose.RUN_JOB)).containsExactly(
                 "postgres.rejects.table: user '" + writer + "' may not INSERT on onceflow_rejects at " + server()
                         + ". GRANT SELECT, INSERT, UPDATE ON onceflow_rejects TO " + writer + ".");
+    }
+
+    @Test
+    void aMissingEffectFunctionIsNamedWithATemplate() {
+        settings.put("postgres.effect.function", "apply_payment");
+
+        assertThat(problems(Preflight.Purpose.RUN_JOB)).containsExactly("postgres.effect.function: at " + server()
+                + ", apply_payment(text, jsonb) does not exist: create it with the parameters (message_id text,"
+                + " payload jsonb), e.g. " + EffectFunction.createTemplate("apply_payment"));
+        assertThat(problems(Preflight.Purpose.AUDIT)).as("the audit calls no function")
+                .noneMatch(problem -> problem.startsWith("postgres.effect.function"));
     }
 
     private String server() {

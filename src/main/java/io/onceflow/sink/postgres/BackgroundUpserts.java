@@ -23,7 +23,8 @@ import org.apache.flink.annotation.Internal;
  * which is the sink's back-pressure. The first failure is kept and reported by every later call
  * ({@link #add}, {@link #flush}, {@link #submit}, {@link #awaitAll}), and the upserts queued behind
  * it are skipped (a failed statement has aborted the transaction anyway). It only executes upserts:
- * whatever ends the transaction (PREPARE, commit) stays with the writer, after {@link #flush}.
+ * whatever ends the checkpoint's transaction (PREPARE) stays with the writer, after {@link #flush}.
+ * (An at-least-once batch with an effect is a transaction of its own, see {@link EventUpsertBatch}.)
  *
  * <p>The connection belongs to the background thread from {@link #submit} until {@link #flush} or
  * {@link #awaitAll} returns; the writer must not use it in between.

@@ -4,13 +4,19 @@ import io.onceflow.ingest.Event;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
+import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Savepoint;
 import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.function.Predicate;
 import org.apache.flink.annotation.Internal;
-import org.apache.flink.metrics.Counter;
 import org.postgresql.jdbc.PgConnection;
 import org.postgresql.util.PSQLException;
 import org.postgresql.util.ServerErrorMessage;
@@ -40,6 +46,26 @@ import org.slf4j.LoggerFactory;
  * Savepoints are subtransactions: more than 64 batches in one checkpoint's transaction overflow
  * PostgreSQL's per-backend subtransaction cache (see docs/operations.md on sizing).
  *
+ * <p><b>With an {@link EffectFunction}</b> the events table is the inbox, and a batch takes three
+ * statements instead of one, whatever its size, in the open transaction (in autocommit, the
+ * at-least-once sink, the batch is a transaction of its own: no inbox row commits without its
+ * effect):
+ *
+ * <ol>
+ *   <li>{@code INSERT ... ON CONFLICT (id) DO NOTHING RETURNING id}: RETURNING returns the
+ *       inserted rows only, so these are the new ids. Rows the database refuses are isolated as
+ *       above.
+ *   <li>{@code UPDATE ... SET deliveries = deliveries + n} for the others: a new statement, so in
+ *       read committed it sees a row that another transaction committed while the insert waited
+ *       for it.
+ *   <li>{@code UPDATE ... SET result = f(id, payload)} for the new ids, counting the results. It
+ *       runs under a savepoint of its own: when the function raises an error about the data (the
+ *       classes of {@link #isRowDataError}, e.g. {@code RAISE EXCEPTION}), the new ids are split in
+ *       halves until the failing ones stand alone, and each of those gets the result {@code
+ *       {"status":"failed","sqlstate":...,"error":...}} (the message stays consumed). Every other
+ *       error fails the task, which replays from the checkpoint.
+ * </ol>
+ *
  * <p>A row's values are copied out of the event when it is added, and the event is not kept: with
  * object reuse on, an upstream operator may legitimately change an event after emitting it.
  */
@@ -47,26 +73,57 @@ import org.slf4j.LoggerFactory;
 final class EventUpsertBatch {
     private static final Logger LOG = LoggerFactory.getLogger(EventUpsertBatch.class);
 
+    /** The columns of a batch, bound as one array each. */
+    private static final String BATCH_ROWS = " (id, payload, source_topic, source_partition, source_offset, deliveries)"
+            + " SELECT * FROM unnest(?::text[], ?::text[]::jsonb[], ?::text[], ?::int[], ?::bigint[], ?::int[])";
+
     private final String upsertSql;
     private final String rejectSql;
+    /** The statements of an effect, all null without one. */
+    private final String insertNewSql;
+    private final String addDeliveriesSql;
+    private final String applyEffectSql;
+    private final String markEffectFailedSql;
     private final int capacity;
-    private final Counter rowsRejected;
+    private final PostgresSinkMetrics metrics;
     /** Insertion order is kept so that rows are written in arrival order. */
     private final Map<String, PendingRow> rowsById = new LinkedHashMap<>();
 
-    EventUpsertBatch(String table, String rejectsTable, int capacity, Counter rowsRejected) {
+    /** @param effectFunction null for none */
+    EventUpsertBatch(String table, String rejectsTable, String effectFunction, int capacity,
+            PostgresSinkMetrics metrics) {
         SqlIdentifiers.requireTableName("table", table);
         SqlIdentifiers.requireTableName("rejects table", rejectsTable);
-        this.upsertSql = "INSERT INTO " + table + " AS existing"
-                + " (id, payload, source_topic, source_partition, source_offset, deliveries)"
-                + " SELECT * FROM unnest(?::text[], ?::text[]::jsonb[], ?::text[], ?::int[], ?::bigint[], ?::int[])"
+        this.upsertSql = "INSERT INTO " + table + " AS existing" + BATCH_ROWS
                 + " ON CONFLICT (id) DO UPDATE SET deliveries = existing.deliveries + EXCLUDED.deliveries";
         this.rejectSql = "INSERT INTO " + rejectsTable + " AS existing"
                 + " (id, payload, source_topic, source_partition, source_offset, deliveries, sql_state, error)"
                 + " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
                 + " ON CONFLICT (id_hash) DO UPDATE SET deliveries = existing.deliveries + EXCLUDED.deliveries";
+        if (effectFunction == null) {
+            insertNewSql = addDeliveriesSql = applyEffectSql = markEffectFailedSql = null;
+        } else {
+            SqlIdentifiers.requireFunctionName("effect function", effectFunction);
+            insertNewSql = "INSERT INTO " + table + BATCH_ROWS + " ON CONFLICT (id) DO NOTHING RETURNING id";
+            addDeliveriesSql = "UPDATE " + table + " AS existing SET deliveries = existing.deliveries + u.deliveries"
+                    + " FROM unnest(?::text[], ?::int[]) AS u(id, deliveries) WHERE existing.id = u.id";
+            // SQL NULL is kept for "not called"; counted in one row, as the batch is one statement
+            applyEffectSql = "WITH applied AS (UPDATE " + table + " AS e"
+                    + " SET result = coalesce(" + effectFunction + "(e.id, e.payload), 'null'::jsonb)"
+                    + " FROM unnest(?::text[]) AS n(id) WHERE e.id = n.id RETURNING e.result)"
+                    + " SELECT count(*), count(*) FILTER (WHERE result->>'status' = '" + EffectFunction.REJECTED + "')"
+                    + " FROM applied";
+            markEffectFailedSql = "UPDATE " + table + " SET result = jsonb_build_object('status', '"
+                    + EffectFunction.FAILED + "', 'sqlstate', ?::text, 'error', ?::text) WHERE id = ?";
+        }
         this.capacity = capacity;
-        this.rowsRejected = rowsRejected;
+        this.metrics = metrics;
+    }
+
+    /** The batch of a writer of the sink configured by {@code config}. */
+    static EventUpsertBatch of(PostgresSinkConfig config, PostgresSinkMetrics metrics) {
+        return new EventUpsertBatch(config.table(), config.rejectsTable(), config.effectFunction(),
+                config.batchSize(), metrics);
     }
 
     /** @return true if the batch is now full and should be written */
@@ -96,9 +153,36 @@ final class EventUpsertBatch {
         }
         rowsById.clear();
         return connection -> {
-            checkConstraintsPerStatement(connection);
-            writeIsolatingRefusedRows(connection, rows);
+            if (insertNewSql != null && connection.getAutoCommit()) {
+                PostgresConnections.inTransaction(connection, () -> write(connection, rows));
+            } else {
+                write(connection, rows);
+            }
         };
+    }
+
+    private void write(Connection connection, Rows rows) throws SQLException {
+        checkConstraintsPerStatement(connection);
+        if (insertNewSql == null) {
+            writeIsolatingRefusedRows(connection, rows, this::upsert, this::reject);
+        } else {
+            writeThroughInbox(connection, rows);
+        }
+    }
+
+    /** The three statements of a batch with an effect (see the class comment). */
+    private void writeThroughInbox(Connection connection, Rows rows) throws SQLException {
+        Set<String> inserted = new HashSet<>();
+        Set<String> refused = new HashSet<>();
+        writeIsolatingRefusedRows(connection, rows, (c, range) -> inserted.addAll(insertNew(c, range)),
+                (c, row, refusal) -> {
+                    reject(c, row, refusal);
+                    refused.add(row.ids[0]);
+                });
+        writeIsolatingRefusedRows(connection, rows.select(id -> !inserted.contains(id) && !refused.contains(id)),
+                this::addDeliveries, this::reject);
+        writeIsolatingRefusedRows(connection, rows.select(inserted::contains), this::applyEffect,
+                this::recordFailedEffect);
     }
 
     /**
@@ -122,10 +206,30 @@ final class EventUpsertBatch {
         void executeOn(Connection connection) throws SQLException;
     }
 
-    private void writeIsolatingRefusedRows(Connection connection, Rows rows) throws SQLException {
+    /** One statement over some rows of a batch. */
+    @FunctionalInterface
+    private interface RowsStatement {
+        void execute(Connection connection, Rows rows) throws SQLException;
+    }
+
+    /** What becomes of a row that a {@link RowsStatement} failed on with a data error. */
+    @FunctionalInterface
+    private interface RefusedRow {
+        void record(Connection connection, Rows row, SQLException refusal) throws SQLException;
+    }
+
+    /**
+     * Executes {@code statement} on {@code rows} under a savepoint; on a data error, on each half,
+     * until the rows it fails on stand alone and go to {@code refusedRow}.
+     */
+    private static void writeIsolatingRefusedRows(Connection connection, Rows rows, RowsStatement statement,
+            RefusedRow refusedRow) throws SQLException {
+        if (rows.size() == 0) {
+            return;
+        }
         Savepoint savepoint = connection.getAutoCommit() ? null : connection.setSavepoint();
         try {
-            upsert(connection, rows);
+            statement.execute(connection, rows);
         } catch (SQLException e) {
             if (!isRowDataError(e)) {
                 throw e; // the transaction is aborted: the task fails and replays from the checkpoint
@@ -134,11 +238,11 @@ final class EventUpsertBatch {
                 connection.rollback(savepoint);
             }
             if (rows.size() == 1) {
-                reject(connection, rows, e);
+                refusedRow.record(connection, rows, e);
             } else {
                 int middle = rows.size() / 2;
-                writeIsolatingRefusedRows(connection, rows.range(0, middle));
-                writeIsolatingRefusedRows(connection, rows.range(middle, rows.size()));
+                writeIsolatingRefusedRows(connection, rows.range(0, middle), statement, refusedRow);
+                writeIsolatingRefusedRows(connection, rows.range(middle, rows.size()), statement, refusedRow);
             }
             return;
         }
@@ -148,17 +252,72 @@ final class EventUpsertBatch {
     }
 
     private void upsert(Connection connection, Rows rows) throws SQLException {
-        // pgjdbc's own createArrayOf takes primitive arrays too (no boxing).
-        PgConnection pg = connection.unwrap(PgConnection.class);
         try (PreparedStatement upsert = connection.prepareStatement(upsertSql)) {
-            upsert.setArray(1, pg.createArrayOf("text", rows.ids));
-            upsert.setArray(2, pg.createArrayOf("text", rows.payloads));
-            upsert.setArray(3, pg.createArrayOf("text", rows.topics));
-            upsert.setArray(4, pg.createArrayOf("int4", rows.partitions));
-            upsert.setArray(5, pg.createArrayOf("int8", rows.offsets));
-            upsert.setArray(6, pg.createArrayOf("int4", rows.deliveries));
+            bindRows(upsert, rows);
             upsert.executeUpdate();
         }
+    }
+
+    /** @return the ids of {@code rows} that were not in the table yet */
+    private List<String> insertNew(Connection connection, Rows rows) throws SQLException {
+        List<String> inserted = new ArrayList<>(rows.size());
+        try (PreparedStatement insert = connection.prepareStatement(insertNewSql)) {
+            bindRows(insert, rows);
+            try (ResultSet returned = insert.executeQuery()) {
+                while (returned.next()) {
+                    inserted.add(returned.getString(1));
+                }
+            }
+        }
+        return inserted;
+    }
+
+    private static void bindRows(PreparedStatement statement, Rows rows) throws SQLException {
+        // pgjdbc's own createArrayOf takes primitive arrays too (no boxing).
+        PgConnection pg = statement.getConnection().unwrap(PgConnection.class);
+        statement.setArray(1, pg.createArrayOf("text", rows.ids));
+        statement.setArray(2, pg.createArrayOf("text", rows.payloads));
+        statement.setArray(3, pg.createArrayOf("text", rows.topics));
+        statement.setArray(4, pg.createArrayOf("int4", rows.partitions));
+        statement.setArray(5, pg.createArrayOf("int8", rows.offsets));
+        statement.setArray(6, pg.createArrayOf("int4", rows.deliveries));
+    }
+
+    private void addDeliveries(Connection connection, Rows rows) throws SQLException {
+        PgConnection pg = connection.unwrap(PgConnection.class);
+        try (PreparedStatement update = connection.prepareStatement(addDeliveriesSql)) {
+            update.setArray(1, pg.createArrayOf("text", rows.ids));
+            update.setArray(2, pg.createArrayOf("int4", rows.deliveries));
+            update.executeUpdate();
+        }
+    }
+
+    private void applyEffect(Connection connection, Rows rows) throws SQLException {
+        try (PreparedStatement apply = connection.prepareStatement(applyEffectSql)) {
+            apply.setArray(1, connection.unwrap(PgConnection.class).createArrayOf("text", rows.ids));
+            try (ResultSet counts = apply.executeQuery()) {
+                counts.next();
+                long rejected = counts.getLong(2);
+                metrics.effectsApplied.inc(counts.getLong(1) - rejected);
+                metrics.effectsRejected.inc(rejected);
+            }
+        }
+    }
+
+    /** The effect raised a data error on the only row of {@code rows}: its result says so. */
+    private void recordFailedEffect(Connection connection, Rows rows, SQLException failure) throws SQLException {
+        final int only = 0;
+        String error = describe(failure);
+        try (PreparedStatement update = connection.prepareStatement(markEffectFailedSql)) {
+            update.setString(1, failure.getSQLState());
+            update.setString(2, error);
+            update.setString(3, rows.ids[only]);
+            update.executeUpdate();
+        }
+        metrics.effectsFailed.inc();
+        LOG.warn("The effect function failed on message id '{}' ({}:{}@{}) with SQLSTATE {}: {}. Its result records"
+                + " the failure; the message is consumed and not retried.", rows.ids[only], rows.topics[only],
+                rows.partitions[only], rows.offsets[only], failure.getSQLState(), error);
     }
 
     /** Writes the only row of {@code rows} to the rejects table. */
@@ -176,7 +335,7 @@ final class EventUpsertBatch {
             insert.setString(8, error);
             insert.executeUpdate();
         }
-        rowsRejected.inc();
+        metrics.rowsRejected.inc();
         LOG.warn("PostgreSQL refused the row of message id '{}' ({}:{}@{}) with SQLSTATE {}: {}. It is recorded in the"
                 + " rejects table instead of the event table.", rows.ids[only], rows.topics[only], rows.partitions[only],
                 rows.offsets[only], refusal.getSQLState(), error);
@@ -245,6 +404,27 @@ final class EventUpsertBatch {
 
         int size() {
             return ids.length;
+        }
+
+        /** The rows whose id passes {@code filter}, copied. */
+        Rows select(Predicate<String> filter) {
+            Rows selected = new Rows((int) Arrays.stream(ids).filter(filter).count());
+            int to = 0;
+            for (int from = 0; from < size(); from++) {
+                if (filter.test(ids[from])) {
+                    selected.copy(this, from, to++);
+                }
+            }
+            return selected;
+        }
+
+        private void copy(Rows source, int from, int to) {
+            ids[to] = source.ids[from];
+            payloads[to] = source.payloads[from];
+            topics[to] = source.topics[from];
+            partitions[to] = source.partitions[from];
+            offsets[to] = source.offsets[from];
+            deliveries[to] = source.deliveries[from];
         }
 
         /** Rows {@code from} (inclusive) to {@code to} (exclusive), copied. */

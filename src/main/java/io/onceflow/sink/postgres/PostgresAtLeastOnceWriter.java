@@ -9,9 +9,11 @@ import org.apache.flink.api.connector.sink2.SinkWriter;
 
 /**
  * Internal. Writer of {@link PostgresAtLeastOnceSink}: each full batch is one autocommit upsert,
+ * or with an {@link EffectFunction} one transaction (inbox rows and effects commit together),
  * executed by {@link BackgroundUpserts} while the task thread goes on. Rows the database refuses go
  * to the rejects table (see {@link EventUpsertBatch}). No fence: without prepared transactions a
- * zombie can only write rows again, which raises their {@code deliveries}, as any replay does.
+ * zombie can only write rows again, which raises their {@code deliveries}, as any replay does, and
+ * never runs an effect again.
  */
 @Internal
 final class PostgresAtLeastOnceWriter implements SinkWriter<Event> {
@@ -25,13 +27,13 @@ final class PostgresAtLeastOnceWriter implements SinkWriter<Event> {
             throw new IOException("PostgreSQL sink writer " + subtaskIndex + " could not connect (" + config + ")", e);
         }
         try {
-            config.schema().createIfMissing(connection);
+            config.schema().prepare(connection);
         } catch (SQLException | RuntimeException e) {
             PostgresConnections.closeQuietly(connection, e);
-            throw new IOException("PostgreSQL sink writer " + subtaskIndex + " could not start", e);
+            throw new IOException("PostgreSQL sink writer " + subtaskIndex + " could not start: " + e.getMessage(), e);
         }
         upserts = new BackgroundUpserts(
-                new EventUpsertBatch(config.table(), config.rejectsTable(), config.batchSize(), metrics.rowsRejected),
+                EventUpsertBatch.of(config, metrics),
                 connection, "PostgreSQL sink writer " + subtaskIndex, BackgroundUpserts.MAX_IN_FLIGHT);
     }
 

@@ -103,6 +103,33 @@ final class PostgresConnections {
         return "onceflow" + (sinkPrefix == null ? "" : "-" + sinkPrefix) + "-" + role;
     }
 
+    /** Work on a connection, for {@link #inTransaction}. */
+    @FunctionalInterface
+    interface SqlWork {
+        void run() throws SQLException;
+    }
+
+    /**
+     * Runs {@code work} as one transaction of its own on a connection in autocommit mode: commits
+     * it, or rolls it back and rethrows. Leaves the connection in autocommit mode, unless it broke.
+     */
+    static void inTransaction(Connection connection, SqlWork work) throws SQLException {
+        connection.setAutoCommit(false);
+        try {
+            work.run();
+            connection.commit();
+        } catch (SQLException | RuntimeException e) {
+            try {
+                connection.rollback();
+                connection.setAutoCommit(true);
+            } catch (SQLException rollbackFailure) {
+                e.addSuppressed(rollbackFailure);
+            }
+            throw e;
+        }
+        connection.setAutoCommit(true);
+    }
+
     /** Closes {@code connection} after {@code failure}, keeping any close error as suppressed. */
     static void closeQuietly(Connection connection, Exception failure) {
         try {

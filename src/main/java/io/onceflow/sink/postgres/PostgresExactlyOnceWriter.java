@@ -29,8 +29,9 @@ import org.postgresql.core.QueryExecutor;
  * connection opened here is the writer's only one for its whole life: the fence's locks live on it,
  * so once a successor has ended its session nothing this writer sends reaches the database.
  *
- * <p>Per checkpoint: rows go into the open transaction in batches of {@code batchSize}, each
- * executed by {@link BackgroundUpserts} while the task thread goes on; {@link #prepareCommit()}
+ * <p>Per checkpoint: rows go into the open transaction in batches of {@code batchSize} (with an
+ * {@link EffectFunction}, the effects of the new ids too), each executed by
+ * {@link BackgroundUpserts} while the task thread goes on; {@link #prepareCommit()}
  * writes the rest, waits for all of them, adds the gid to the commit log in the same transaction
  * and runs {@code PREPARE TRANSACTION}. A checkpoint without rows prepares nothing.
  * {@link #snapshotState} records the checkpoint's horizon ({@link PostgresWriterState}).
@@ -46,7 +47,8 @@ import org.postgresql.core.QueryExecutor;
  * the upserts at the next prepareCommit (or when the upsert queue is full), so the wait usually
  * ends with lock_timeout, a task failure and a restart that commits N first (correct, but slow).
  * Upstream dedup makes this practically impossible (its TTL is far longer than a checkpoint
- * interval).
+ * interval) for ids, but not for the rows an {@link EffectFunction} updates (one account's balance
+ * in every checkpoint): see its contract.
  */
 @Internal
 final class PostgresExactlyOnceWriter
@@ -86,7 +88,7 @@ final class PostgresExactlyOnceWriter
         try {
             PostgresSchema.checkMaxPreparedTransactions(connection, start.parallelism(),
                     config.tolerableCheckpointFailures());
-            config.schema().createIfMissing(connection);
+            config.schema().prepare(connection);
             backendPid = backendPid(connection);
             openedFence = WriterFence.open(config, connection, start, metrics.olderAttemptsFenced);
             fence = openedFence;
@@ -103,7 +105,7 @@ final class PostgresExactlyOnceWriter
             throw new IOException(writerName + " could not start: " + e.getMessage(), e);
         }
         upserts = new BackgroundUpserts(
-                new EventUpsertBatch(config.table(), config.rejectsTable(), config.batchSize(), metrics.rowsRejected),
+                EventUpsertBatch.of(config, metrics),
                 connection, writerName, BackgroundUpserts.MAX_IN_FLIGHT);
     }
 

@@ -17,6 +17,7 @@ import java.util.Set;
  * <ul>
  *   <li>The event table: one row per message id. A duplicate that escapes dedup (its id expired,
  *       or a replay from an old savepoint) never makes a second row; it raises {@code deliveries}.
+ *       With an {@link EffectFunction} it is the inbox, and {@code result} holds the effect's result.
  *   <li>The rejects table: one row per message id that the database refused (a number or text the
  *       column type cannot take, a user's CHECK constraint, a trigger's exception), with the
  *       SQLSTATE and message, written in the same transaction as the rows that were accepted, so it
@@ -46,6 +47,8 @@ public final class PostgresSchema {
     private final String commitLogTable;
     private final String runsTable;
     private final String writersTable;
+    /** Null without an effect. */
+    private final String effectFunction;
 
     /**
      * Each name is {@code table} or {@code schema.table}.
@@ -55,6 +58,13 @@ public final class PostgresSchema {
      */
     public PostgresSchema(String table, String rejectsTable, String commitLogTable, String runsTable,
             String writersTable) {
+        this(table, rejectsTable, commitLogTable, runsTable, writersTable, null);
+    }
+
+    private PostgresSchema(String table, String rejectsTable, String commitLogTable, String runsTable,
+            String writersTable, String effectFunction) {
+        this.effectFunction = effectFunction == null ? null
+                : SqlIdentifiers.requireFunctionName("effect function", effectFunction);
         this.table = SqlIdentifiers.requireTableName("table", table);
         this.rejectsTable = SqlIdentifiers.requireTableName("rejects table", rejectsTable);
         this.commitLogTable = SqlIdentifiers.requireTableName("commit log table", commitLogTable);
@@ -64,6 +74,15 @@ public final class PostgresSchema {
         if (clash != null) {
             throw new IllegalArgumentException(clash);
         }
+    }
+
+    /**
+     * These tables for a sink that calls {@code effectFunction} ({@code name} or {@code schema.name};
+     * null for none): {@link #prepare} also makes sure the events table has the {@code result}
+     * column and checks the function.
+     */
+    public PostgresSchema withEffectFunction(String effectFunction) {
+        return new PostgresSchema(table, rejectsTable, commitLogTable, runsTable, writersTable, effectFunction);
     }
 
     /**
@@ -96,7 +115,8 @@ public final class PostgresSchema {
                         + "    source_partition int,\n"
                         + "    source_offset bigint,\n"
                         + "    first_processed_at timestamptz NOT NULL DEFAULT now(),\n"
-                        + "    deliveries int NOT NULL DEFAULT 1\n"
+                        + "    deliveries int NOT NULL DEFAULT 1,\n"
+                        + "    result jsonb\n"
                         + ")",
                 // Payload as text: the database refused the row, perhaps its payload as jsonb. Keyed by
                 // a hash of the id: the id itself may be what the event table's index refused.
@@ -150,18 +170,87 @@ public final class PostgresSchema {
         if (tablesExist(connection)) {
             return;
         }
-        connection.setAutoCommit(false);
-        try (Statement statement = connection.createStatement()) {
-            statement.execute("SELECT pg_advisory_xact_lock(" + SCHEMA_LOCK_KEY + ")");
-            for (String sql : createStatements()) {
-                statement.execute(sql);
+        PostgresConnections.inTransaction(connection, () -> {
+            try (Statement statement = connection.createStatement()) {
+                lockSchema(statement);
+                for (String sql : createStatements()) {
+                    statement.execute(sql);
+                }
             }
-            connection.commit();
+        });
+    }
+
+    private static void lockSchema(Statement statement) throws SQLException {
+        statement.execute("SELECT pg_advisory_xact_lock(" + SCHEMA_LOCK_KEY + ")");
+    }
+
+    /**
+     * What a sink does before it writes: {@link #createIfMissing}, and with an effect function,
+     * adds the {@code result} column to an events table from before the effect (as
+     * {@link #createIfMissing} does, under a lock that serialises subtasks) and checks that the
+     * function can be called ({@link EffectFunction#problem}).
+     *
+     * @param connection in autocommit mode; left in autocommit mode
+     * @throws IllegalStateException naming the fix, if the column cannot be added or the function
+     *     cannot be called
+     */
+    public void prepare(Connection connection) throws SQLException {
+        createIfMissing(connection);
+        if (effectFunction == null) {
+            return;
+        }
+        if (resultColumnType(connection) == null) {
+            addResultColumn(connection);
+        }
+        String type = resultColumnType(connection);
+        if (!"jsonb".equals(type)) {
+            throw new IllegalStateException("the column result of " + table + " has the type " + type + ", but the"
+                    + " effect function (postgres.effect.function) stores its jsonb results there: rename that"
+                    + " column, then start again (the sink adds its own)");
+        }
+        EffectFunction.check(connection, effectFunction);
+    }
+
+    /** The statement that adds the effect's column to an events table created before it. */
+    String addResultColumnStatement() {
+        return "ALTER TABLE " + table + " ADD COLUMN IF NOT EXISTS result jsonb";
+    }
+
+    private void addResultColumn(Connection connection) throws SQLException {
+        try {
+            PostgresConnections.inTransaction(connection, () -> {
+                try (Statement statement = connection.createStatement()) {
+                    lockSchema(statement);
+                    // ALTER TABLE locks the table exclusively even when the column exists: check again
+                    if (resultColumnType(connection) == null) {
+                        statement.execute(addResultColumnStatement());
+                    }
+                }
+            });
         } catch (SQLException e) {
-            connection.rollback();
-            throw e;
-        } finally {
-            connection.setAutoCommit(true);
+            String cause = "42501".equals(e.getSQLState()) ? "the user may not alter it (only its owner may)"
+                    : "55P03".equals(e.getSQLState()) ? "another session or a prepared transaction (of a checkpoint"
+                            + " of an earlier run, waiting for its commit) holds a lock on it"
+                    : null;
+            if (cause == null) {
+                throw e;
+            }
+            throw new IllegalStateException("the table " + table + " has no result column, which the effect function"
+                    + " (postgres.effect.function) needs, and the sink could not add it: " + cause + " ("
+                    + e.getMessage() + "). Have the table's owner run " + addResultColumnStatement() + "; (it"
+                    + " waits for the job's prepared transactions, see pg_prepared_xacts), then start the job again.",
+                    e);
+        }
+    }
+
+    /** The type of the events table's {@code result} column, or null if it has none. */
+    private String resultColumnType(Connection connection) throws SQLException {
+        try (PreparedStatement query = connection.prepareStatement("SELECT format_type(atttypid, atttypmod)"
+                + " FROM pg_attribute WHERE attrelid = to_regclass(?) AND attname = 'result' AND NOT attisdropped")) {
+            query.setString(1, table);
+            try (ResultSet column = query.executeQuery()) {
+                return column.next() ? column.getString(1) : null;
+            }
         }
     }
 

@@ -26,7 +26,8 @@ import org.apache.flink.core.io.SimpleVersionedSerializer;
  *
  * <p>Rows are upserted by message id, so a duplicate that escapes dedup raises {@code deliveries}
  * instead of adding a row. The event payload must be JSON (the column is {@code jsonb}), as the
- * onceflow ingest guarantees.
+ * onceflow ingest guarantees. With an {@link EffectFunction}, the sink calls it for each new id in
+ * the same transaction, so a business change commits exactly when its inbox row does.
  *
  * <p>Before a job with this sink is submitted, {@link #startRun} checks the database and registers
  * the submission as a new run of the sink prefix; put the sink it returns into the job. Writer
@@ -56,8 +57,9 @@ public final class PostgresSink
      * Checks the database and registers a new run of this sink's prefix, before the job is
      * submitted: the server stores UTF-8, the connection is not pooled per transaction, it allows
      * enough prepared transactions for {@code parallelism} writer subtasks, the tables exist
-     * (created if missing), no live job uses the prefix, and, for {@link StartMode#FRESH}, no
-     * transaction of the prefix is prepared.
+     * (created if missing, and given the {@code result} column an effect needs), the
+     * {@link EffectFunction} if any can be called, no live job uses the prefix, and, for
+     * {@link StartMode#FRESH}, no transaction of the prefix is prepared.
      *
      * @param jobName recorded with the run, to name this job in other jobs' errors
      * @return this sink bound to the new run: the one to put into the job
@@ -71,9 +73,10 @@ public final class PostgresSink
 
     /**
      * Checks the database before a job with this sink in at-least-once mode is submitted: the server
-     * stores UTF-8, the tables exist (created if missing), no live job uses the prefix, and no
-     * transaction of the prefix is prepared (an earlier exactly-once run's, which at-least-once
-     * writers could neither commit nor roll back), unless {@code discardPending} rolls them back.
+     * stores UTF-8, the tables exist (created if missing; with an effect as for {@link #startRun}),
+     * no live job uses the prefix, and no transaction of the prefix is prepared (an earlier
+     * exactly-once run's, which at-least-once writers could neither commit nor roll back), unless
+     * {@code discardPending} rolls them back.
      *
      * @throws PendingTransactionsException if transactions of the prefix are prepared and
      *     {@code discardPending} is false; the message says what to do

@@ -42,6 +42,7 @@ public final class PostgresSinkBuilder {
     private String commitLogTable = DEFAULT_COMMIT_LOG_TABLE;
     private String runsTable = DEFAULT_RUNS_TABLE;
     private String writersTable = DEFAULT_WRITERS_TABLE;
+    private String effectFunction;
     private String sinkPrefix;
     private int batchSize = DEFAULT_BATCH_SIZE;
     private Duration lockTimeout = DEFAULT_LOCK_TIMEOUT;
@@ -96,6 +97,18 @@ public final class PostgresSinkBuilder {
     /** The table of writer claims; default {@value #DEFAULT_WRITERS_TABLE}. May be shared by sinks. */
     public PostgresSinkBuilder setWritersTable(String writersTable) {
         this.writersTable = writersTable;
+        return this;
+    }
+
+    /**
+     * A business effect: the SQL function {@code name(message_id text, payload jsonb) RETURNS jsonb}
+     * ({@code name} or {@code schema.name}) to call once per message id, in the transaction that
+     * inserts the id's row, with its result stored in the row's {@code result} column (see
+     * {@link EffectFunction} for the contract); none (null) by default. Without one, each batch is a
+     * single upsert.
+     */
+    public PostgresSinkBuilder setEffectFunction(String effectFunction) {
+        this.effectFunction = effectFunction;
         return this;
     }
 
@@ -195,6 +208,10 @@ public final class PostgresSinkBuilder {
         if (clash != null) {
             problems.add(clash);
         }
+        if (effectFunction != null && !SqlIdentifiers.isQualifiedName(effectFunction)) {
+            problems.add(SqlIdentifiers.functionNameProblem("effect function", effectFunction)
+                    + ", or null for none");
+        }
         if (batchSize < 1 || batchSize > MAX_BATCH_SIZE) {
             problems.add("batch size " + batchSize + " is out of range: use 1 to " + MAX_BATCH_SIZE);
         }
@@ -208,7 +225,7 @@ public final class PostgresSinkBuilder {
     }
 
     private static void checkTableName(List<String> problems, String setting, String name) {
-        if (!SqlIdentifiers.isTableName(name)) {
+        if (!SqlIdentifiers.isQualifiedName(name)) {
             problems.add(SqlIdentifiers.tableNameProblem(setting, name));
         }
     }
@@ -225,7 +242,7 @@ public final class PostgresSinkBuilder {
             throw new IllegalArgumentException("invalid PostgreSQL sink settings:\n  - " + String.join("\n  - ", problems));
         }
         return new PostgresSinkConfig(jdbcUrl, user, password, table, rejectsTable, commitLogTable, runsTable,
-                writersTable, prefix, batchSize, lockTimeout, statementTimeout, tolerableCheckpointFailures,
-                writerLease, PostgresSinkConfig.NO_RUN);
+                writersTable, effectFunction, prefix, batchSize, lockTimeout, statementTimeout,
+                tolerableCheckpointFailures, writerLease, PostgresSinkConfig.NO_RUN);
     }
 }

@@ -8,6 +8,7 @@ import org.apache.flink.annotation.Internal;
  * Internal. The validated settings of a PostgreSQL sink (see {@link PostgresSinkBuilder}), shipped
  * to the task managers inside the sink. {@link #toString()} leaves the password out.
  *
+ * @param effectFunction the {@link EffectFunction} to call for each new message id, or null
  * @param sinkPrefix null for the at-least-once sink, which prepares no transactions
  * @param run the run registered by {@link PostgresSink#startRun}; {@link #NO_RUN} before
  */
@@ -21,6 +22,7 @@ record PostgresSinkConfig(
         String commitLogTable,
         String runsTable,
         String writersTable,
+        String effectFunction,
         String sinkPrefix,
         int batchSize,
         Duration lockTimeout,
@@ -33,21 +35,22 @@ record PostgresSinkConfig(
     static final long NO_RUN = 0;
 
     PostgresSchema schema() {
-        return new PostgresSchema(table, rejectsTable, commitLogTable, runsTable, writersTable);
+        return new PostgresSchema(table, rejectsTable, commitLogTable, runsTable, writersTable)
+                .withEffectFunction(effectFunction);
     }
 
     PostgresSinkConfig withRun(long newRun) {
         return new PostgresSinkConfig(jdbcUrl, user, password, table, rejectsTable, commitLogTable, runsTable,
-                writersTable, sinkPrefix, batchSize, lockTimeout, statementTimeout, tolerableCheckpointFailures,
-                writerLease, newRun);
+                writersTable, effectFunction, sinkPrefix, batchSize, lockTimeout, statementTimeout,
+                tolerableCheckpointFailures, writerLease, newRun);
     }
 
     @Override
     public String toString() {
         return "jdbcUrl=" + jdbcUrl + ", user=" + user + ", table=" + table + ", rejectsTable=" + rejectsTable
                 + ", commitLogTable=" + commitLogTable + ", runsTable=" + runsTable + ", writersTable=" + writersTable
-                + ", sinkPrefix=" + sinkPrefix + ", batchSize=" + batchSize + ", lockTimeout=" + lockTimeout
-                + ", statementTimeout=" + statementTimeout + ", tolerableCheckpointFailures="
+                + ", effectFunction=" + effectFunction + ", sinkPrefix=" + sinkPrefix + ", batchSize=" + batchSize
+                + ", lockTimeout=" + lockTimeout + ", statementTimeout=" + statementTimeout + ", tolerableCheckpointFailures="
                 + tolerableCheckpointFailures + ", writerLease=" + writerLease + ", run=" + run;
     }
 }

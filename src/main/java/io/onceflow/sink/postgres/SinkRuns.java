@@ -36,7 +36,7 @@ final class SinkRuns {
             PostgresSchema.checkServerEncoding(connection);
             requireOneSessionPerConnection(connection);
             PostgresSchema.checkMaxPreparedTransactions(connection, parallelism, config.tolerableCheckpointFailures());
-            config.schema().createIfMissing(connection);
+            config.schema().prepare(connection);
             refuseWhileLiveWritersHoldThePrefix(connection, config);
             refuseUniqueIndexesAcrossSubtasks(connection, config, parallelism);
             if (mode == StartMode.FRESH) {
@@ -59,7 +59,7 @@ final class SinkRuns {
     static void startAtLeastOnce(PostgresSinkConfig config, boolean discardPending) throws SQLException {
         try (Connection connection = PostgresConnections.open(config, "run-start")) {
             PostgresSchema.checkServerEncoding(connection);
-            config.schema().createIfMissing(connection);
+            config.schema().prepare(connection);
             refuseWhileLiveWritersHoldThePrefix(connection, config);
             List<TransactionId> prepared = PreparedTransactionRecovery.prepared(connection, config.sinkPrefix());
             if (prepared.isEmpty()) {

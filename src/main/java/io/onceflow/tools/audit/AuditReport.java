@@ -43,6 +43,14 @@ public final class AuditReport {
     final Map<String, Long> postgresRejectsBySqlState = new TreeMap<>();
     final Finding postgresUnexpectedRejects = new Finding();
     final Finding preparedTransactionsLeft = new Finding();
+    /** Whether an effect is configured or any row has a result; the effect findings apply only then. */
+    boolean effectsAudited;
+    long effectsApplied;
+    /** Business rejections and failures are outcomes of the effect, recorded once: not problems. */
+    final Finding effectsRejected = new Finding();
+    final Finding effectsFailed = new Finding();
+    /** Rows without a result although an effect is configured: the effect never ran for them. */
+    final Finding effectsMissing = new Finding();
 
     /** A count of offending ids with the first few as examples. */
     static final class Finding {
@@ -147,6 +155,26 @@ public final class AuditReport {
         return preparedTransactionsLeft.count;
     }
 
+    /** Rows whose effect result is neither a rejection nor a failure. */
+    public long effectsApplied() {
+        return effectsApplied;
+    }
+
+    /** Rows whose effect rejected the message ({@code "status":"rejected"}). */
+    public long effectsRejected() {
+        return effectsRejected.count;
+    }
+
+    /** Rows whose effect raised an error that the sink recorded ({@code "status":"failed"}). */
+    public long effectsFailed() {
+        return effectsFailed.count;
+    }
+
+    /** Rows without a result while an effect is configured. */
+    public long effectsMissing() {
+        return effectsMissing.count;
+    }
+
     /** Every problem found, one line each; empty when the audit is clean. */
     public List<String> problems() {
         List<String> problems = new ArrayList<>();
@@ -163,6 +191,8 @@ public final class AuditReport {
         describe(problems, postgresRepeatedDeliveries,
                 "rows delivered more than once (a duplicate passed dedup, e.g. after its TTL expired)");
         describe(problems, preparedTransactionsLeft, "prepared PostgreSQL transactions of this job left behind");
+        describe(problems, effectsMissing, "rows in the PostgreSQL table without an effect result although"
+                + " postgres.effect.function is set (rows from before it was set count too)");
         return problems;
     }
 
@@ -204,11 +234,21 @@ public final class AuditReport {
                     .append("  ids unexpected        ").append(postgresUnexpectedIds.count).append('\n')
                     .append("  max(deliveries)       ").append(maxDeliveries).append('\n')
                     .append("  prepared txns left    ").append(preparedTransactionsLeft.count).append('\n');
+            if (effectsAudited) {
+                text.append("  effects applied       ").append(effectsApplied).append('\n')
+                        .append("  effects rejected      ").append(withExamples(effectsRejected)).append('\n')
+                        .append("  effects failed        ").append(withExamples(effectsFailed)).append('\n')
+                        .append("  effects missing       ").append(effectsMissing.count).append('\n');
+            }
         }
         List<String> problems = problems();
         text.append(problems.isEmpty() ? "VERDICT: clean, every id exactly once\n" : "VERDICT: FAILED\n");
         problems.forEach(problem -> text.append("  - ").append(problem).append('\n'));
         return text.toString();
+    }
+
+    private static String withExamples(Finding finding) {
+        return finding.count + (finding.count == 0 ? "" : ", e.g. " + finding.examples);
     }
 
     /** The report for machines. */
@@ -246,6 +286,14 @@ public final class AuditReport {
             postgres.put("maxDeliveries", maxDeliveries);
             postgres.put("repeatedDeliveries", postgresRepeatedDeliveries.toMap());
             postgres.put("preparedTransactionsLeft", preparedTransactionsLeft.toMap());
+            if (effectsAudited) {
+                Map<String, Object> effects = new LinkedHashMap<>();
+                effects.put("applied", effectsApplied);
+                effects.put("rejected", effectsRejected.toMap());
+                effects.put("failed", effectsFailed.toMap());
+                effects.put("missing", effectsMissing.toMap());
+                postgres.put("effects", effects);
+            }
             json.put("postgres", postgres);
         }
         json.put("clean", clean());

@@ -1,9 +1,11 @@
 package io.onceflow.tools.audit;
 
 import io.onceflow.config.PostgresSettings;
+import io.onceflow.sink.postgres.EffectFunction;
 import io.onceflow.sink.postgres.TransactionId;
 import java.sql.Connection;
 import java.sql.DriverManager;
+import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
@@ -15,6 +17,10 @@ import java.util.Set;
  * row (of the event table and of the rejects table), and no prepared transaction of this job's sink prefix left behind. An id that the database
  * refused is accounted for by its row in the rejects table (reported, not a problem). Run it once the job has
  * stopped or drained: a running job legitimately has the transaction of its next checkpoint prepared.
+ *
+ * <p>With an effect function configured ({@code postgres.effect.function}), every row must have a
+ * result: the effects applied, rejected and failed are counted (the last two are outcomes, not
+ * problems), and a row without a result is a problem.
  */
 final class PostgresTableAudit {
     /** Rows are streamed, not loaded at once: an audit of millions of rows fits in the audit's memory. */
@@ -47,13 +53,18 @@ final class PostgresTableAudit {
             pinSessionSettings(connection);
             connection.setAutoCommit(false); // a cursor, so the driver honours the fetch size
             Set<String> seen = new HashSet<>(expectedIds.size() * 2);
+            boolean effectConfigured = settings.effectFunction().isPresent();
+            // a table from before effects has no result column: as if no row had a result
+            String result = hasResultColumn(connection) ? "result" : "NULL::jsonb";
             try (Statement statement = connection.createStatement()) {
                 statement.setFetchSize(FETCH_SIZE);
                 // the table name was validated as an identifier by the configuration
-                try (ResultSet rows = statement.executeQuery("SELECT id, deliveries FROM " + settings.table())) {
+                try (ResultSet rows = statement.executeQuery("SELECT id, deliveries, " + result + " IS NULL, "
+                        + result + "->>'status' FROM " + settings.table())) {
                     while (rows.next()) {
                         String id = rows.getString(1);
                         int deliveries = rows.getInt(2);
+                        countEffect(report, id, rows.getBoolean(3), rows.getString(4), effectConfigured);
                         report.postgresRows++;
                         report.maxDeliveries = Math.max(report.maxDeliveries, deliveries);
                         if (!expectedIds.contains(id)) {
@@ -95,6 +106,8 @@ final class PostgresTableAudit {
                 }
             }
             connection.rollback();
+            report.effectsAudited = effectConfigured || report.effectsApplied + report.effectsRejected.count
+                    + report.effectsFailed.count > 0;
             for (String id : expectedIds) {
                 if (!seen.contains(id)) {
                     report.postgresMissingIds.add(id);
@@ -102,6 +115,32 @@ final class PostgresTableAudit {
             }
         } catch (SQLException e) {
             throw new IllegalStateException("could not audit PostgreSQL table " + settings.table() + ": " + e.getMessage(), e);
+        }
+    }
+
+    private static void countEffect(AuditReport report, String id, boolean noResult, String status,
+            boolean effectConfigured) {
+        if (noResult) {
+            if (effectConfigured) {
+                report.effectsMissing.add(id);
+            }
+        } else if (EffectFunction.REJECTED.equals(status)) {
+            report.effectsRejected.add(id);
+        } else if (EffectFunction.FAILED.equals(status)) {
+            report.effectsFailed.add(id);
+        } else {
+            report.effectsApplied++;
+        }
+    }
+
+    private boolean hasResultColumn(Connection connection) throws SQLException {
+        try (PreparedStatement query = connection.prepareStatement("SELECT EXISTS (SELECT FROM pg_attribute"
+                + " WHERE attrelid = to_regclass(?) AND attname = 'result' AND NOT attisdropped)")) {
+            query.setString(1, settings.table());
+            try (ResultSet exists = query.executeQuery()) {
+                exists.next();
+                return exists.getBoolean(1);
+            }
         }
     }
 }

@@ -11,7 +11,6 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import org.apache.flink.metrics.SimpleCounter;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -26,7 +25,7 @@ class BackgroundUpsertsTest {
     private final CountDownLatch release = new CountDownLatch(1);
     /** Batches of 2 rows; the connection is never touched by the stand-ins. */
     private final BackgroundUpserts upserts =
-            new BackgroundUpserts(new EventUpsertBatch("events", "rejects", 2, new SimpleCounter()), null, "writer 0", 2);
+            new BackgroundUpserts(new EventUpsertBatch("events", "rejects", null, 2, PostgresSinkMetrics.unregistered()), null, "writer 0", 2);
 
     @AfterEach
     void close() throws SQLException {

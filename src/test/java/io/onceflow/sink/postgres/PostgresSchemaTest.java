@@ -27,7 +27,7 @@ class PostgresSchemaTest {
         assertThat(ddl).contains("CREATE TABLE IF NOT EXISTS sink.events (\n    id text PRIMARY KEY,\n"
                 + "    payload jsonb,\n    source_topic text,\n    source_partition int,\n    source_offset bigint,\n"
                 + "    first_processed_at timestamptz NOT NULL DEFAULT now(),\n"
-                + "    deliveries int NOT NULL DEFAULT 1\n);");
+                + "    deliveries int NOT NULL DEFAULT 1,\n    result jsonb\n);");
         assertThat(ddl).contains("CREATE TABLE IF NOT EXISTS sink.commit_log (\n    gid text PRIMARY KEY,\n"
                 + "    committed_at timestamptz NOT NULL DEFAULT clock_timestamp()\n);");
         assertThat(ddl).contains("CREATE TABLE IF NOT EXISTS sink.rejects (", "sql_state text NOT NULL",

@@ -63,6 +63,19 @@ class PostgresSinkBuilderTest {
                 .isInstanceOf(IllegalArgumentException.class);
     }
 
+    @ParameterizedTest
+    @ValueSource(strings = {"apply(text, jsonb)", "apply; DROP TABLE x", "a.b.c", "\"Apply\"", ""})
+    void rejectsEffectFunctionNamesThatAreNotPlainIdentifiers(String name) {
+        assertThatThrownBy(() -> valid().setEffectFunction(name).build())
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("effect function '" + name + "' is not a valid function name: use function or"
+                        + " schema.function")
+                .hasMessageContaining("or null for none");
+        assertThat(valid().setEffectFunction("ledger.apply_payment").build().config().effectFunction())
+                .isEqualTo("ledger.apply_payment");
+        assertThat(valid().build().config().effectFunction()).isNull();
+    }
+
     @Test
     void identifierPartsAreLimitedTo63Characters() {
         String longest = "t".repeat(63);

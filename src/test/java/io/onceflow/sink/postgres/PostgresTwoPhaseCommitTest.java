@@ -14,6 +14,7 @@ import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collection;
 import java.util.List;
 import java.util.Map;
@@ -42,7 +43,15 @@ class PostgresTwoPhaseCommitTest {
     /** Writes {@code ids}, prepares, and tells the writer the checkpoint was taken, as Flink does. */
     static PostgresCommittable checkpoint(PostgresExactlyOnceWriter writer, long checkpointId, String... ids)
             throws Exception {
-        write(writer, ids);
+        return checkpoint(writer, checkpointId, Arrays.stream(ids).map(SinkDatabase::event).toArray(Event[]::new));
+    }
+
+    /** As {@link #checkpoint(PostgresExactlyOnceWriter, long, String...)}, with events of the caller's. */
+    static PostgresCommittable checkpoint(PostgresExactlyOnceWriter writer, long checkpointId, Event... events)
+            throws Exception {
+        for (Event event : events) {
+            writer.write(event, null);
+        }
         PostgresCommittable committable = single(writer.prepareCommit());
         writer.snapshotState(checkpointId);
         return committable;

@@ -10,7 +10,6 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.UUID;
-import org.apache.flink.metrics.SimpleCounter;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.EnabledIfSystemProperty;
 
@@ -75,7 +74,8 @@ class UpsertBenchmarkTest {
     }
 
     private void writeWithUnnest(Connection connection, int batchSize) throws SQLException {
-        EventUpsertBatch batch = new EventUpsertBatch(config.table(), config.rejectsTable(), batchSize, new SimpleCounter());
+        EventUpsertBatch batch = new EventUpsertBatch(config.table(), config.rejectsTable(), null, batchSize,
+                PostgresSinkMetrics.unregistered());
         for (Event event : events) {
             if (batch.add(event)) {
                 batch.take().executeOn(connection);
