@@ -76,54 +76,72 @@ final class EventUpsertBatch {
     /** The columns of a batch, bound as one array each. */
     private static final String BATCH_ROWS = " (id, payload, source_topic, source_partition, source_offset, deliveries)"
             + " SELECT * FROM unnest(?::text[], ?::text[]::jsonb[], ?::text[], ?::int[], ?::bigint[], ?::int[])";
+    /** As {@link #BATCH_ROWS}, each tagged with the gid of the transaction (the 7th parameter). */
+    private static final String BATCH_ROWS_OF_A_TRANSACTION = " (id, payload, source_topic, source_partition,"
+            + " source_offset, deliveries, effect_transaction) SELECT *, ?::text FROM unnest(?::text[],"
+            + " ?::text[]::jsonb[], ?::text[], ?::int[], ?::bigint[], ?::int[])";
 
     private final String upsertSql;
     private final String rejectSql;
-    /** The statements of an effect, all null without one. */
+    /** The statements of an effect called in the batch, null without one (or when it is called at commit). */
     private final String insertNewSql;
     private final String addDeliveriesSql;
-    private final String applyEffectSql;
-    private final String markEffectFailedSql;
+    private final EffectCalls effectCalls;
+    /** Whether new rows are tagged with {@link #effectTransaction}, for their effects at commit. */
+    private final boolean effectsAtCommit;
     private final int capacity;
     private final PostgresSinkMetrics metrics;
     /** Insertion order is kept so that rows are written in arrival order. */
     private final Map<String, PendingRow> rowsById = new LinkedHashMap<>();
+    /** The gid of the transaction the rows go into, when effects are called at its commit. */
+    private String effectTransaction;
 
-    /** @param effectFunction null for none */
-    EventUpsertBatch(String table, String rejectsTable, String effectFunction, int capacity,
-            PostgresSinkMetrics metrics) {
+    /**
+     * @param effectFunction null for none
+     * @param effectsAtCommit whether the effect is called after the transaction commits, for the rows
+     *     it inserted ({@link PendingEffects}, the exactly-once sink), rather than in the batch (the
+     *     at-least-once sink); ignored without an effect
+     */
+    EventUpsertBatch(String table, String rejectsTable, String effectFunction, boolean effectsAtCommit,
+            int capacity, PostgresSinkMetrics metrics) {
         SqlIdentifiers.requireTableName("table", table);
         SqlIdentifiers.requireTableName("rejects table", rejectsTable);
-        this.upsertSql = "INSERT INTO " + table + " AS existing" + BATCH_ROWS
-                + " ON CONFLICT (id) DO UPDATE SET deliveries = existing.deliveries + EXCLUDED.deliveries";
+        this.effectsAtCommit = effectFunction != null && effectsAtCommit;
+        // a conflict leaves effect_transaction as the first insert set it: the effect stays once
+        this.upsertSql = this.effectsAtCommit
+                ? "INSERT INTO " + table + " AS existing" + BATCH_ROWS_OF_A_TRANSACTION
+                        + " ON CONFLICT (id) DO UPDATE SET deliveries = existing.deliveries + EXCLUDED.deliveries"
+                : "INSERT INTO " + table + " AS existing" + BATCH_ROWS
+                        + " ON CONFLICT (id) DO UPDATE SET deliveries = existing.deliveries + EXCLUDED.deliveries";
         this.rejectSql = "INSERT INTO " + rejectsTable + " AS existing"
                 + " (id, payload, source_topic, source_partition, source_offset, deliveries, sql_state, error)"
                 + " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
                 + " ON CONFLICT (id_hash) DO UPDATE SET deliveries = existing.deliveries + EXCLUDED.deliveries";
-        if (effectFunction == null) {
-            insertNewSql = addDeliveriesSql = applyEffectSql = markEffectFailedSql = null;
+        if (effectFunction == null || this.effectsAtCommit) {
+            insertNewSql = addDeliveriesSql = null;
+            effectCalls = null;
         } else {
-            SqlIdentifiers.requireFunctionName("effect function", effectFunction);
             insertNewSql = "INSERT INTO " + table + BATCH_ROWS + " ON CONFLICT (id) DO NOTHING RETURNING id";
             addDeliveriesSql = "UPDATE " + table + " AS existing SET deliveries = existing.deliveries + u.deliveries"
                     + " FROM unnest(?::text[], ?::int[]) AS u(id, deliveries) WHERE existing.id = u.id";
-            // SQL NULL is kept for "not called"; counted in one row, as the batch is one statement
-            applyEffectSql = "WITH applied AS (UPDATE " + table + " AS e"
-                    + " SET result = coalesce(" + effectFunction + "(e.id, e.payload), 'null'::jsonb)"
-                    + " FROM unnest(?::text[]) AS n(id) WHERE e.id = n.id RETURNING e.result)"
-                    + " SELECT count(*), count(*) FILTER (WHERE result->>'status' = '" + EffectFunction.REJECTED + "')"
-                    + " FROM applied";
-            markEffectFailedSql = "UPDATE " + table + " SET result = jsonb_build_object('status', '"
-                    + EffectFunction.FAILED + "', 'sqlstate', ?::text, 'error', ?::text) WHERE id = ?";
+            effectCalls = new EffectCalls(table, effectFunction, metrics);
         }
         this.capacity = capacity;
         this.metrics = metrics;
     }
 
-    /** The batch of a writer of the sink configured by {@code config}. */
-    static EventUpsertBatch of(PostgresSinkConfig config, PostgresSinkMetrics metrics) {
-        return new EventUpsertBatch(config.table(), config.rejectsTable(), config.effectFunction(),
+    /** The batch of a writer of the sink configured by {@code config}; see the constructor for {@code effectsAtCommit}. */
+    static EventUpsertBatch of(PostgresSinkConfig config, boolean effectsAtCommit, PostgresSinkMetrics metrics) {
+        return new EventUpsertBatch(config.table(), config.rejectsTable(), config.effectFunction(), effectsAtCommit,
                 config.batchSize(), metrics);
+    }
+
+    /**
+     * Tags the rows that the next upserts insert with the gid of the transaction they go into (with
+     * effects at commit; ignored otherwise). Call before the first row of each transaction.
+     */
+    void effectsBelongTo(TransactionId transaction) {
+        effectTransaction = transaction.encode();
     }
 
     /** @return true if the batch is now full and should be written */
@@ -152,6 +170,16 @@ final class EventUpsertBatch {
             rows.set(i++, entry.getKey(), entry.getValue());
         }
         rowsById.clear();
+        if (effectsAtCommit && effectTransaction == null) {
+            throw new IllegalStateException("effectsBelongTo must name the transaction before its first rows");
+        }
+        String transaction = effectTransaction;
+        if (effectsAtCommit) {
+            return connection -> {
+                checkConstraintsPerStatement(connection);
+                writeIsolatingRefusedRows(connection, rows, (c, range) -> upsert(c, range, transaction), this::reject);
+            };
+        }
         return connection -> {
             if (insertNewSql != null && connection.getAutoCommit()) {
                 PostgresConnections.inTransaction(connection, () -> write(connection, rows));
@@ -164,7 +192,7 @@ final class EventUpsertBatch {
     private void write(Connection connection, Rows rows) throws SQLException {
         checkConstraintsPerStatement(connection);
         if (insertNewSql == null) {
-            writeIsolatingRefusedRows(connection, rows, this::upsert, this::reject);
+            writeIsolatingRefusedRows(connection, rows, (c, range) -> upsert(c, range, null), this::reject);
         } else {
             writeThroughInbox(connection, rows);
         }
@@ -181,8 +209,7 @@ final class EventUpsertBatch {
                 });
         writeIsolatingRefusedRows(connection, rows.select(id -> !inserted.contains(id) && !refused.contains(id)),
                 this::addDeliveries, this::reject);
-        writeIsolatingRefusedRows(connection, rows.select(inserted::contains), this::applyEffect,
-                this::recordFailedEffect);
+        effectCalls.call(connection, rows.select(inserted::contains));
     }
 
     /**
@@ -208,13 +235,13 @@ final class EventUpsertBatch {
 
     /** One statement over some rows of a batch. */
     @FunctionalInterface
-    private interface RowsStatement {
+    interface RowsStatement {
         void execute(Connection connection, Rows rows) throws SQLException;
     }
 
     /** What becomes of a row that a {@link RowsStatement} failed on with a data error. */
     @FunctionalInterface
-    private interface RefusedRow {
+    interface RefusedRow {
         void record(Connection connection, Rows row, SQLException refusal) throws SQLException;
     }
 
@@ -222,7 +249,7 @@ final class EventUpsertBatch {
      * Executes {@code statement} on {@code rows} under a savepoint; on a data error, on each half,
      * until the rows it fails on stand alone and go to {@code refusedRow}.
      */
-    private static void writeIsolatingRefusedRows(Connection connection, Rows rows, RowsStatement statement,
+    static void writeIsolatingRefusedRows(Connection connection, Rows rows, RowsStatement statement,
             RefusedRow refusedRow) throws SQLException {
         if (rows.size() == 0) {
             return;
@@ -251,9 +278,15 @@ final class EventUpsertBatch {
         }
     }
 
-    private void upsert(Connection connection, Rows rows) throws SQLException {
+    /** @param transaction the gid new rows are tagged with; null when they are not */
+    private void upsert(Connection connection, Rows rows, String transaction) throws SQLException {
         try (PreparedStatement upsert = connection.prepareStatement(upsertSql)) {
-            bindRows(upsert, rows);
+            if (transaction == null) {
+                bindRows(upsert, rows, 1);
+            } else {
+                upsert.setString(1, transaction);
+                bindRows(upsert, rows, 2);
+            }
             upsert.executeUpdate();
         }
     }
@@ -262,7 +295,7 @@ final class EventUpsertBatch {
     private List<String> insertNew(Connection connection, Rows rows) throws SQLException {
         List<String> inserted = new ArrayList<>(rows.size());
         try (PreparedStatement insert = connection.prepareStatement(insertNewSql)) {
-            bindRows(insert, rows);
+            bindRows(insert, rows, 1);
             try (ResultSet returned = insert.executeQuery()) {
                 while (returned.next()) {
                     inserted.add(returned.getString(1));
@@ -272,15 +305,16 @@ final class EventUpsertBatch {
         return inserted;
     }
 
-    private static void bindRows(PreparedStatement statement, Rows rows) throws SQLException {
+    /** Binds the six column arrays of {@link #BATCH_ROWS} from parameter {@code first} on. */
+    private static void bindRows(PreparedStatement statement, Rows rows, int first) throws SQLException {
         // pgjdbc's own createArrayOf takes primitive arrays too (no boxing).
         PgConnection pg = statement.getConnection().unwrap(PgConnection.class);
-        statement.setArray(1, pg.createArrayOf("text", rows.ids));
-        statement.setArray(2, pg.createArrayOf("text", rows.payloads));
-        statement.setArray(3, pg.createArrayOf("text", rows.topics));
-        statement.setArray(4, pg.createArrayOf("int4", rows.partitions));
-        statement.setArray(5, pg.createArrayOf("int8", rows.offsets));
-        statement.setArray(6, pg.createArrayOf("int4", rows.deliveries));
+        statement.setArray(first, pg.createArrayOf("text", rows.ids));
+        statement.setArray(first + 1, pg.createArrayOf("text", rows.payloads));
+        statement.setArray(first + 2, pg.createArrayOf("text", rows.topics));
+        statement.setArray(first + 3, pg.createArrayOf("int4", rows.partitions));
+        statement.setArray(first + 4, pg.createArrayOf("int8", rows.offsets));
+        statement.setArray(first + 5, pg.createArrayOf("int4", rows.deliveries));
     }
 
     private void addDeliveries(Connection connection, Rows rows) throws SQLException {
@@ -290,34 +324,6 @@ final class EventUpsertBatch {
             update.setArray(2, pg.createArrayOf("int4", rows.deliveries));
             update.executeUpdate();
         }
-    }
-
-    private void applyEffect(Connection connection, Rows rows) throws SQLException {
-        try (PreparedStatement apply = connection.prepareStatement(applyEffectSql)) {
-            apply.setArray(1, connection.unwrap(PgConnection.class).createArrayOf("text", rows.ids));
-            try (ResultSet counts = apply.executeQuery()) {
-                counts.next();
-                long rejected = counts.getLong(2);
-                metrics.effectsApplied.inc(counts.getLong(1) - rejected);
-                metrics.effectsRejected.inc(rejected);
-            }
-        }
-    }
-
-    /** The effect raised a data error on the only row of {@code rows}: its result says so. */
-    private void recordFailedEffect(Connection connection, Rows rows, SQLException failure) throws SQLException {
-        final int only = 0;
-        String error = describe(failure);
-        try (PreparedStatement update = connection.prepareStatement(markEffectFailedSql)) {
-            update.setString(1, failure.getSQLState());
-            update.setString(2, error);
-            update.setString(3, rows.ids[only]);
-            update.executeUpdate();
-        }
-        metrics.effectsFailed.inc();
-        LOG.warn("The effect function failed on message id '{}' ({}:{}@{}) with SQLSTATE {}: {}. Its result records"
-                + " the failure; the message is consumed and not retried.", rows.ids[only], rows.topics[only],
-                rows.partitions[only], rows.offsets[only], failure.getSQLState(), error);
     }
 
     /** Writes the only row of {@code rows} to the rejects table. */
@@ -342,7 +348,7 @@ final class EventUpsertBatch {
     }
 
     /** The server's message and the constraint it names, without the DETAIL (which quotes the row). */
-    private static String describe(SQLException refusal) {
+    static String describe(SQLException refusal) {
         ServerErrorMessage server = refusal instanceof PSQLException ? ((PSQLException) refusal).getServerErrorMessage() : null;
         if (server == null || server.getMessage() == null) {
             return String.valueOf(refusal.getMessage());
@@ -376,13 +382,22 @@ final class EventUpsertBatch {
     }
 
     /** A batch as one array per column, so that a range of it can be written alone. */
-    private static final class Rows {
+    static final class Rows {
         final String[] ids;
         final String[] payloads;
         final String[] topics;
         final int[] partitions;
         final long[] offsets;
         final int[] deliveries;
+
+        /** Rows that only have their ids, e.g. to call the effect for rows already in the table. */
+        static Rows ofIds(List<String> ids) {
+            Rows rows = new Rows(ids.size());
+            for (int i = 0; i < rows.size(); i++) {
+                rows.ids[i] = ids.get(i);
+            }
+            return rows;
+        }
 
         Rows(int size) {
             ids = new String[size];

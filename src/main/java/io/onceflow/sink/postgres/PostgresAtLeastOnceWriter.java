@@ -33,7 +33,7 @@ final class PostgresAtLeastOnceWriter implements SinkWriter<Event> {
             throw new IOException("PostgreSQL sink writer " + subtaskIndex + " could not start: " + e.getMessage(), e);
         }
         upserts = new BackgroundUpserts(
-                EventUpsertBatch.of(config, metrics),
+                EventUpsertBatch.of(config, false, metrics),
                 connection, "PostgreSQL sink writer " + subtaskIndex, BackgroundUpserts.MAX_IN_FLIGHT);
     }
 

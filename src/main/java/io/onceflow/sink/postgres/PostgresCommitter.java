@@ -16,7 +16,9 @@ import org.slf4j.LoggerFactory;
 /**
  * Internal. The committer of {@link PostgresSink}. Flink calls it only for checkpoints that have
  * completed, including committables restored from a checkpoint; it runs {@code COMMIT PREPARED} on
- * its own connection (PostgreSQL wants the second phase on a connection with no transaction open).
+ * its own connection (PostgreSQL wants the second phase on a connection with no transaction open),
+ * and then, with an {@link EffectFunction}, calls the effects of the rows that transaction inserted
+ * ({@link PendingEffects}).
  *
  * <p>Idempotent: when the prepared transaction no longer exists, the commit log decides. Logged
  * means it was committed before (a restore replays committables whose commit already happened):
@@ -42,11 +44,14 @@ final class PostgresCommitter implements Committer<PostgresCommittable> {
 
     private final PostgresSinkConfig config;
     private final String isLoggedSql;
+    /** Null without an effect function. */
+    private final PendingEffects pendingEffects;
     private Connection connection;
 
-    PostgresCommitter(PostgresSinkConfig config) {
+    PostgresCommitter(PostgresSinkConfig config, PostgresSinkMetrics metrics) {
         this.config = config;
         this.isLoggedSql = "SELECT 1 FROM " + config.commitLogTable() + " WHERE gid = ?";
+        this.pendingEffects = PendingEffects.of(config, metrics);
     }
 
     @Override
@@ -62,8 +67,11 @@ final class PostgresCommitter implements Committer<PostgresCommittable> {
         try {
             if (commitPrepared(transaction)) {
                 ProtocolHooks.reached(ProtocolHooks.Step.AFTER_COMMIT, transaction);
+                callEffects(transaction);
             } else if (isLogged(transaction)) {
                 LOG.info("{} was committed before (restored committable)", transaction);
+                // a crash may have come between the commit and its effects
+                callEffects(transaction);
                 request.signalAlreadyCommitted();
             } else {
                 throw new IOException("LOST: prepared transaction " + transaction + " of a completed checkpoint"
@@ -83,6 +91,17 @@ final class PostgresCommitter implements Committer<PostgresCommittable> {
                     transaction, request.getNumberOfRetries() + 1, e.toString());
             closeConnection();
             request.retryLater();
+        }
+    }
+
+    /**
+     * Calls the effects of the rows the committed {@code transaction} inserted ({@link PendingEffects}).
+     * A transient failure is retried like the commit: the retry finds the transaction committed and
+     * calls the effects still pending.
+     */
+    private void callEffects(TransactionId transaction) throws SQLException {
+        if (pendingEffects != null) {
+            pendingEffects.callFor(connection(), transaction);
         }
     }
 

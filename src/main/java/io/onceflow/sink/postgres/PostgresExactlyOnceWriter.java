@@ -29,8 +29,13 @@ import org.postgresql.core.QueryExecutor;
  * connection opened here is the writer's only one for its whole life: the fence's locks live on it,
  * so once a successor has ended its session nothing this writer sends reaches the database.
  *
+ * <p>With an {@link EffectFunction}, start-up also calls the effects that committed transactions
+ * of those indices left pending ({@link PendingEffects}); the effects themselves are called by the
+ * committer after each commit, never in the checkpoint's transaction (the class comment of
+ * {@link PendingEffects} says why).
+ *
  * <p>Per checkpoint: rows go into the open transaction in batches of {@code batchSize} (with an
- * {@link EffectFunction}, the effects of the new ids too), each executed by
+ * effect, each new row tagged with the transaction's gid), each executed by
  * {@link BackgroundUpserts} while the task thread goes on; {@link #prepareCommit()}
  * writes the rest, waits for all of them, adds the gid to the commit log in the same transaction
  * and runs {@code PREPARE TRANSACTION}. A checkpoint without rows prepares nothing.
@@ -47,8 +52,8 @@ import org.postgresql.core.QueryExecutor;
  * the upserts at the next prepareCommit (or when the upsert queue is full), so the wait usually
  * ends with lock_timeout, a task failure and a restart that commits N first (correct, but slow).
  * Upstream dedup makes this practically impossible (its TTL is far longer than a checkpoint
- * interval) for ids, but not for the rows an {@link EffectFunction} updates (one account's balance
- * in every checkpoint): see its contract.
+ * interval). The rows an effect changes (one account's balance in every checkpoint) are not locked
+ * by the checkpoint's transaction: effects run after its commit.
  */
 @Internal
 final class PostgresExactlyOnceWriter
@@ -60,6 +65,7 @@ final class PostgresExactlyOnceWriter
     private final Connection connection;
     private final int backendPid;
     private final WriterFence fence;
+    private final EventUpsertBatch batch;
     private final BackgroundUpserts upserts;
     private final PostgresSinkMetrics metrics;
     private long nextCheckpointId;
@@ -96,6 +102,10 @@ final class PostgresExactlyOnceWriter
             metrics.transactionsRolledBackOnRecovery.inc(PreparedTransactionRecovery.rollBackAbandoned(connection,
                     claimPreparedOfCoveredIndices(), start.restoredCheckpointId(), start.restoredHorizon(), writerName)
                     .size());
+            PendingEffects pendingEffects = PendingEffects.of(config, metrics);
+            if (pendingEffects != null) {
+                pendingEffects.callLeftOvers(connection, sinkPrefix, start::covers, writerName);
+            }
             connection.setAutoCommit(false);
         } catch (SQLException | RuntimeException e) {
             if (openedFence != null) {
@@ -104,9 +114,8 @@ final class PostgresExactlyOnceWriter
             PostgresConnections.closeQuietly(connection, e);
             throw new IOException(writerName + " could not start: " + e.getMessage(), e);
         }
-        upserts = new BackgroundUpserts(
-                EventUpsertBatch.of(config, metrics),
-                connection, writerName, BackgroundUpserts.MAX_IN_FLIGHT);
+        batch = EventUpsertBatch.of(config, true, metrics);
+        upserts = new BackgroundUpserts(batch, connection, writerName, BackgroundUpserts.MAX_IN_FLIGHT);
     }
 
     private static int backendPid(Connection connection) throws SQLException {
@@ -140,8 +149,16 @@ final class PostgresExactlyOnceWriter
 
     @Override
     public void write(Event event, Context context) throws IOException {
+        if (!transactionHasRows) {
+            batch.effectsBelongTo(openTransaction());
+        }
         upserts.add(event);
         transactionHasRows = true;
+    }
+
+    /** The transaction rows go into now: the one {@link #prepareCommit()} prepares next. */
+    private TransactionId openTransaction() {
+        return new TransactionId(sinkPrefix, fence.epoch(), start.subtaskIndex(), nextCheckpointId);
     }
 
     @Override
@@ -156,7 +173,7 @@ final class PostgresExactlyOnceWriter
         if (!transactionHasRows) {
             return List.of();
         }
-        TransactionId transaction = new TransactionId(sinkPrefix, fence.epoch(), start.subtaskIndex(), nextCheckpointId);
+        TransactionId transaction = openTransaction();
         ProtocolHooks.reached(ProtocolHooks.Step.BEFORE_PREPARE, transaction);
         try (PreparedStatement log = connection.prepareStatement(insertIntoCommitLogSql);
                 Statement prepare = connection.createStatement()) {

@@ -116,8 +116,10 @@ public final class PostgresSchema {
                         + "    source_offset bigint,\n"
                         + "    first_processed_at timestamptz NOT NULL DEFAULT now(),\n"
                         + "    deliveries int NOT NULL DEFAULT 1,\n"
-                        + "    result jsonb\n"
+                        + "    result jsonb,\n"
+                        + "    effect_transaction text\n"
                         + ")",
+                createPendingEffectsIndexStatement(),
                 // Payload as text: the database refused the row, perhaps its payload as jsonb. Keyed by
                 // a hash of the id: the id itself may be what the event table's index refused.
                 "CREATE TABLE IF NOT EXISTS " + rejectsTable + " (\n"
@@ -211,9 +213,20 @@ public final class PostgresSchema {
         EffectFunction.check(connection, effectFunction);
     }
 
-    /** The statement that adds the effect's column to an events table created before it. */
+    /** The statement that adds the effect's columns to an events table created before it. */
     String addResultColumnStatement() {
-        return "ALTER TABLE " + table + " ADD COLUMN IF NOT EXISTS result jsonb";
+        return "ALTER TABLE " + table + " ADD COLUMN IF NOT EXISTS result jsonb,"
+                + " ADD COLUMN IF NOT EXISTS effect_transaction text";
+    }
+
+    /**
+     * The rows whose effect is still to be called, by the transaction that inserted them
+     * ({@code PendingEffects}): small, as a row leaves it when its result is stored.
+     */
+    private String createPendingEffectsIndexStatement() {
+        String unqualified = table.substring(table.indexOf('.') + 1);
+        return "CREATE INDEX IF NOT EXISTS " + unqualified + "_pending_effects ON " + table
+                + " (effect_transaction) WHERE result IS NULL AND effect_transaction IS NOT NULL";
     }
 
     private void addResultColumn(Connection connection) throws SQLException {
@@ -224,6 +237,7 @@ public final class PostgresSchema {
                     // ALTER TABLE locks the table exclusively even when the column exists: check again
                     if (resultColumnType(connection) == null) {
                         statement.execute(addResultColumnStatement());
+                        statement.execute(createPendingEffectsIndexStatement());
                     }
                 }
             });
@@ -237,7 +251,8 @@ public final class PostgresSchema {
             }
             throw new IllegalStateException("the table " + table + " has no result column, which the effect function"
                     + " (postgres.effect.function) needs, and the sink could not add it: " + cause + " ("
-                    + e.getMessage() + "). Have the table's owner run " + addResultColumnStatement() + "; (it"
+                    + e.getMessage() + "). Have the table's owner run " + addResultColumnStatement() + "; "
+                    + createPendingEffectsIndexStatement() + "; (it"
                     + " waits for the job's prepared transactions, see pg_prepared_xacts), then start the job again.",
                     e);
         }

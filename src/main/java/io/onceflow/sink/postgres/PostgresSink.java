@@ -115,7 +115,7 @@ public final class PostgresSink
 
     @Override
     public Committer<PostgresCommittable> createCommitter(CommitterInitContext context) {
-        return new PostgresCommitter(config);
+        return new PostgresCommitter(config, PostgresSinkMetrics.register(context.metricGroup()));
     }
 
     @Override

@@ -92,9 +92,14 @@ public final class TransactionId {
         return parse(gid).filter(id -> id.sinkPrefix.equals(sinkPrefix));
     }
 
+    /** What every gid of {@code sinkPrefix} starts with, and no gid of another prefix. */
+    static String gidPrefix(String sinkPrefix) {
+        return NAMESPACE + ":" + sinkPrefix + ":";
+    }
+
     /** The gid to use in {@code PREPARE TRANSACTION} and {@code COMMIT PREPARED}. */
     public String encode() {
-        return NAMESPACE + ":" + sinkPrefix + ":e" + epoch + ":s" + subtaskIndex + ":c" + checkpointId;
+        return gidPrefix(sinkPrefix) + "e" + epoch + ":s" + subtaskIndex + ":c" + checkpointId;
     }
 
     public String sinkPrefix() {

@@ -8,6 +8,7 @@ import static org.assertj.core.api.Assertions.entry;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.onceflow.ingest.Event;
+import io.onceflow.sink.postgres.RecordingCommitRequest.Outcome;
 import io.onceflow.testing.TestPostgres;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -26,9 +27,10 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The transactional inbox against a real server: a test ledger whose {@code apply_payment} moves
- * money between accounts, called by the sink once per message id, in the transaction that inserts
- * the id's row. The balances are the oracle: a payment applied twice, or applied without its inbox
- * row (or the other way round), shows in them.
+ * money between accounts, called by the sink once per message id: by the exactly-once sink's
+ * committer right after the checkpoint's transaction committed the id's row ({@link PendingEffects}),
+ * by the at-least-once sink in the batch's transaction. The balances are the oracle: a payment
+ * applied twice, or applied without its inbox row (or the other way round), shows in them.
  */
 class BusinessEffectsTest {
     private static final String FUNCTION = "ledger.apply_payment";
@@ -76,8 +78,8 @@ class BusinessEffectsTest {
 
         PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
         try (PostgresExactlyOnceWriter restored = new PostgresExactlyOnceWriter(config,
-                db.attempt(0, 1, OptionalLong.of(1)), metrics)) {
-            commit(config, checkpoint(restored, 2, payment("p2", "alice", "bob", 20),
+                db.attempt(0, 1, OptionalLong.of(1)), PostgresSinkMetrics.unregistered())) {
+            commit(config, metrics, checkpoint(restored, 2, payment("p2", "alice", "bob", 20),
                     payment("p3", "alice", "carol", 30)));
         }
 
@@ -95,6 +97,12 @@ class BusinessEffectsTest {
 
             assertThat(balances()).as("prepared, not committed").containsEntry("alice", 100).containsEntry("bob", 0);
             assertThat(db.deliveriesById()).isEmpty();
+            assertThat(db.prepared("ledger")).as("the effect is not in the prepared transaction: it locks no account")
+                    .hasSize(1);
+            try (Connection teller = db.database.connect(); Statement statement = teller.createStatement()) {
+                statement.execute("SET lock_timeout = '1s'");
+                statement.execute("UPDATE ledger.accounts SET balance = balance WHERE id IN ('alice', 'bob')");
+            }
 
             commit(config, committable);
         }
@@ -114,7 +122,7 @@ class BusinessEffectsTest {
         PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
         try (PostgresExactlyOnceWriter restored = new PostgresExactlyOnceWriter(resubmitted,
                 db.attempt(0, 1, OptionalLong.of(1)), metrics)) {
-            commit(resubmitted, checkpoint(restored, 2, payment("p2", "alice", "bob", 10)));
+            commit(resubmitted, metrics, checkpoint(restored, 2, payment("p2", "alice", "bob", 10)));
         }
 
         assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("p1", 1, "p2", 2));
@@ -144,7 +152,7 @@ class BusinessEffectsTest {
         PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
         try (PostgresExactlyOnceWriter writer = new PostgresExactlyOnceWriter(config,
                 db.attempt(0, 1, OptionalLong.empty()), metrics)) {
-            commit(config, checkpoint(writer, 1, payment("too-much", "alice", "bob", 1000),
+            commit(config, metrics, checkpoint(writer, 1, payment("too-much", "alice", "bob", 1000),
                     payment("unknown", "alice", "mallory", 10), payment("fine", "alice", "bob", 10)));
         }
 
@@ -167,8 +175,8 @@ class BusinessEffectsTest {
             for (int i = 0; i < batch.length; i++) {
                 batch[i] = i == 3 ? poison("poison") : payment("p" + i, "alice", "bob", 10);
             }
-            commit(config, checkpoint(writer, 1, batch));
-            commit(config, checkpoint(writer, 2, payment("after", "alice", "carol", 10)));
+            commit(config, metrics, checkpoint(writer, 1, batch));
+            commit(config, metrics, checkpoint(writer, 2, payment("after", "alice", "carol", 10)));
         }
 
         assertThat(results()).hasSize(8).containsEntry("poison",
@@ -182,31 +190,81 @@ class BusinessEffectsTest {
     }
 
     @Test
-    void aTransientErrorFailsTheBatchWithNothingHalfApplied() throws Exception {
+    void aTransientErrorIsRetriedWithNothingHalfApplied() throws Exception {
         PostgresSinkConfig impatient = db.config(effectSink().setLockTimeout(Duration.ofMillis(300)));
+        PostgresCommittable committable;
+        try (PostgresExactlyOnceWriter writer = db.freshWriter(impatient)) {
+            committable = checkpoint(writer, 1, payment("p1", "alice", "carol", 10), payment("p2", "alice", "bob", 10));
+        }
         try (Connection teller = db.database.connect(); Statement statement = teller.createStatement()) {
             teller.setAutoCommit(false);
             statement.execute("SELECT * FROM ledger.accounts WHERE id = 'bob' FOR UPDATE");
-            try (PostgresExactlyOnceWriter writer = db.freshWriter(impatient)) {
-                writer.write(payment("p1", "alice", "carol", 10), null);
-                writer.write(payment("p2", "alice", "bob", 10), null);
-                assertThatThrownBy(writer::prepareCommit)
-                        .isInstanceOf(IOException.class)
-                        .rootCause()
-                        .isInstanceOf(SQLException.class)
-                        .hasMessageContaining("lock timeout");
-            }
+
+            assertThat(commit(impatient, committable)).extracting(request -> request.outcome)
+                    .as("the lock timeout in the effect is retried, not a failure").containsExactly(Outcome.RETRY_LATER);
             teller.rollback();
         }
-        assertThat(db.deliveriesById()).isEmpty();
+        assertThat(db.deliveriesById()).as("the inbox rows committed").containsOnlyKeys("p1", "p2");
+        assertThat(statuses()).as("both effects still pending").containsOnly(entry("p1", null), entry("p2", null));
         assertThat(balances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 100, "bob", 0, "carol", 0));
-        assertThat(db.prepared("ledger")).isEmpty();
 
-        try (PostgresExactlyOnceWriter restarted = db.freshWriter(impatient)) { // Flink's restart replays both
-            commit(impatient, checkpoint(restarted, 1, payment("p1", "alice", "carol", 10),
-                    payment("p2", "alice", "bob", 10)));
-        }
+        assertThat(commit(impatient, committable)).extracting(request -> request.outcome)
+                .as("the retry finds the transaction committed and calls the pending effects")
+                .containsExactly(Outcome.ALREADY_COMMITTED);
         assertThat(balances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 80, "bob", 10, "carol", 10));
+        assertThat(commit(impatient, committable)).extracting(request -> request.outcome)
+                .containsExactly(Outcome.ALREADY_COMMITTED);
+        assertThat(balances()).as("a third commit calls nothing").containsEntry("alice", 80);
+    }
+
+    @Test
+    void effectsLeftPendingByACrashAfterTheCommitAreCalledWhenAWriterStarts() throws Exception {
+        ProtocolHooks.install((step, transaction) -> {
+            if (step == ProtocolHooks.Step.AFTER_COMMIT) {
+                throw new IOException("injected crash between COMMIT PREPARED and the effects");
+            }
+        });
+        try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
+            PostgresCommittable committable = checkpoint(writer, 1, payment("p1", "alice", "bob", 10));
+            assertThatThrownBy(() -> commit(config, committable)).hasMessageContaining("injected crash");
+        } finally {
+            ProtocolHooks.reset();
+        }
+        assertThat(statuses()).containsOnly(entry("p1", null));
+
+        // a start that no longer restores the committable (e.g. a later checkpoint): the writer calls it
+        try (PostgresExactlyOnceWriter restarted = new PostgresExactlyOnceWriter(config,
+                db.attempt(0, 1, OptionalLong.of(1)), PostgresSinkMetrics.unregistered())) {
+            assertThat(statuses()).containsOnly(entry("p1", "applied"));
+        }
+        assertThat(balances()).containsEntry("alice", 90).containsEntry("bob", 10);
+    }
+
+    @Test
+    void twoCommittersOfOneTransactionCallEachEffectOnce() throws Exception {
+        PostgresCommittable committable;
+        try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
+            Event[] payments = new Event[40];
+            for (int i = 0; i < payments.length; i++) {
+                payments[i] = payment("p" + i, "alice", "bob", 1);
+            }
+            committable = checkpoint(writer, 1, payments);
+        }
+        // a zombie's committer and its successor's, at once
+        CompletableFuture<?> first = CompletableFuture.runAsync(() -> commitUnchecked(committable));
+        CompletableFuture<?> second = CompletableFuture.runAsync(() -> commitUnchecked(committable));
+        CompletableFuture.allOf(first, second).get(30, TimeUnit.SECONDS);
+
+        assertThat(balances()).containsEntry("alice", 60).containsEntry("bob", 40);
+        assertThat(statuses()).hasSize(40).allSatisfy((id, status) -> assertThat(status).isEqualTo("applied"));
+    }
+
+    private void commitUnchecked(PostgresCommittable committable) {
+        try {
+            commit(config, committable);
+        } catch (IOException e) {
+            throw new IllegalStateException(e);
+        }
     }
 
     @Test
@@ -300,7 +358,8 @@ class BusinessEffectsTest {
         SinkDatabase old = new SinkDatabase();
         old.execute(new PostgresSchema(SinkDatabase.TABLE, PostgresSinkBuilder.DEFAULT_REJECTS_TABLE,
                 PostgresSinkBuilder.DEFAULT_COMMIT_LOG_TABLE, PostgresSinkBuilder.DEFAULT_RUNS_TABLE,
-                PostgresSinkBuilder.DEFAULT_WRITERS_TABLE).ddl().replace(",\n    result jsonb", ""));
+                PostgresSinkBuilder.DEFAULT_WRITERS_TABLE).ddl().replace(",\n    result jsonb,\n    effect_transaction text", "")
+                .replaceAll("CREATE INDEX[^;]*;", ""));
         old.execute("CREATE FUNCTION noop(message_id text, payload jsonb) RETURNS jsonb LANGUAGE sql"
                 + " AS $$ SELECT '{\"status\": \"applied\"}'::jsonb $$");
         return old;

@@ -65,11 +65,17 @@ class PostgresTwoPhaseCommitTest {
 
     static List<RecordingCommitRequest> commit(PostgresSinkConfig config, PostgresCommittable... committables)
             throws IOException {
+        return commit(config, PostgresSinkMetrics.unregistered(), committables);
+    }
+
+    /** As {@link #commit(PostgresSinkConfig, PostgresCommittable...)}, counting in {@code metrics}. */
+    static List<RecordingCommitRequest> commit(PostgresSinkConfig config, PostgresSinkMetrics metrics,
+            PostgresCommittable... committables) throws IOException {
         List<RecordingCommitRequest> requests = new ArrayList<>();
         for (PostgresCommittable committable : committables) {
             requests.add(new RecordingCommitRequest(committable));
         }
-        try (PostgresCommitter committer = new PostgresCommitter(config)) {
+        try (PostgresCommitter committer = new PostgresCommitter(config, metrics)) {
             committer.commit(new ArrayList<>(requests));
         }
         return requests;
@@ -312,7 +318,7 @@ class PostgresTwoPhaseCommitTest {
         assumeTrue(TestPostgres.shared().canRestart(), "needs the embedded PostgreSQL server to restart it");
         PostgresCommittable committable;
         try (PostgresExactlyOnceWriter writer = freshWriter(config);
-                PostgresCommitter committer = new PostgresCommitter(config)) {
+                PostgresCommitter committer = new PostgresCommitter(config, PostgresSinkMetrics.unregistered())) {
             committable = checkpoint(writer, 1, "a");
             committer.commit(List.of(new RecordingCommitRequest(checkpoint(writer, 2, "b"))));
 

@@ -74,7 +74,7 @@ class UpsertBenchmarkTest {
     }
 
     private void writeWithUnnest(Connection connection, int batchSize) throws SQLException {
-        EventUpsertBatch batch = new EventUpsertBatch(config.table(), config.rejectsTable(), null, batchSize,
+        EventUpsertBatch batch = new EventUpsertBatch(config.table(), config.rejectsTable(), null, false, batchSize,
                 PostgresSinkMetrics.unregistered());
         for (Event event : events) {
             if (batch.add(event)) {
