@@ -153,9 +153,9 @@ enum ConfigKey {
             "postgres.effect.function",
             Presence.OPTIONAL,
             "SQL function name(message_id text, payload jsonb) RETURNS jsonb, as function or"
-                    + " schema.function, called once per new message id in the transaction that"
-                    + " inserts its row, its result stored in the row's result column (README,"
-                    + " \"Business effects\"); default: none.");
+                    + " schema.function, called once per new message id, its changes committed with"
+                    + " the result it stores in the id's row (README, \"Business effects\");"
+                    + " default: none.");
 
     /** Prefix of keys passed unchecked to the Kafka clients. */
     static final String KAFKA_PROPERTIES_PREFIX = "kafka.properties.";

@@ -50,8 +50,13 @@ public final class Ledger {
 
     /** Creates the schema, the accounts table and the effect function (idempotent). */
     public static void install(Connection connection) throws SQLException {
+        install(connection, sql());
+    }
+
+    /** As {@link #install(Connection)}, from the text of {@code ledger.sql} (e.g. a resource of the example's). */
+    public static void install(Connection connection, String ledgerSql) throws SQLException {
         try (Statement statement = connection.createStatement()) {
-            statement.execute(sql());
+            statement.execute(ledgerSql);
         }
     }
 

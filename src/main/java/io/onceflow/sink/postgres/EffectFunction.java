@@ -8,20 +8,21 @@ import java.util.Optional;
 
 /**
  * A business effect: a SQL function of the user's that the PostgreSQL sink calls exactly once per
- * message id, in the transaction that inserts the id's row into the events table, which so serves
- * as the transactional inbox. Configured with {@link PostgresSinkBuilder#setEffectFunction}
- * ({@code postgres.effect.function}).
+ * message id, its changes committed in the same transaction as the result that records them in the
+ * id's row of the events table, which so serves as the transactional inbox. Configured with
+ * {@link PostgresSinkBuilder#setEffectFunction} ({@code postgres.effect.function}).
  *
  * <pre>{@code
  * CREATE FUNCTION ledger.apply_payment(message_id text, payload jsonb) RETURNS jsonb
  * }</pre>
  *
- * <p>The sink calls it only when the id's row is new: in the same transaction (exactly-once: the
- * checkpoint's prepared transaction, visible only after {@code COMMIT PREPARED}; at-least-once: a
- * transaction per batch), so the inbox row and the business change commit together or not at all,
- * and a duplicate that escapes dedup (its TTL expired, a replay from old offsets) raises
- * {@code deliveries} and never runs the effect again. Its result is stored in the row's
- * {@code result} column ({@code jsonb}; a SQL NULL result is stored as JSON {@code null}).
+ * <p>The sink calls it only when the id's row is new. Exactly-once: after the checkpoint's
+ * transaction that inserted the row has committed, by the committer ({@link PendingEffects} says
+ * how, and why not inside the prepared transaction); at-least-once: in the batch's transaction,
+ * with the insert. A duplicate that escapes dedup (its TTL expired, a replay from old offsets)
+ * raises {@code deliveries} and never runs the effect again. Its result is stored in the row's
+ * {@code result} column ({@code jsonb}; a SQL NULL result is stored as JSON {@code null}; a SQL
+ * NULL in the column means the call is pending).
  *
  * <p>Results:
  *
@@ -39,28 +40,21 @@ import java.util.Optional;
  * </ul>
  *
  * <p>Any other error (serialization failure, deadlock, lock or statement timeout, lost connection,
- * a missing table or privilege) is transient or a configuration mistake: the task fails and Flink
- * restarts it from the last checkpoint, with its restart backoff, and the effects of that attempt
- * are rolled back with it.
+ * a missing table or privilege) is transient or a configuration mistake: the call's transaction is
+ * rolled back and tried again (the committer's retry, or a restart from the last checkpoint).
  *
  * <p>The contract the function must keep:
  *
  * <ul>
- *   <li>deterministic in {@code (message_id, payload)}: a replay after a failure calls it again for
- *       the same input, and so does isolating a failing id in a batch (the calls are rolled back);
+ *   <li>deterministic in {@code (message_id, payload)} and the database's state: a retry calls it
+ *       again for the same input, and so does isolating a failing id in a batch (those calls are
+ *       rolled back);
  *   <li>changes only the database: an HTTP call or an e-mail from it would happen again on every
- *       replay, and even for calls that are rolled back;
+ *       retry, and even for calls that are rolled back;
  *   <li>makes no change when it rejects, so that a rejection leaves the data as it was;
  *   <li>runs inside the sink's transaction: no {@code COMMIT}, no session-level advisory locks
  *       ({@code pg_advisory_xact_lock} is fine), no writes to the events table (the statement
- *       that calls it is updating that row), and nothing PostgreSQL cannot {@code PREPARE}
- *       (temporary tables, {@code NOTIFY}, {@code LISTEN});
- *   <li>rows it changes stay locked until the checkpoint commits. Another writer subtask that
- *       changes the same row (one account's balance) before that waits for a transaction that
- *       commits only after its own checkpoint, so both wait until {@code lock_timeout} and the job
- *       restarts, on every replay alike; with one subtask, a write of the row in the next
- *       checkpoint waits for the commit of the previous one. Prefer inserting rows (a journal of
- *       entries, aggregated when read) to updating shared ones, or run the sink with parallelism 1.
+ *       that calls it is updating that row).
  * </ul>
  *
  * <p>A batch's calls run in one statement, within the sink's {@code statement_timeout}.

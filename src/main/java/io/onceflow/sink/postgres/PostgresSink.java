@@ -26,8 +26,9 @@ import org.apache.flink.core.io.SimpleVersionedSerializer;
  *
  * <p>Rows are upserted by message id, so a duplicate that escapes dedup raises {@code deliveries}
  * instead of adding a row. The event payload must be JSON (the column is {@code jsonb}), as the
- * onceflow ingest guarantees. With an {@link EffectFunction}, the sink calls it for each new id in
- * the same transaction, so a business change commits exactly when its inbox row does.
+ * onceflow ingest guarantees. With an {@link EffectFunction}, the committer calls it for each new id
+ * right after the checkpoint's transaction committed the id's row, its changes committed with the
+ * result it records ({@link PendingEffects}).
  *
  * <p>Before a job with this sink is submitted, {@link #startRun} checks the database and registers
  * the submission as a new run of the sink prefix; put the sink it returns into the job. Writer

@@ -102,8 +102,8 @@ public final class PostgresSinkBuilder {
 
     /**
      * A business effect: the SQL function {@code name(message_id text, payload jsonb) RETURNS jsonb}
-     * ({@code name} or {@code schema.name}) to call once per message id, in the transaction that
-     * inserts the id's row, with its result stored in the row's {@code result} column (see
+     * ({@code name} or {@code schema.name}) to call once per message id, with its result stored in
+     * the id's row's {@code result} column in the same transaction (see
      * {@link EffectFunction} for the contract); none (null) by default. Without one, each batch is a
      * single upsert.
      */

@@ -1,0 +1,34 @@
+package io.onceflow.examples.ledger;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.onceflow.ingest.Event;
+import io.onceflow.job.EventProcessor;
+import io.onceflow.job.EventRejectedException;
+import java.io.IOException;
+import java.util.Set;
+import org.apache.flink.util.Collector;
+
+/**
+ * The ledger's business rule in Java, before the database sees a payment: only payments in a
+ * currency the ledger keeps pass on; any other is rejected, and onceflow sends it to the dead-letter
+ * topic with reason {@code REJECTED_BY_PROCESSOR} and this message, exactly once. Orders and other
+ * events pass unchanged. Deterministic in the event, as an {@link EventProcessor} must be.
+ */
+public final class PaymentScreening implements EventProcessor {
+    private static final long serialVersionUID = 1L;
+    private static final ObjectMapper JSON = new ObjectMapper();
+    static final Set<String> CURRENCIES = Set.of("RUB");
+
+    @Override
+    public void flatMap(Event event, Collector<Event> out) throws IOException {
+        JsonNode payload = JSON.readTree(event.payload);
+        if ("payment".equals(payload.path("type").asText())) {
+            String currency = payload.path("currency").asText();
+            if (!CURRENCIES.contains(currency)) {
+                throw new EventRejectedException("the ledger keeps no account in currency '" + currency + "'");
+            }
+        }
+        out.collect(event);
+    }
+}
