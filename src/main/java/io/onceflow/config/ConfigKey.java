@@ -44,6 +44,27 @@ enum ConfigKey {
             "256",
             "Longest accepted message id in characters (1..4096)."),
     DEDUP_TTL("dedup.ttl", "7d", "How long a message id is remembered to drop duplicates."),
+    PROCESSOR_CLASS(
+            "processor.class",
+            Presence.OPTIONAL,
+            "Your business logic: a class implementing io.onceflow.job.EventProcessor with a public"
+                    + " no-argument constructor, in the job jar or Flink's lib/; default: events pass"
+                    + " unchanged."),
+    PROCESSOR_MAX_ATTEMPTS(
+            "processor.max.attempts",
+            "3",
+            "Attempts at an event whose processor throws (1..100) before it is dead-lettered as"
+                    + " PROCESSOR_FAILED; a TransientProcessingException is retried without limit."),
+    PROCESSOR_RETRY_BACKOFF(
+            "processor.retry.backoff",
+            "100ms",
+            "Pause before an event's first retry, doubled for each further retry up to"
+                    + " processor.retry.backoff.max."),
+    PROCESSOR_RETRY_BACKOFF_MAX(
+            "processor.retry.backoff.max",
+            "10s",
+            "Longest pause between two retries; shorter than checkpoint.timeout, since a checkpoint"
+                    + " waits for the event being retried."),
     OUTPUT_TOPIC("output.topic", Presence.REQUIRED, "Kafka topic for deduplicated messages."),
     DEAD_LETTER_TOPIC(
             "dead.letter.topic",

@@ -20,12 +20,17 @@ import static io.onceflow.config.ConfigKey.MESSAGE_ID_SOURCE;
 import static io.onceflow.config.ConfigKey.MESSAGE_MAX_BYTES;
 import static io.onceflow.config.ConfigKey.OUTPUT_TOPIC;
 import static io.onceflow.config.ConfigKey.PARALLELISM;
+import static io.onceflow.config.ConfigKey.PROCESSOR_CLASS;
+import static io.onceflow.config.ConfigKey.PROCESSOR_MAX_ATTEMPTS;
+import static io.onceflow.config.ConfigKey.PROCESSOR_RETRY_BACKOFF;
+import static io.onceflow.config.ConfigKey.PROCESSOR_RETRY_BACKOFF_MAX;
 import static io.onceflow.config.ConfigKey.STATE_BACKEND;
 import static io.onceflow.config.ConfigKey.TRANSACTIONAL_ID_PREFIX;
 import static io.onceflow.config.ConfigKey.TRANSACTION_TIMEOUT;
 import static io.onceflow.config.ValueParsers.format;
 
 import java.io.Serializable;
+import java.lang.reflect.InvocationTargetException;
 import java.time.Duration;
 import java.util.List;
 import java.util.Locale;
@@ -114,6 +119,8 @@ public final class OnceflowConfig implements Serializable {
     private final Integer maxMessageBytes;
     private final Integer maxIdLength;
     private final Duration dedupTtl;
+    private final String processorClass;
+    private final ProcessorRetries processorRetries;
     private final String outputTopic;
     private final String deadLetterTopic;
     private final String transactionalIdPrefix;
@@ -146,6 +153,13 @@ public final class OnceflowConfig implements Serializable {
                 settings.parsed(MESSAGE_MAX_BYTES, ValueParsers.integerBetween(1, MAX_MESSAGE_BYTES));
         maxIdLength = settings.parsed(MESSAGE_ID_MAX_LENGTH, ValueParsers.integerBetween(1, 4096));
         dedupTtl = settings.parsed(DEDUP_TTL, ValueParsers.durationAtLeast(SHORTEST_DURATION));
+        // only the job loads the class (ProgramArguments.jobConfig); the audit need not have it
+        processorClass = settings.text(PROCESSOR_CLASS);
+        Integer processorMaxAttempts = settings.parsed(PROCESSOR_MAX_ATTEMPTS, ValueParsers.integerBetween(1, 100));
+        Duration processorBackoff =
+                settings.parsed(PROCESSOR_RETRY_BACKOFF, ValueParsers.durationAtLeast(SHORTEST_DURATION));
+        Duration processorMaxBackoff =
+                settings.parsed(PROCESSOR_RETRY_BACKOFF_MAX, ValueParsers.durationAtLeast(SHORTEST_DURATION));
         outputTopic = settings.parsed(OUTPUT_TOPIC, ValueParsers::topicName);
         deadLetterTopic = settings.parsed(DEAD_LETTER_TOPIC, ValueParsers::topicName);
         transactionalIdPrefix =
@@ -200,6 +214,7 @@ public final class OnceflowConfig implements Serializable {
                         ValueParsers.oneOf(
                                 List.of(StateBackendKind.values()), StateBackendKind::configValue));
         postgres = PostgresSettings.read(settings, transactionalIdPrefix);
+        processorRetries = processorRetries(settings, processorMaxAttempts, processorBackoff, processorMaxBackoff);
 
         checkTopicsAreDistinct(settings);
         checkTransactionTimeout(settings);
@@ -250,6 +265,43 @@ public final class OnceflowConfig implements Serializable {
                             }
                         });
         return properties;
+    }
+
+    /** The retry settings, checked against each other and the checkpoint timeout; null after a problem. */
+    private ProcessorRetries processorRetries(
+            ConfigReader settings, Integer maxAttempts, Duration backoff, Duration maxBackoff) {
+        if (maxAttempts == null || backoff == null || maxBackoff == null) {
+            return null;
+        }
+        if (maxBackoff.compareTo(backoff) < 0) {
+            settings.problem(
+                    PROCESSOR_RETRY_BACKOFF_MAX,
+                    format(maxBackoff) + " is shorter than processor.retry.backoff (" + format(backoff) + ")",
+                    "Raise it to at least processor.retry.backoff, or lower that.");
+            return null;
+        }
+        ProcessorRetries retries = new ProcessorRetries(maxAttempts, backoff, maxBackoff);
+        if (checkpointTimeout == null) {
+            return retries;
+        }
+        // the task thread pauses between attempts, and the checkpoint barrier waits behind it
+        if (maxBackoff.compareTo(checkpointTimeout) >= 0) {
+            settings.problem(
+                    PROCESSOR_RETRY_BACKOFF_MAX,
+                    format(maxBackoff) + " is not shorter than checkpoint.timeout (" + format(checkpointTimeout)
+                            + "), and a checkpoint waits while an event pauses before its retry",
+                    "Lower it (the default is " + PROCESSOR_RETRY_BACKOFF_MAX.defaultValue()
+                            + "), or raise checkpoint.timeout.");
+        } else if (retries.pausesOfAFailingEvent().compareTo(checkpointTimeout) >= 0) {
+            settings.problem(
+                    PROCESSOR_MAX_ATTEMPTS,
+                    "the pauses between " + maxAttempts + " attempts at a failing event add up to "
+                            + format(retries.pausesOfAFailingEvent()) + ", not shorter than checkpoint.timeout ("
+                            + format(checkpointTimeout) + "), and a checkpoint waits for them",
+                    "Lower it, processor.retry.backoff or processor.retry.backoff.max, or raise"
+                            + " checkpoint.timeout.");
+        }
+        return retries;
     }
 
     private void checkTopicsAreDistinct(ConfigReader settings) {
@@ -396,6 +448,59 @@ public final class OnceflowConfig implements Serializable {
      */
     public Duration dedupTtl() {
         return dedupTtl;
+    }
+
+    /**
+     * Returns the name of the class holding the job's business logic ({@code processor.class}).
+     *
+     * @return a class name, checked only when the job reads its configuration ({@link
+     *     ProgramArguments#jobConfig}); empty when events pass unchanged
+     */
+    public Optional<String> processorClass() {
+        return Optional.ofNullable(processorClass);
+    }
+
+    /**
+     * Creates an instance of the class {@code processor.class} names, with its public no-argument
+     * constructor.
+     *
+     * @param type the type the class must implement ({@code io.onceflow.job.EventProcessor})
+     * @return a new instance; empty when {@code processor.class} is not set
+     * @throws ConfigException naming {@code processor.class}, when the class cannot be used or its
+     *     constructor throws
+     */
+    public <T> Optional<T> newProcessor(Class<T> type) {
+        if (processorClass == null) {
+            return Optional.empty();
+        }
+        Class<? extends T> implementation;
+        try {
+            implementation = ValueParsers.implementationOf(type).apply(processorClass);
+        } catch (InvalidValueException e) {
+            throw new ConfigException(List.of(ConfigException.problem(PROCESSOR_CLASS.key(), e.whatIsWrong(), e.whatToDo())));
+        }
+        try {
+            return Optional.of(implementation.getConstructor().newInstance());
+        } catch (InvocationTargetException | ExceptionInInitializerError e) {
+            throw new ConfigException(List.of(ConfigException.problem(
+                    PROCESSOR_CLASS.key(),
+                    "creating " + processorClass + " threw " + e.getCause(),
+                    "Fix its constructor or static initialisation; the job creates the processor before it"
+                            + " starts.")));
+        } catch (ReflectiveOperationException e) {
+            // the checks above make this unreachable short of a class that changed under the job
+            throw new IllegalStateException("cannot create " + processorClass, e);
+        }
+    }
+
+    /**
+     * Returns how an event whose processor throws is retried ({@code processor.max.attempts},
+     * {@code processor.retry.backoff}, {@code processor.retry.backoff.max}).
+     *
+     * @return the retry settings; their pauses are shorter than {@link #checkpointTimeout()}
+     */
+    public ProcessorRetries processorRetries() {
+        return processorRetries;
     }
 
     /**

@@ -2,6 +2,7 @@ package io.onceflow.config;
 
 import static io.onceflow.config.ConfigKey.POSTGRES_PASSWORD;
 import static io.onceflow.config.ConfigKey.POSTGRES_URL;
+import static io.onceflow.config.ConfigKey.PROCESSOR_CLASS;
 import static io.onceflow.config.ConfigKey.TRANSACTIONAL_ID_PREFIX;
 
 import java.time.Duration;
@@ -109,6 +110,32 @@ public final class ProgramArguments {
      */
     public OnceflowConfig config(Map<String, String> environment) {
         return new OnceflowConfig(reader(environment));
+    }
+
+    /**
+     * Reads and validates the configuration of the job itself: as {@link #config}, and also checks
+     * the class {@code processor.class} names, which only the job loads.
+     *
+     * @param environment for {@code ${VAR}} substitution, usually {@link System#getenv()}
+     * @param processorType the type {@code processor.class} must implement
+     * @param processorGiven whether the job was given its processor in code, which {@code
+     *     processor.class} must then not contradict
+     * @return the configuration
+     * @throws ConfigException listing every problem, the command's options' included
+     */
+    public OnceflowConfig jobConfig(Map<String, String> environment, Class<?> processorType, boolean processorGiven) {
+        ConfigReader settings = reader(environment);
+        if (processorGiven && settings.isSet(PROCESSOR_CLASS)) {
+            settings.problem(
+                    PROCESSOR_CLASS,
+                    "is set, but the job was started with a processor of its own (OnceflowJob.run(args,"
+                            + " processor))",
+                    "Remove processor.class from the settings, or start the job with OnceflowJob.main so"
+                            + " that it applies.");
+        } else {
+            settings.parsed(PROCESSOR_CLASS, ValueParsers.implementationOf(processorType));
+        }
+        return new OnceflowConfig(settings);
     }
 
     /**

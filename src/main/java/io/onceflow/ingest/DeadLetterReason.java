@@ -36,5 +36,20 @@ public enum DeadLetterReason {
      * The value holds a number outside PostgreSQL's numeric range (e.g. {@code 1e999999} or
      * {@code 1e-20000}), which its jsonb cannot store, so the row would fail on every retry.
      */
-    NUMBER_OUT_OF_RANGE
+    NUMBER_OUT_OF_RANGE,
+    /**
+     * The job's {@code EventProcessor} rejected the event ({@code EventRejectedException}): a
+     * business result, recorded and never retried; the error is the processor's reason.
+     */
+    REJECTED_BY_PROCESSOR,
+    /**
+     * The job's {@code EventProcessor} threw on every attempt ({@code processor.max.attempts}); the
+     * error names the last exception's class and message.
+     */
+    PROCESSOR_FAILED;
+
+    /** Tells whether the job's {@code EventProcessor} gives this reason; every other one is found at ingest. */
+    public boolean fromProcessor() {
+        return this == REJECTED_BY_PROCESSOR || this == PROCESSOR_FAILED;
+    }
 }

@@ -13,9 +13,22 @@ import org.apache.flink.util.Collector;
  * produce the same output); keep the emitted {@link Event#messageId} stable and unique per output
  * (it is the key of the output record and the primary key of the row; derive new ids from the input
  * id, e.g. {@code id + ":refund"}, never at random); side effects outside Kafka and PostgreSQL (an
- * HTTP call) are at-least-once and need an idempotency key. Implementations may also implement
- * {@link org.apache.flink.api.common.functions.RichFunction} or
- * {@link org.apache.flink.streaming.api.checkpoint.CheckpointedFunction} as any Flink function can.
+ * HTTP call) are at-least-once and need an idempotency key.
+ *
+ * <p>No event can stop the job. Throw {@link EventRejectedException} to reject an event: it goes to
+ * the dead-letter topic as {@code REJECTED_BY_PROCESSOR}, never retried. Any other exception is
+ * retried in place ({@code processor.max.attempts}, with a doubling pause), then the event is
+ * dead-lettered as {@code PROCESSOR_FAILED}; a {@link TransientProcessingException} is retried
+ * without limit. An attempt that throws has its output discarded, and each attempt gets its own copy
+ * of the event, so changing the event given is fine; do not change an event after emitting it, as
+ * output is forwarded only once {@code flatMap} returns.
+ *
+ * <p>Plug it in with the {@code processor.class} setting or {@link OnceflowJob#run(String[],
+ * EventProcessor)}. Implementations may also implement {@link
+ * org.apache.flink.api.common.functions.RichFunction}, {@link
+ * org.apache.flink.streaming.api.checkpoint.CheckpointedFunction} (operator state; the stream is not
+ * keyed) or {@link org.apache.flink.api.common.state.CheckpointListener}, as any Flink function
+ * can.
  */
 @FunctionalInterface
 public interface EventProcessor extends FlatMapFunction<Event, Event> {

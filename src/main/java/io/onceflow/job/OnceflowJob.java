@@ -19,6 +19,7 @@ import io.onceflow.sink.postgres.PostgresSink;
 import io.onceflow.sink.postgres.PostgresSinkBuilder;
 import java.sql.SQLException;
 import java.util.List;
+import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
 import org.apache.flink.api.connector.sink2.Sink;
@@ -72,14 +73,40 @@ public final class OnceflowJob {
             """;
 
     /**
-     * Runs the job as configured by {@code args} ({@code --help} lists them); see {@link
-     * CommandLineTool} for how problems are reported and the process ends.
+     * Runs the job as configured by {@code args} ({@code --help} lists them), with the processor
+     * {@code processor.class} names; see {@link CommandLineTool} for how problems are reported and
+     * the process ends.
      */
     public static void main(String[] args) throws Exception {
-        CommandLineTool.run(OnceflowJob.class, () -> run(args));
+        CommandLineTool.run(OnceflowJob.class, () -> run(args, Optional.empty()));
     }
 
-    private static ExitCode run(String[] args) throws Exception {
+    /**
+     * Runs the job as {@link #main} does, with {@code processor} as its business logic: for a main
+     * method of your own, in a jar that holds onceflow and your processor, so that the processor
+     * needs no {@code processor.class} setting (which must then not be set: that is reported as a
+     * configuration problem).
+     *
+     * <pre>{@code
+     * public static void main(String[] args) throws Exception {
+     *     OnceflowJob.run(args, new PaymentProcessor());
+     * }
+     * }</pre>
+     *
+     * <p>Problems are reported, and the process ends, as for {@code main} when your class is the
+     * JVM's main class or the job is started with {@code flink run}; see {@link CommandLineTool}.
+     *
+     * @param args the job's arguments, as for {@code main}
+     * @param processor the business logic; serialised into the job graph, like any Flink function
+     */
+    public static void run(String[] args, EventProcessor processor) throws Exception {
+        Objects.requireNonNull(processor, "processor (call main to use processor.class)");
+        // the caller's main class, so that the process ends as main's would when it owns the JVM
+        Class<?> mainClass = StackWalker.getInstance(StackWalker.Option.RETAIN_CLASS_REFERENCE).getCallerClass();
+        CommandLineTool.run(mainClass, () -> run(args, Optional.of(processor)));
+    }
+
+    private static ExitCode run(String[] args, Optional<EventProcessor> givenProcessor) throws Exception {
         if (ProgramArguments.helpRequested(args)) {
             System.out.println(COMMAND_USAGE + OnceflowConfig.usage());
             return ExitCode.CLEAN;
@@ -89,7 +116,9 @@ public final class OnceflowJob {
             System.out.print(schema(arguments.postgresSettings(System.getenv())).ddl());
             return ExitCode.CLEAN;
         }
-        OnceflowConfig config = arguments.config(System.getenv());
+        OnceflowConfig config = arguments.jobConfig(System.getenv(), EventProcessor.class, givenProcessor.isPresent());
+        EventProcessor processor = givenProcessor.or(() -> config.newProcessor(EventProcessor.class))
+                .orElseGet(EventProcessor::passThrough);
         parallelismOverrideWarning(config, flinksParallelism())
                 .ifPresent(warning -> {
                     LOG.warn(warning);
@@ -107,7 +136,7 @@ public final class OnceflowJob {
         } catch (SQLException | IllegalStateException e) {
             throw Preflight.postgresFailure(config, e);
         }
-        defineJob(env, config, sinks, EventProcessor.passThrough());
+        defineJob(env, config, sinks, processor);
         env.execute(jobName(config));
         return ExitCode.CLEAN;
     }
@@ -159,7 +188,8 @@ public final class OnceflowJob {
      */
     public static void defineJob(StreamExecutionEnvironment env, OnceflowConfig config, OnceflowPipeline.Sinks sinks,
             EventProcessor processor) {
-        OnceflowPipeline.define(env, kafkaSourceBuilder(config).build(), sinks, config.dedupTtl(), processor);
+        OnceflowPipeline.define(env, kafkaSourceBuilder(config).build(), sinks, config.dedupTtl(), processor,
+                config.processorRetries());
     }
 
     /**

@@ -1,5 +1,6 @@
 package io.onceflow.job;
 
+import io.onceflow.config.ProcessorRetries;
 import io.onceflow.dedup.DeduplicateByMessageId;
 import io.onceflow.dedup.MessageIdKey;
 import io.onceflow.dedup.MessageIdKeyTypeInfo;
@@ -22,8 +23,9 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
  * bounded or failing ones and {@link OnceflowJob#main} only wires configuration to it:
  *
  * <pre>
- * source -> split (events | dead letters) -> keyBy(message id) -> dedup -> processor -> Kafka [+ PostgreSQL]
- *                           dead letters  -> dead-letter sink
+ * source -> split -> keyBy(message id) -> dedup -> processor -> Kafka [+ PostgreSQL]
+ *             |                                       |
+ *             dead letters -> dead-letter sink <- dead letters (rejected, failed)
  * </pre>
  *
  * <p>Every stateful operator and sink has a stable uid (the constants below): they are the
@@ -60,6 +62,7 @@ public final class OnceflowPipeline {
      *     what makes replay after a failure possible
      * @param dedupTtl how long a message id is remembered
      * @param processor the business logic between dedup and the sinks
+     * @param processorRetries how an event whose processor throws is retried before it is dead-lettered
      * @return the stream of events going to the sinks (for tests and extensions)
      */
     public static DataStream<Event> define(
@@ -67,7 +70,8 @@ public final class OnceflowPipeline {
             Source<IngestResult, ?, ?> source,
             Sinks sinks,
             Duration dedupTtl,
-            EventProcessor processor) {
+            EventProcessor processor,
+            ProcessorRetries processorRetries) {
         SingleOutputStreamOperator<Event> accepted = env
                 .fromSource(source, WatermarkStrategy.noWatermarks(), "Kafka source", TypeInformation.of(IngestResult.class))
                 .uid(SOURCE_UID)
@@ -75,19 +79,22 @@ public final class OnceflowPipeline {
                 .uid(SPLIT_UID)
                 .name("Split dead letters");
 
-        accepted.getSideOutput(SplitDeadLetters.DEAD_LETTERS)
-                .sinkTo(sinks.deadLetters())
-                .uid(DEAD_LETTER_SINK_UID)
-                .name("Dead-letter topic");
-
-        DataStream<Event> output = accepted
+        SingleOutputStreamOperator<Event> output = accepted
                 .keyBy(new MessageIdKey.Selector(), MessageIdKeyTypeInfo.INSTANCE)
                 .process(new DeduplicateByMessageId(dedupTtl), TypeInformation.of(Event.class))
                 .uid(DEDUP_UID)
                 .name("Dedup by message id")
-                .flatMap(processor, TypeInformation.of(Event.class))
+                .process(new RunEventProcessor(processor, processorRetries), TypeInformation.of(Event.class))
                 .uid(PROCESSOR_UID)
                 .name("Event processor");
+
+        // one sink for both: its uid keeps the savepoints' state, and its transactional ids
+        // (<prefix>-dlq) are the ones the fresh-start check and recovery look for
+        accepted.getSideOutput(SplitDeadLetters.DEAD_LETTERS)
+                .union(output.getSideOutput(RunEventProcessor.DEAD_LETTERS))
+                .sinkTo(sinks.deadLetters())
+                .uid(DEAD_LETTER_SINK_UID)
+                .name("Dead-letter topic");
 
         output.sinkTo(sinks.kafkaOutput()).uid(OUTPUT_SINK_UID).name("Output topic");
         sinks.postgres().ifPresent(sink -> output.sinkTo(sink).uid(POSTGRES_SINK_UID).name("PostgreSQL"));

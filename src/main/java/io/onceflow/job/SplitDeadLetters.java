@@ -1,11 +1,8 @@
 package io.onceflow.job;
 
 import io.onceflow.ingest.DeadLetter;
-import io.onceflow.ingest.DeadLetterReason;
 import io.onceflow.ingest.Event;
 import io.onceflow.ingest.IngestResult;
-import java.util.EnumMap;
-import java.util.Map;
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.metrics.Counter;
 import org.apache.flink.metrics.MetricGroup;
@@ -20,17 +17,13 @@ final class SplitDeadLetters extends ProcessFunction<IngestResult, Event> {
     private static final long serialVersionUID = 1L;
 
     private transient Counter eventsAccepted;
-    private transient Map<DeadLetterReason, Counter> deadLettersByReason;
+    private transient DeadLetterCounters deadLetters;
 
     @Override
     public void open(OpenContext openContext) {
         MetricGroup metrics = getRuntimeContext().getMetricGroup();
         eventsAccepted = metrics.counter("eventsAccepted");
-        deadLettersByReason = new EnumMap<>(DeadLetterReason.class);
-        MetricGroup deadLetters = metrics.addGroup("deadLetters");
-        for (DeadLetterReason reason : DeadLetterReason.values()) {
-            deadLettersByReason.put(reason, deadLetters.counter(reason.name()));
-        }
+        deadLetters = new DeadLetterCounters(metrics, reason -> !reason.fromProcessor());
     }
 
     @Override
@@ -39,7 +32,7 @@ final class SplitDeadLetters extends ProcessFunction<IngestResult, Event> {
             eventsAccepted.inc();
             out.collect(result.event);
         } else {
-            deadLettersByReason.get(DeadLetterReason.valueOf(result.deadLetter.reason)).inc();
+            deadLetters.count(result.deadLetter);
             ctx.output(DEAD_LETTERS, result.deadLetter);
         }
     }

@@ -48,6 +48,9 @@ class OnceflowConfigTest {
         assertThat(config.maxMessageBytes()).isEqualTo(1_048_576);
         assertThat(config.maxIdLength()).isEqualTo(256);
         assertThat(config.dedupTtl()).isEqualTo(Duration.ofDays(7));
+        assertThat(config.processorClass()).isEmpty();
+        assertThat(config.processorRetries())
+                .isEqualTo(new ProcessorRetries(3, Duration.ofMillis(100), Duration.ofSeconds(10)));
         assertThat(config.kafkaTransactionTimeout()).isEqualTo(Duration.ofMinutes(15));
         assertThat(config.brokerTransactionMaxTimeout()).isEqualTo(Duration.ofMinutes(15));
         assertThat(config.checkpointInterval()).isEqualTo(Duration.ofSeconds(10));
@@ -68,6 +71,10 @@ class OnceflowConfigTest {
         settings.put("message.max.bytes", "2048");
         settings.put("message.id.max.length", "64");
         settings.put("dedup.ttl", "2h");
+        settings.put("processor.class", "com.example.payments.PaymentProcessor");
+        settings.put("processor.max.attempts", "5");
+        settings.put("processor.retry.backoff", "20ms");
+        settings.put("processor.retry.backoff.max", "1s");
         settings.put("kafka.transaction.timeout", "PT20M");
         settings.put("kafka.transaction.timeout.broker.max", "1h");
         settings.put("checkpoint.interval", "500ms");
@@ -85,6 +92,9 @@ class OnceflowConfigTest {
         assertThat(config.maxMessageBytes()).isEqualTo(2048);
         assertThat(config.maxIdLength()).isEqualTo(64);
         assertThat(config.dedupTtl()).isEqualTo(Duration.ofHours(2));
+        assertThat(config.processorClass()).contains("com.example.payments.PaymentProcessor");
+        assertThat(config.processorRetries())
+                .isEqualTo(new ProcessorRetries(5, Duration.ofMillis(20), Duration.ofSeconds(1)));
         assertThat(config.kafkaTransactionTimeout()).isEqualTo(Duration.ofMinutes(20));
         assertThat(config.brokerTransactionMaxTimeout()).isEqualTo(Duration.ofHours(1));
         assertThat(config.checkpointInterval()).isEqualTo(Duration.ofMillis(500));
@@ -155,6 +165,13 @@ class OnceflowConfigTest {
                 Arguments.of("message.id.max.length", "4097", "is not a whole number from 1 to 4096"),
                 Arguments.of("dedup.ttl", "0s", "'0s' is less than 1ms"),
                 Arguments.of("dedup.ttl", "7 days", "'7 days' is not a duration"),
+                Arguments.of("processor.max.attempts", "0", "'0' is not a whole number from 1 to 100"),
+                Arguments.of("processor.max.attempts", "101", "is not a whole number from 1 to 100"),
+                Arguments.of("processor.retry.backoff", "0ms", "'0ms' is less than 1ms"),
+                Arguments.of("processor.retry.backoff", "fast", "'fast' is not a duration"),
+                Arguments.of("processor.retry.backoff.max", "50ms", "50ms is shorter than processor.retry.backoff (100ms)"),
+                Arguments.of("processor.retry.backoff.max", "2min", "2min is not shorter than checkpoint.timeout (2min)"),
+                Arguments.of("processor.max.attempts", "20", "the pauses between 20 attempts at a failing event add up to"),
                 Arguments.of("output.topic", "out/put", "'out/put' is not a valid Kafka topic name"),
                 Arguments.of("dead.letter.topic", "dead letters", "'dead letters' is not a valid Kafka topic name"),
                 Arguments.of("kafka.transactional.id.prefix", "job 1", "'job 1' is not a valid transactional id prefix"),
@@ -181,6 +198,20 @@ class OnceflowConfigTest {
                 .contains(whatIsWrong)
                 // <what is wrong>. <what to do>.
                 .matches(".+\\. [A-Z].+\\.");
+    }
+
+    @Test
+    void thePausesOfAFailingEventMustEndBeforeItsCheckpointTimesOut() {
+        Map<String, String> settings = requiredWith("processor.max.attempts", "10");
+        settings.put("processor.retry.backoff", "1s");
+        settings.put("processor.retry.backoff.max", "15s");
+
+        // 1 + 2 + 4 + 8 + 15 x 5 = 90 s
+        assertThat(build(settings).processorRetries().pausesOfAFailingEvent()).isEqualTo(Duration.ofSeconds(90));
+        settings.put("checkpoint.timeout", "90s");
+        assertThat(problemsOf(settings)).containsExactly("processor.max.attempts: the pauses between 10 attempts at a"
+                + " failing event add up to 90s, not shorter than checkpoint.timeout (90s), and a checkpoint waits for"
+                + " them. Lower it, processor.retry.backoff or processor.retry.backoff.max, or raise checkpoint.timeout.");
     }
 
     @Test

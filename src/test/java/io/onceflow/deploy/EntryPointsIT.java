@@ -191,6 +191,38 @@ class EntryPointsIT {
     }
 
     @Test
+    void theJobChecksItsProcessorClassWithTheOtherSettingsAndTheAuditNeedNotHaveIt() throws Exception {
+        List<String> args = secretBearingArguments(nobodyListens(), "jdbc:postgresql://bob:" + URL_SECRET + "@db/x");
+        args.addAll(List.of("--processor.class", "com.example.NoSuchProcessor"));
+
+        Run job = runJava(JOB, args);
+        Run audit = runJava(AUDIT, args);
+
+        assertThat(job.exitCode()).isEqualTo(2);
+        assertThat(job.stderr()).contains("(2 problems)", "postgres.url: contains user information",
+                "processor.class: class 'com.example.NoSuchProcessor' is not on the job's classpath.")
+                .doesNotContain("Exception");
+        assertThat(audit.exitCode()).isEqualTo(2);
+        assertThat(audit.stderr()).contains("(1 problem)", "postgres.url: contains user information");
+        job.revealsNoSecret();
+        audit.revealsNoSecret();
+    }
+
+    @Test
+    void anOwnMainMethodRunsTheJobAsItsMainDoes() throws Exception {
+        List<String> args = secretBearingArguments(nobodyListens(), "jdbc:postgresql://" + nobodyListens() + "/x");
+        args.addAll(List.of("--processor.class", "io.onceflow.job.EventProcessor$PassThrough"));
+        String withTheTeamsClasses = jobJarAndFlink + File.pathSeparator + Path.of("target", "test-classes").toAbsolutePath();
+
+        Run run = run(OwnJobMain.class.getName(), withTheTeamsClasses, args, Map.of());
+
+        assertThat(run.exitCode()).as("the exit status main would end with").isEqualTo(2);
+        assertThat(run.stderr()).contains("processor.class: is set, but the job was started with a processor of its own")
+                .doesNotContain("Exception");
+        run.revealsNoSecret();
+    }
+
+    @Test
     void theAuditFailsFastWithOneLineAndTakesTheJobsDurations() throws Exception {
         List<String> args = secretBearingArguments(nobodyListens(), "jdbc:postgresql://" + nobodyListens() + "/x");
         args.addAll(List.of("--read-timeout", "10min", "--format=json"));

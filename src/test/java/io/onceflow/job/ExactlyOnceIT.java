@@ -42,19 +42,16 @@ class ExactlyOnceIT {
     @ParameterizedTest
     @EnumSource(FailureInjector.Moment.class)
     void everyIdExactlyOnceDespiteAFailure(FailureInjector.Moment moment) throws Exception {
-        PipelineScenario scenario = new PipelineScenario("eo-" + moment.name().toLowerCase().replace('_', '-'))
+        PipelineScenario scenario = PipelineScenario.failingAt("eo", moment)
                 .withPostgres();
-        boolean beforeFirst = moment == FailureInjector.Moment.BEFORE_FIRST_CHECKPOINT;
-        // the first checkpoint must come after the data starts flowing for "before the first checkpoint"
-        scenario.with("checkpoint.interval", beforeFirst ? "10s" : "300ms");
         GeneratedInput truth = scenario.produce(RECORDS, 7);
         OnceflowConfig config = scenario.config();
 
-        FailureInjector failure = new FailureInjector(scenario.name, moment, beforeFirst ? 50 : RECORDS / 3).pacedAt(500);
+        FailureInjector failure = FailureInjector.midRun(scenario.name, moment, RECORDS);
         StreamExecutionEnvironment env = boundedJob(config, failure);
         env.execute(scenario.name);
 
-        assertThat(FailureInjector.fired(scenario.name)).as("the injected failure happened").isTrue();
+        assertThat(FailureInjector.restartedAfterFiring(scenario.name)).as("the injected failure restarted the job").isTrue();
         assertExactlyOnce(scenario, truth);
     }
 
@@ -72,15 +69,22 @@ class ExactlyOnceIT {
                 OnceflowJob.kafkaSourceBuilder(config).setBounded(OffsetsInitializer.latest()).build(),
                 OnceflowJob.startSinks(env, config),
                 config.dedupTtl(),
-                processor);
+                processor,
+                config.processorRetries());
         return env;
     }
 
-    static void assertExactlyOnce(PipelineScenario scenario, GeneratedInput truth) {
+    /** How often each message id is in the output topic (read_committed). */
+    static Map<String, Integer> outputPerId(PipelineScenario scenario) {
         Map<String, Integer> outputPerId = new HashMap<>();
         for (ConsumerRecord<byte[], byte[]> record : scenario.kafka().readCommitted(scenario.outputTopic, Duration.ofSeconds(60))) {
             outputPerId.merge(new String(record.key(), UTF_8), 1, Integer::sum);
         }
+        return outputPerId;
+    }
+
+    static void assertExactlyOnce(PipelineScenario scenario, GeneratedInput truth) {
+        Map<String, Integer> outputPerId = outputPerId(scenario);
         Map<String, Integer> wrongCounts = new HashMap<>();
         for (String id : truth.uniqueIds()) {
             int count = outputPerId.getOrDefault(id, 0);

@@ -100,7 +100,7 @@ class FreshStartIT {
         StreamExecutionEnvironment first = environment(config, null);
         OnceflowPipeline.define(first,
                 OnceflowJob.kafkaSourceBuilder(config).setBounded(OffsetsInitializer.latest()).build(),
-                OnceflowJob.startSinks(first, config), config.dedupTtl(), crash);
+                OnceflowJob.startSinks(first, config), config.dedupTtl(), crash, config.processorRetries());
         JobClient crashed = first.executeAsync(scenario.name);
         assertThatThrownBy(() -> crashed.getJobExecutionResult().get(2, TimeUnit.MINUTES))
                 .isInstanceOf(ExecutionException.class);

@@ -1,12 +1,17 @@
 package io.onceflow.job;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.onceflow.config.ConfigException;
 import io.onceflow.config.OnceflowConfig;
+import io.onceflow.config.ProgramArguments;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
+import java.util.stream.Stream;
 import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.CoreOptions;
@@ -15,20 +20,23 @@ import org.apache.flink.configuration.PipelineOptions;
 import org.apache.flink.configuration.StateBackendOptions;
 import org.apache.flink.core.execution.CheckpointingMode;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.streaming.api.graph.StreamGraph;
 import org.junit.jupiter.api.Test;
 
 class OnceflowJobTest {
     private static final String KAFKA_SECRET = "kafka-secret-value";
 
+    private static final Map<String, String> REQUIRED = Map.of(
+            "kafka.bootstrap.servers", "localhost:9092",
+            "input.topics", "payments,orders",
+            "input.group.id", "onceflow",
+            "output.topic", "processed",
+            "dead.letter.topic", "dead-letters",
+            "kafka.transactional.id.prefix", "onceflow-test");
+
     private static OnceflowConfig config(Map<String, String> overrides) {
-        Map<String, String> settings = new HashMap<>(Map.of(
-                "kafka.bootstrap.servers", "localhost:9092",
-                "input.topics", "payments,orders",
-                "input.group.id", "onceflow",
-                "output.topic", "processed",
-                "dead.letter.topic", "dead-letters",
-                "kafka.transactional.id.prefix", "onceflow-test",
-                "kafka.properties.sasl.jaas.config", "${JAAS}"));
+        Map<String, String> settings = new HashMap<>(REQUIRED);
+        settings.put("kafka.properties.sasl.jaas.config", "${JAAS}");
         settings.putAll(overrides);
         return OnceflowConfig.fromMap(settings, Map.of("JAAS", "PlainLoginModule required password=\"" + KAFKA_SECRET + "\";"));
     }
@@ -57,20 +65,61 @@ class OnceflowJobTest {
         assertThat(flink.toString()).doesNotContain(KAFKA_SECRET);
     }
 
-    @Test
-    void everyOperatorHasAStableUidAndNoGenericType() {
+    /** The job's graph as configured; building it fails on a Kryo fallback because generic types are disabled. */
+    private static StreamGraph jobGraph() {
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(
                 OnceflowJob.flinkConfiguration(config(Map.of())));
         OnceflowConfig config = config(Map.of());
         OnceflowJob.defineJob(env, config, OnceflowJob.sinks(config, Optional.empty()), EventProcessor.passThrough());
+        return env.getStreamGraph();
+    }
 
-        // building the graph fails on a Kryo fallback because generic types are disabled
-        var graph = env.getStreamGraph();
+    @Test
+    void everyOperatorHasAStableUidAndNoGenericType() {
+        StreamGraph graph = jobGraph();
         assertThat(graph.getStreamNodes()).allSatisfy(node ->
                 assertThat(node.getTransformationUID()).as("uid of " + node.getOperatorName()).isNotBlank());
         assertThat(graph.getStreamNodes()).extracting(node -> node.getTransformationUID())
                 .contains(OnceflowPipeline.SOURCE_UID, OnceflowPipeline.DEDUP_UID, OnceflowPipeline.PROCESSOR_UID,
                         OnceflowPipeline.OUTPUT_SINK_UID, OnceflowPipeline.DEAD_LETTER_SINK_UID);
+    }
+
+    @Test
+    void theDeadLettersOfTheSplitAndOfTheProcessorGoToTheOneDeadLetterSink() {
+        StreamGraph graph = jobGraph();
+        var deadLetterSinks = graph.getStreamNodes().stream()
+                .filter(node -> OnceflowPipeline.DEAD_LETTER_SINK_UID.equals(node.getTransformationUID())).toList();
+        assertThat(deadLetterSinks).singleElement().satisfies(sink -> assertThat(sink.getInEdges())
+                .extracting(edge -> graph.getStreamNode(edge.getSourceId()).getTransformationUID())
+                .containsExactlyInAnyOrder(OnceflowPipeline.SPLIT_UID, OnceflowPipeline.PROCESSOR_UID));
+    }
+
+    @Test
+    void processorClassNamesAnEventProcessorTheJobCreates() {
+        Map<String, String> settings = new HashMap<>(REQUIRED);
+        settings.put("processor.class", EventProcessor.PassThrough.class.getName());
+        OnceflowConfig config = jobConfig(settings, false);
+
+        assertThat(config.newProcessor(EventProcessor.class)).containsInstanceOf(EventProcessor.PassThrough.class);
+    }
+
+    @Test
+    void processorClassMustNameAnEventProcessor() {
+        Map<String, String> settings = new HashMap<>(REQUIRED);
+        settings.put("processor.class", "java.lang.Thread");
+
+        assertThatThrownBy(() -> jobConfig(settings, false))
+                .isInstanceOf(ConfigException.class)
+                .hasMessageContaining("processor.class: 'java.lang.Thread' does not implement io.onceflow.job.EventProcessor."
+                        + " Name a class that implements io.onceflow.job.EventProcessor.");
+    }
+
+    /** The configuration as {@link OnceflowJob#main} (processor not given) or {@code run} reads it. */
+    private static OnceflowConfig jobConfig(Map<String, String> settings, boolean processorGiven) {
+        String[] args = settings.entrySet().stream()
+                .flatMap(setting -> Stream.of("--" + setting.getKey(), setting.getValue()))
+                .toArray(String[]::new);
+        return ProgramArguments.parse(args, Set.of(), Set.of()).jobConfig(Map.of(), EventProcessor.class, processorGiven);
     }
 
     @Test

@@ -40,8 +40,8 @@ class TwoJobsOneDatabaseIT {
         firstJob.getJobExecutionResult().get();
         secondJob.getJobExecutionResult().get();
 
-        assertThat(FailureInjector.fired(first.name)).isTrue();
-        assertThat(FailureInjector.fired(second.name)).isTrue();
+        assertThat(FailureInjector.restartedAfterFiring(first.name)).isTrue();
+        assertThat(FailureInjector.restartedAfterFiring(second.name)).isTrue();
         ExactlyOnceIT.assertExactlyOnce(first, firstTruth);
         ExactlyOnceIT.assertExactlyOnce(second, secondTruth);
     }

@@ -13,11 +13,11 @@ import org.apache.flink.streaming.api.checkpoint.CheckpointedFunction;
 import org.apache.flink.util.Collector;
 
 /**
- * An {@link EventProcessor} that passes events through and throws once, at a chosen point of the
- * checkpoint protocol, after a number of events went through the job. It stands where a user's
- * business logic would, chained with the sinks, so its failure takes the sinks' open transactions
- * down with it. Works in one JVM (MiniCluster): the "fired" flag and the event count are static,
- * per scenario, so that the restarted attempt does not fail again.
+ * An {@link EventProcessor} that passes events through (or to a processor under test) and fails
+ * the task once, at a chosen point of the checkpoint protocol, after a number of events went through
+ * the job. It stands where a user's business logic would, chained with the sinks, so its failure
+ * takes the sinks' open transactions down with it. Works in one JVM (MiniCluster): the "fired" flag
+ * and the event count are static, per scenario, so that the restarted attempt does not fail again.
  */
 public final class FailureInjector implements EventProcessor, CheckpointedFunction, CheckpointListener {
     private static final long serialVersionUID = 1L;
@@ -33,12 +33,14 @@ public final class FailureInjector implements EventProcessor, CheckpointedFuncti
     }
 
     private static final Map<String, AtomicBoolean> FIRED = new ConcurrentHashMap<>();
+    private static final Map<String, AtomicBoolean> RESTARTED = new ConcurrentHashMap<>();
     private static final Map<String, AtomicLong> EVENTS_SEEN = new ConcurrentHashMap<>();
 
     private final String scenario;
     private final Moment moment;
     private final long afterEvents;
     private long pauseMicrosPerEvent;
+    private EventProcessor next = EventProcessor.passThrough();
 
     private transient long lastSnapshot;
     private transient long lastCompleted;
@@ -54,7 +56,17 @@ public final class FailureInjector implements EventProcessor, CheckpointedFuncti
         this.moment = moment;
         this.afterEvents = afterEvents;
         FIRED.put(scenario, new AtomicBoolean());
+        RESTARTED.put(scenario, new AtomicBoolean());
         EVENTS_SEEN.put(scenario, new AtomicLong());
+    }
+
+    /**
+     * Fails at {@code moment} about a third into a run over {@code records} records (early enough
+     * before the first checkpoint), paced so that the run spans several checkpoints.
+     */
+    public static FailureInjector midRun(String scenario, Moment moment, long records) {
+        return new FailureInjector(scenario, moment, moment == Moment.BEFORE_FIRST_CHECKPOINT ? 50 : records / 3)
+                .pacedAt(500);
     }
 
     /**
@@ -66,6 +78,15 @@ public final class FailureInjector implements EventProcessor, CheckpointedFuncti
         return this;
     }
 
+    /**
+     * Hands each event, once counted and not failed, to {@code processor} (a plain function: it gets
+     * no open, close or checkpoint calls) instead of passing it through.
+     */
+    public FailureInjector then(EventProcessor processor) {
+        this.next = processor;
+        return this;
+    }
+
     /** Whether the failure of {@code scenario} happened: a test whose failure never fired proves nothing. */
     public static boolean fired(String scenario) {
         AtomicBoolean fired = FIRED.get(scenario);
@@ -73,7 +94,7 @@ public final class FailureInjector implements EventProcessor, CheckpointedFuncti
     }
 
     @Override
-    public void flatMap(Event event, Collector<Event> out) throws InterruptedException {
+    public void flatMap(Event event, Collector<Event> out) throws Exception {
         if (pauseMicrosPerEvent > 0) {
             Thread.sleep(pauseMicrosPerEvent / 1000, (int) (pauseMicrosPerEvent % 1000) * 1000);
         }
@@ -84,7 +105,7 @@ public final class FailureInjector implements EventProcessor, CheckpointedFuncti
             throw new InjectedFailure(moment + " after " + seen + " events (last snapshot " + lastSnapshot
                     + ", last completed " + lastCompleted + ")");
         }
-        out.collect(event);
+        next.flatMap(event, out);
     }
 
     private boolean atMoment() {
@@ -106,8 +127,21 @@ public final class FailureInjector implements EventProcessor, CheckpointedFuncti
         eventsSinceSnapshot = 0;
     }
 
+    /**
+     * Whether the job of {@code scenario} started again after the failure: the failure took the task
+     * down (rather than being caught on the way, say by a retry) and the job recovered from it.
+     */
+    public static boolean restartedAfterFiring(String scenario) {
+        AtomicBoolean restarted = RESTARTED.get(scenario);
+        return restarted != null && restarted.get();
+    }
+
     @Override
-    public void initializeState(FunctionInitializationContext context) {}
+    public void initializeState(FunctionInitializationContext context) {
+        if (FIRED.get(scenario).get()) {
+            RESTARTED.get(scenario).set(true);
+        }
+    }
 
     @Override
     public void notifyCheckpointComplete(long checkpointId) {
@@ -115,8 +149,12 @@ public final class FailureInjector implements EventProcessor, CheckpointedFuncti
         eventsSinceCompletion = 0;
     }
 
-    /** The injected failure; its type makes it easy to tell apart from a real one in logs. */
-    public static final class InjectedFailure extends RuntimeException {
+    /**
+     * The injected failure; its type makes it easy to tell apart from a real one in logs. An Error,
+     * as a crash would be: the job retries and dead-letters a processor's exceptions, but an Error
+     * fails the task.
+     */
+    public static final class InjectedFailure extends Error {
         private static final long serialVersionUID = 1L;
 
         InjectedFailure(String message) {

@@ -87,6 +87,21 @@ public final class PipelineScenario {
         return this;
     }
 
+    /**
+     * A scenario, named after {@code purpose} and {@code moment}, whose checkpoints suit a failure at
+     * {@code moment}: several in a run, or, for "before the first checkpoint", a first one that surely
+     * comes after the data starts flowing. Flink schedules the first checkpoint at a random time
+     * between checkpoint.min.pause and checkpoint.interval after the start, and the source took up to
+     * 9 s to deliver on a loaded machine.
+     */
+    public static PipelineScenario failingAt(String purpose, FailureInjector.Moment moment) {
+        PipelineScenario scenario = new PipelineScenario(purpose + "-" + moment.name().toLowerCase().replace('_', '-'));
+        if (moment == FailureInjector.Moment.BEFORE_FIRST_CHECKPOINT) {
+            return scenario.with("checkpoint.interval", "15s").with("checkpoint.min.pause", "15s");
+        }
+        return scenario.with("checkpoint.interval", "300ms");
+    }
+
     public OnceflowConfig config() {
         return OnceflowConfig.fromMap(settings, Map.of());
     }

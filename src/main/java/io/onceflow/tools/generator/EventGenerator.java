@@ -9,7 +9,8 @@ import java.util.List;
 import java.util.Locale;
 import java.util.SplittableRandom;
 import java.util.UUID;
-import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.header.Header;
@@ -62,7 +63,10 @@ public final class EventGenerator {
         long[] idLow = new long[idHigh.length];
         int validSent = 0;
         long poisonSent = 0;
-        Future<?> last = null;
+        // every send is checked, not only the last: a refused batch (e.g. after a leader change) would
+        // otherwise leave ids in the ground truth that never reached the topic
+        AtomicLong refused = new AtomicLong();
+        AtomicReference<Exception> firstRefusal = new AtomicReference<>();
         for (long i = 0; i < spec.records(); i++) {
             double roll = random.nextDouble();
             ProducerRecord<byte[], byte[]> record;
@@ -82,15 +86,17 @@ public final class EventGenerator {
                 truth.recordFirstSend(id.toString());
                 validSent++;
             }
-            last = producer.send(record);
+            producer.send(record, (metadata, error) -> {
+                if (error != null) {
+                    refused.incrementAndGet();
+                    firstRefusal.compareAndSet(null, error);
+                }
+            });
         }
         producer.flush();
-        if (last != null) {
-            try {
-                last.get();
-            } catch (Exception e) {
-                throw new IllegalStateException("the broker did not acknowledge the generated records", e);
-            }
+        if (refused.get() > 0) {
+            throw new IllegalStateException("the broker did not acknowledge " + refused.get() + " of the "
+                    + spec.records() + " generated records", firstRefusal.get());
         }
         return truth;
     }

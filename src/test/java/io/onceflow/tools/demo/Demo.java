@@ -80,7 +80,7 @@ public final class Demo {
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(flink);
         OnceflowPipeline.define(env,
                 OnceflowJob.kafkaSourceBuilder(config).setBounded(OffsetsInitializer.latest()).build(),
-                OnceflowJob.startSinks(env, config), config.dedupTtl(), failure);
+                OnceflowJob.startSinks(env, config), config.dedupTtl(), failure, config.processorRetries());
         say("running the job on a Flink MiniCluster (parallelism 2, checkpoint every 2 s); one failure will be"
                 + " injected after a checkpoint's snapshot and before its completion notice");
         JobClient job = env.executeAsync(OnceflowJob.jobName(config));
