@@ -20,7 +20,8 @@ import org.apache.flink.util.TimeUtils;
  * bench.duplicate.ratio    share of re-sent records (default 0.10)
  * bench.checkpoint.interval the jobs' checkpoint interval, a job duration such as 1s (default 1s)
  * bench.parallelism        the jobs' parallelism (default 2)
- * bench.scenarios          comma-separated subset of raw,alo,eo,state (default all)
+ * bench.scenarios          comma-separated subset of raw,alo,eo,effect,state (default all; effect: eo with
+ *                          the ledger's effect function, one UPDATE per payment)
  * bench.state.ids          ids preloaded into dedup state for the "state" scenario (default 1000000,10000000)
  * bench.latency.rate       records/s of the paced latency phase (default 1000)
  * bench.latency.seconds    length of the latency phase (default 10)
@@ -43,7 +44,8 @@ record BenchSettings(
     static final String AT_LEAST_ONCE = "alo";
     static final String EXACTLY_ONCE = "eo";
     static final String STATE = "state";
-    private static final String ALL_SCENARIOS = String.join(",", RAW, AT_LEAST_ONCE, EXACTLY_ONCE, STATE);
+    static final String EFFECT = "effect";
+    private static final String ALL_SCENARIOS = String.join(",", RAW, AT_LEAST_ONCE, EXACTLY_ONCE, EFFECT, STATE);
 
     static BenchSettings fromSystemProperties() {
         String json = System.getProperty("bench.json", "");
@@ -64,7 +66,7 @@ record BenchSettings(
     }
 
     BenchSettings {
-        if (!Set.of(RAW, AT_LEAST_ONCE, EXACTLY_ONCE, STATE).containsAll(scenarios)) {
+        if (!Set.of(RAW, AT_LEAST_ONCE, EXACTLY_ONCE, EFFECT, STATE).containsAll(scenarios)) {
             throw new IllegalArgumentException("bench.scenarios must be a subset of " + ALL_SCENARIOS + ", got " + scenarios);
         }
         if (events <= 0 || payloadBytes < 0 || parallelism <= 0 || latencyRate <= 0 || latencySeconds < 0) {

@@ -2,6 +2,7 @@ package io.onceflow.tools.bench;
 
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.job.OnceflowJob;
+import io.onceflow.testing.Ledger;
 import io.onceflow.testing.PipelineScenario;
 import io.onceflow.testing.TestKafka;
 import io.onceflow.testing.TestPostgres;
@@ -46,6 +47,8 @@ public final class Benchmark {
     private static final long INPUT_SEED = 2026;
     private static final long WARM_UP_RECORDS = 100_000;
     private static final long BACKEND_EXIT_MILLIS = 500;
+    /** No payment of the input can be short of funds, so every payment to a known account is applied. */
+    private static final BigDecimal LEDGER_OPENING_BALANCE = new BigDecimal("100000000.00");
 
     private Benchmark() {}
 
@@ -94,6 +97,16 @@ public final class Benchmark {
             if (settings.scenarios().contains(BenchSettings.EXACTLY_ONCE)) {
                 results.add(jobs.run(Report.EXACTLY_ONCE, jobs.newScenario("bench-eo", "exactly-once"),
                         Optional.empty(), 0));
+            }
+            if (settings.scenarios().contains(BenchSettings.EFFECT)) {
+                // exactly-once with the ledger's effect: one UPDATE of an account per payment (half the events)
+                PipelineScenario scenario = jobs.newScenario("bench-effect", "exactly-once")
+                        .with("postgres.effect.function", Ledger.FUNCTION);
+                try (Connection ledger = scenario.database().connect()) {
+                    Ledger.install(ledger);
+                    Ledger.openAccounts(ledger, EventGenerator.ACCOUNTS, LEDGER_OPENING_BALANCE, false);
+                }
+                results.add(jobs.run(Report.EXACTLY_ONCE_WITH_EFFECT, scenario, Optional.empty(), 0));
             }
             if (settings.scenarios().contains(BenchSettings.STATE)) {
                 StatePreloader preloader = new StatePreloader(cluster, settings.parallelism());

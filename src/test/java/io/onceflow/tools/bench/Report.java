@@ -18,6 +18,7 @@ final class Report {
     static final String RAW_LIMIT = "raw limit";
     static final String AT_LEAST_ONCE = "at-least-once";
     static final String EXACTLY_ONCE = "exactly-once";
+    static final String EXACTLY_ONCE_WITH_EFFECT = "exactly-once + effect";
     static final double TARGET_EO_VS_ALO = 0.95;
     static final double TARGET_EO_VS_RAW = 0.5;
     static final double TARGET_STATE_BYTES_PER_ID = 40;

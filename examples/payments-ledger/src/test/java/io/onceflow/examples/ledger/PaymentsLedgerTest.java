@@ -63,7 +63,7 @@ class PaymentsLedgerTest {
                 OnceflowJob.flinkConfiguration(config));
         OnceflowPipeline.define(env,
                 OnceflowJob.kafkaSourceBuilder(config).setBounded(OffsetsInitializer.latest()).build(),
-                OnceflowJob.startSinks(env, config), config.dedupTtl(), new PaymentScreening());
+                OnceflowJob.startSinks(env, config), config.dedupTtl(), new PaymentScreening(), config.processorRetries());
         env.execute(scenario.name);
 
         Map<String, Integer> rejectedByProcessor = new HashMap<>();
