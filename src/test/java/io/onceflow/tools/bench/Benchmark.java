@@ -10,6 +10,7 @@ import io.onceflow.tools.generator.EventGenerator;
 import io.onceflow.tools.generator.GeneratedInput;
 import io.onceflow.tools.generator.GeneratorSpec;
 import java.io.IOException;
+import java.math.BigDecimal;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.Connection;
