@@ -24,13 +24,21 @@ import org.slf4j.LoggerFactory;
 final class EffectCalls {
     private static final Logger LOG = LoggerFactory.getLogger(EffectCalls.class);
 
+    private final String table;
+    private final String serializeSql;
     private final String callSql;
     private final String markFailedSql;
     private final PostgresSinkMetrics metrics;
 
     EffectCalls(String table, String effectFunction, PostgresSinkMetrics metrics) {
         SqlIdentifiers.requireTableName("table", table);
+        this.table = table;
         SqlIdentifiers.requireFunctionName("effect function", effectFunction);
+        // One transaction of effects at a time per events table: concurrent batches (the committers
+        // of all subtasks get the same checkpoint's notification at once) change shared rows in
+        // unrelated orders and would deadlock at nearly every checkpoint. The wait is bounded by
+        // lock_timeout, and the lock goes with the transaction.
+        this.serializeSql = "SELECT pg_advisory_xact_lock(hashtext('onceflow effects of ' || ?))";
         // SQL NULL is kept for "not called"; counted in one row, as the call is one statement
         this.callSql = "WITH applied AS (UPDATE " + table + " AS e"
                 + " SET result = coalesce(" + effectFunction + "(e.id, e.payload), 'null'::jsonb)"
@@ -42,9 +50,24 @@ final class EffectCalls {
         this.metrics = metrics;
     }
 
-    /** Calls the effect for the rows of {@code rows}' ids, in {@code connection}'s open transaction. */
+    /**
+     * Takes the lock that serialises the effect transactions of the events table. Call it first in
+     * the transaction, before locking any row.
+     */
+    void serialize(Connection connection) throws SQLException {
+        try (PreparedStatement lock = connection.prepareStatement(serializeSql)) {
+            lock.setString(1, table);
+            lock.execute();
+        }
+    }
+
+    /**
+     * Calls the effect for the rows of {@code rows}' ids, in {@code connection}'s open transaction,
+     * after {@link #serialize}.
+     */
     void call(Connection connection, EventUpsertBatch.Rows rows) throws SQLException {
-        EventUpsertBatch.writeIsolatingRefusedRows(connection, rows, this::callOnce, this::recordFailure);
+        EventUpsertBatch.isolatingFailingRows(connection, rows, this::callOnce, EffectCalls::isAboutTheRows,
+                this::recordFailure);
     }
 
     private void callOnce(Connection connection, EventUpsertBatch.Rows rows) throws SQLException {
@@ -52,11 +75,37 @@ final class EffectCalls {
             apply.setArray(1, connection.unwrap(PgConnection.class).createArrayOf("text", rows.ids));
             try (ResultSet counts = apply.executeQuery()) {
                 counts.next();
+                long called = counts.getLong(1);
+                if (called != rows.size()) {
+                    // a trigger that cancels the update or a row-level security policy that hides the row:
+                    // the function ran and its changes would commit with no result to say so, and the
+                    // effect would run again at the next try
+                    throw new SQLException("the effect function ran for " + rows.size() + " rows of " + table
+                            + " but only " + called + " of them took its result: a trigger or a row-level security"
+                            + " policy on " + table + " stops the sink's UPDATE. Remove it.", "XX000");
+                }
                 long rejected = counts.getLong(2);
-                metrics.effectsApplied.inc(counts.getLong(1) - rejected);
+                metrics.effectsApplied.inc(called - rejected);
                 metrics.effectsRejected.inc(rejected);
             }
         }
+    }
+
+    /**
+     * Whether an error of the function's is about the messages it was called for, so that the batch
+     * is split until the failing ones stand alone and are marked failed: the data errors of
+     * {@link EventUpsertBatch#isRowDataError}, and 21 (a subquery that returns more rows for this
+     * payload), 27 (the function changed a row the statement changes), 0A (a feature this input
+     * needs), 57014 (this message's call outlasts {@code statement_timeout}). Not: connection,
+     * serialization, deadlock and lock errors (tried again), nor 42 (a missing table, column or
+     * privilege: a configuration mistake that would otherwise mark every message failed).
+     */
+    static boolean isAboutTheRows(SQLException e) {
+        String state = e.getSQLState();
+        if (EventUpsertBatch.isRowDataError(e) || "57014".equals(state)) {
+            return true;
+        }
+        return state != null && (state.startsWith("21") || state.startsWith("27") || state.startsWith("0A"));
     }
 
     /** The effect raised a data error on the only row of {@code rows}: its result says so. */

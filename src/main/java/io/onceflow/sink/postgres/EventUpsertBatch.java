@@ -209,7 +209,11 @@ final class EventUpsertBatch {
                 });
         writeIsolatingRefusedRows(connection, rows.select(id -> !inserted.contains(id) && !refused.contains(id)),
                 this::addDeliveries, this::reject);
-        effectCalls.call(connection, rows.select(inserted::contains));
+        Rows newRows = rows.select(inserted::contains);
+        if (newRows.size() > 0) {
+            effectCalls.serialize(connection);
+            effectCalls.call(connection, newRows);
+        }
     }
 
     /**
@@ -251,6 +255,12 @@ final class EventUpsertBatch {
      */
     static void writeIsolatingRefusedRows(Connection connection, Rows rows, RowsStatement statement,
             RefusedRow refusedRow) throws SQLException {
+        isolatingFailingRows(connection, rows, statement, EventUpsertBatch::isRowDataError, refusedRow);
+    }
+
+    /** As {@link #writeIsolatingRefusedRows}, splitting on the errors {@code aboutTheRows} accepts. */
+    static void isolatingFailingRows(Connection connection, Rows rows, RowsStatement statement,
+            Predicate<SQLException> aboutTheRows, RefusedRow refusedRow) throws SQLException {
         if (rows.size() == 0) {
             return;
         }
@@ -258,7 +268,7 @@ final class EventUpsertBatch {
         try {
             statement.execute(connection, rows);
         } catch (SQLException e) {
-            if (!isRowDataError(e)) {
+            if (!aboutTheRows.test(e)) {
                 throw e; // the transaction is aborted: the task fails and replays from the checkpoint
             }
             if (savepoint != null) {
@@ -268,8 +278,8 @@ final class EventUpsertBatch {
                 refusedRow.record(connection, rows, e);
             } else {
                 int middle = rows.size() / 2;
-                writeIsolatingRefusedRows(connection, rows.range(0, middle), statement, refusedRow);
-                writeIsolatingRefusedRows(connection, rows.range(middle, rows.size()), statement, refusedRow);
+                isolatingFailingRows(connection, rows.range(0, middle), statement, aboutTheRows, refusedRow);
+                isolatingFailingRows(connection, rows.range(middle, rows.size()), statement, aboutTheRows, refusedRow);
             }
             return;
         }

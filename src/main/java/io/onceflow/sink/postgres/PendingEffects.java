@@ -77,6 +77,7 @@ final class PendingEffects {
         while (true) {
             List<String> ids = new ArrayList<>();
             PostgresConnections.inTransaction(connection, () -> {
+                calls.serialize(connection);
                 ids.addAll(lockPending(connection, transaction.encode()));
                 if (!ids.isEmpty()) {
                     calls.call(connection, EventUpsertBatch.Rows.ofIds(ids));

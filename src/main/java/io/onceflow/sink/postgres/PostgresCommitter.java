@@ -6,6 +6,7 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.time.Duration;
 import java.util.Collection;
 import java.util.Set;
 import org.apache.flink.annotation.Internal;
@@ -41,6 +42,9 @@ final class PostgresCommitter implements Committer<PostgresCommittable> {
             "57P02", // crash_shutdown
             "57P03", // cannot_connect_now (server starting up)
             "53300"); // too_many_connections
+
+    /** Below the default lock_timeout, so that a zombie's locks go before its successor gives up. */
+    static final Duration EFFECT_IDLE_LIMIT = Duration.ofSeconds(5);
 
     private final PostgresSinkConfig config;
     private final String isLoggedSql;
@@ -135,6 +139,15 @@ final class PostgresCommitter implements Committer<PostgresCommittable> {
     private Connection connection() throws SQLException {
         if (connection == null) {
             connection = PostgresConnections.open(config, "committer");
+            if (pendingEffects != null) {
+                // Its effect transactions are never idle but for a moment between two statements. One
+                // of a paused or cut-off committer (a zombie) would hold its rows and the effects' lock
+                // for as long as the pause lasts (the fence ends writers' sessions, not committers');
+                // the server ends such a session instead, rolling its transaction back.
+                try (Statement statement = connection.createStatement()) {
+                    statement.execute("SET idle_in_transaction_session_timeout = " + EFFECT_IDLE_LIMIT.toMillis());
+                }
+            }
         }
         return connection;
     }

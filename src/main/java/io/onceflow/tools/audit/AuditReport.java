@@ -191,8 +191,8 @@ public final class AuditReport {
         describe(problems, postgresRepeatedDeliveries,
                 "rows delivered more than once (a duplicate passed dedup, e.g. after its TTL expired)");
         describe(problems, preparedTransactionsLeft, "prepared PostgreSQL transactions of this job left behind");
-        describe(problems, effectsMissing, "rows in the PostgreSQL table without an effect result although"
-                + " postgres.effect.function is set (rows from before it was set count too)");
+        describe(problems, effectsMissing, "rows in the PostgreSQL table whose effect is still pending"
+                + " (committed, no result yet)");
         return problems;
     }
 

@@ -18,9 +18,11 @@ import java.util.Set;
  * refused is accounted for by its row in the rejects table (reported, not a problem). Run it once the job has
  * stopped or drained: a running job legitimately has the transaction of its next checkpoint prepared.
  *
- * <p>With an effect function configured ({@code postgres.effect.function}), every row must have a
- * result: the effects applied, rejected and failed are counted (the last two are outcomes, not
- * problems), and a row without a result is a problem.
+ * <p>With an effect function configured ({@code postgres.effect.function}), every row written with it
+ * must have a result: the effects applied, rejected and failed are counted (the last two are
+ * outcomes, not problems), and a row whose effect is still pending (no result, a transaction that
+ * calls it) is a problem once the job has drained. Rows written before the effect was configured
+ * have neither and are not.
  */
 final class PostgresTableAudit {
     /** Rows are streamed, not loaded at once: an audit of millions of rows fits in the audit's memory. */
@@ -56,15 +58,18 @@ final class PostgresTableAudit {
             boolean effectConfigured = settings.effectFunction().isPresent();
             // a table from before effects has no result column: as if no row had a result
             String result = hasResultColumn(connection) ? "result" : "NULL::jsonb";
+            // rows written before the effect was configured have no transaction whose commit calls it
+            String awaitsEffect = hasResultColumn(connection) ? "effect_transaction IS NOT NULL" : "false";
             try (Statement statement = connection.createStatement()) {
                 statement.setFetchSize(FETCH_SIZE);
                 // the table name was validated as an identifier by the configuration
                 try (ResultSet rows = statement.executeQuery("SELECT id, deliveries, " + result + " IS NULL, "
-                        + result + "->>'status' FROM " + settings.table())) {
+                        + result + "->>'status', " + awaitsEffect + " FROM " + settings.table())) {
                     while (rows.next()) {
                         String id = rows.getString(1);
                         int deliveries = rows.getInt(2);
-                        countEffect(report, id, rows.getBoolean(3), rows.getString(4), effectConfigured);
+                        countEffect(report, id, rows.getBoolean(3), rows.getString(4),
+                                effectConfigured && rows.getBoolean(5));
                         report.postgresRows++;
                         report.maxDeliveries = Math.max(report.maxDeliveries, deliveries);
                         if (!expectedIds.contains(id)) {
@@ -118,10 +123,11 @@ final class PostgresTableAudit {
         }
     }
 
+    /** @param awaitsEffect an effect is configured and the row's transaction calls it (it is not from before) */
     private static void countEffect(AuditReport report, String id, boolean noResult, String status,
-            boolean effectConfigured) {
+            boolean awaitsEffect) {
         if (noResult) {
-            if (effectConfigured) {
+            if (awaitsEffect) {
                 report.effectsMissing.add(id);
             }
         } else if (EffectFunction.REJECTED.equals(status)) {

@@ -17,6 +17,7 @@ import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.OptionalLong;
 import java.util.concurrent.CompletableFuture;
@@ -257,6 +258,98 @@ class BusinessEffectsTest {
 
         assertThat(balances()).containsEntry("alice", 60).containsEntry("bob", 40);
         assertThat(statuses()).hasSize(40).allSatisfy((id, status) -> assertThat(status).isEqualTo("applied"));
+    }
+
+    @Test
+    void committersOfTwoSubtasksChangingTheSameAccountsNeitherDeadlockNorRetry() throws Exception {
+        db.execute("INSERT INTO ledger.accounts SELECT 'a' || n, 1000 FROM generate_series(0, 19) n");
+        PostgresCommittable[] committables = new PostgresCommittable[2];
+        for (int subtask = 0; subtask < 2; subtask++) {
+            try (PostgresExactlyOnceWriter writer = new PostgresExactlyOnceWriter(config,
+                    db.attempt(subtask, 2, OptionalLong.empty()), PostgresSinkMetrics.unregistered())) {
+                Event[] payments = new Event[300];
+                for (int i = 0; i < payments.length; i++) {
+                    // opposite orders of the same accounts in the two subtasks: the classic deadlock
+                    int from = subtask == 0 ? i % 20 : 19 - i % 20;
+                    payments[i] = payment("s" + subtask + "-" + i, "a" + from, "a" + (19 - from), 1);
+                }
+                committables[subtask] = checkpoint(writer, 1, payments);
+            }
+        }
+        PostgresSinkConfig smallBatches = db.config(effectSink().setBatchSize(20));
+        CompletableFuture<List<RecordingCommitRequest>> first = CompletableFuture.supplyAsync(
+                () -> commitUnchecked(smallBatches, committables[0]));
+        CompletableFuture<List<RecordingCommitRequest>> second = CompletableFuture.supplyAsync(
+                () -> commitUnchecked(smallBatches, committables[1]));
+
+        assertThat(first.get(60, TimeUnit.SECONDS)).extracting(r -> r.outcome).containsExactly(Outcome.COMMITTED);
+        assertThat(second.get(60, TimeUnit.SECONDS)).extracting(r -> r.outcome).containsExactly(Outcome.COMMITTED);
+        assertThat(statuses().values()).hasSize(600).containsOnly("applied");
+    }
+
+    @Test
+    void aPausedCommitterHoldingEffectsDoesNotStallItsSuccessor() throws Exception {
+        PostgresCommittable committable;
+        try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
+            committable = checkpoint(writer, 1, payment("p1", "alice", "bob", 10));
+        }
+        // the zombie: a committer session that locked the effects and then went silent (SIGSTOP)
+        try (Connection zombie = PostgresConnections.open(config, "committer");
+                Statement statement = zombie.createStatement()) {
+            statement.execute("SET idle_in_transaction_session_timeout = "
+                    + PostgresCommitter.EFFECT_IDLE_LIMIT.toMillis());
+            zombie.setAutoCommit(false);
+            statement.execute("SELECT pg_advisory_xact_lock(hashtext('onceflow effects of ' || '"
+                    + SinkDatabase.TABLE + "'))");
+            statement.execute("SELECT * FROM " + SinkDatabase.TABLE + " FOR UPDATE");
+
+            // Flink's committer tries again at once, sink.committer.retries (10) times
+            Outcome outcome = Outcome.RETRY_LATER;
+            for (int attempt = 0; attempt <= 10 && outcome == Outcome.RETRY_LATER; attempt++) {
+                outcome = commit(config, committable).get(0).outcome;
+            }
+            assertThat(outcome).as("the server ends the silent session; its successor goes on")
+                    .isIn(Outcome.COMMITTED, Outcome.ALREADY_COMMITTED);
+        }
+        assertThat(statuses()).containsOnly(entry("p1", "applied"));
+        assertThat(balances()).containsEntry("alice", 90);
+    }
+
+    @Test
+    void aFunctionErrorOutsideTheDataClassesOnOneRowFailsOnlyThatRow() throws Exception {
+        db.execute("CREATE OR REPLACE FUNCTION ledger.picky(message_id text, payload jsonb) RETURNS jsonb"
+                + " LANGUAGE plpgsql AS $$ BEGIN\n"
+                + "  IF payload ? 'twice' THEN PERFORM (SELECT n FROM generate_series(1, 2) n); END IF;\n"
+                + "  RETURN jsonb_build_object('status', 'applied'); END $$");
+        PostgresSinkConfig picky = db.config(db.builder("ledger").setEffectFunction("ledger.picky"));
+        try (PostgresExactlyOnceWriter writer = db.freshWriter(picky)) {
+            commit(picky, checkpoint(writer, 1, event("a", "{}"), event("b", "{\"twice\":true}"), event("c", "{}")));
+        }
+        assertThat(statuses()).containsOnly(entry("a", "applied"), entry("b", "failed"), entry("c", "applied"));
+        assertThat(results().get("b")).contains("21000");
+    }
+
+    @Test
+    void aTriggerThatSwallowsTheResultFailsLoudlyInsteadOfRepeatingTheEffect() throws Exception {
+        db.execute("CREATE FUNCTION swallow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$");
+        db.execute("CREATE TRIGGER swallow BEFORE UPDATE ON " + SinkDatabase.TABLE
+                + " FOR EACH ROW EXECUTE FUNCTION swallow()");
+        PostgresCommittable committable;
+        try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
+            committable = checkpoint(writer, 1, payment("p1", "alice", "bob", 10));
+        }
+
+        assertThatThrownBy(() -> commit(config, committable)).rootCause()
+                .hasMessageContaining("a trigger or a row-level security");
+        assertThat(balances()).as("the call was rolled back, not repeated").containsEntry("alice", 100);
+    }
+
+    private List<RecordingCommitRequest> commitUnchecked(PostgresSinkConfig sink, PostgresCommittable committable) {
+        try {
+            return commit(sink, committable);
+        } catch (IOException e) {
+            throw new IllegalStateException(e);
+        }
     }
 
     private void commitUnchecked(PostgresCommittable committable) {

@@ -17,7 +17,7 @@ import org.junit.jupiter.api.Test;
 
 /** The audit of the events table's effect results, against a real server. */
 class PostgresTableAuditTest {
-    private static final Set<String> IDS = Set.of("applied", "rejected", "failed", "not-run");
+    private static final Set<String> IDS = Set.of("applied", "rejected", "failed", "not-run", "before-effects");
 
     private final TestDatabase database = TestPostgres.shared().newDatabase();
 
@@ -31,8 +31,8 @@ class PostgresTableAuditTest {
         assertThat(report.effectsRejected()).isEqualTo(1);
         assertThat(report.effectsFailed()).isEqualTo(1);
         assertThat(report.effectsMissing()).isEqualTo(1);
-        assertThat(report.problems()).containsExactly("1 rows in the PostgreSQL table without an effect result although"
-                + " postgres.effect.function is set (rows from before it was set count too), e.g. [not-run]");
+        assertThat(report.problems()).containsExactly("1 rows in the PostgreSQL table whose effect is still pending"
+                + " (committed, no result yet), e.g. [not-run]");
         assertThat(report.toText()).contains("  effects rejected      1, e.g. [rejected]\n",
                 "  effects failed        1, e.g. [failed]\n", "  effects missing       1\n");
         assertThat(report.toJson()).contains("\"effects\" : {\n      \"applied\" : 1,\n      \"rejected\" : {\n"
@@ -54,9 +54,10 @@ class PostgresTableAuditTest {
         execute(schema().ddl().replace(",\n    result jsonb,\n    effect_transaction text", "")
                 .replaceAll("CREATE INDEX[^;]*;", ""));
         execute("INSERT INTO onceflow_events (id, payload) SELECT id, '{}' FROM unnest(array['applied', 'rejected',"
-                + " 'failed', 'not-run']) AS ids(id)");
+                + " 'failed', 'not-run', 'before-effects']) AS ids(id)");
 
-        assertThat(audit(settings("ledger.apply_payment")).effectsMissing()).isEqualTo(4);
+        assertThat(audit(settings("ledger.apply_payment")).effectsMissing())
+                .as("rows from before the effect: no transaction of theirs calls it").isZero();
         AuditReport withoutEffect = audit(settings(null));
         assertThat(withoutEffect.clean()).isTrue();
         assertThat(withoutEffect.toText()).doesNotContain("effects");
@@ -68,7 +69,9 @@ class PostgresTableAuditTest {
                 + " ('applied', '{}', '{\"status\": \"applied\"}'),"
                 + " ('rejected', '{}', '{\"status\": \"rejected\", \"reason\": \"insufficient funds\"}'),"
                 + " ('failed', '{}', '{\"status\": \"failed\", \"sqlstate\": \"P0001\", \"error\": \"poison\"}'),"
-                + " ('not-run', '{}', NULL)");
+                + " ('before-effects', '{}', NULL)");
+        execute("INSERT INTO onceflow_events (id, payload, effect_transaction) VALUES"
+                + " ('not-run', '{}', 'onceflow:p:e1:s0:c1')");
     }
 
     private static PostgresSchema schema() {
