@@ -361,8 +361,25 @@ class ClusterChaosIT {
      * changed settings (a longer dedup TTL, another checkpoint interval), as a new job version would.
      */
     private void upgrade(int upgradesBefore) throws Exception {
-        restartsOfEarlierJobs += Math.max(0, rest.jobMetric(jobId, "numRestarts"));
-        String savepoint = rest.stopWithSavepoint(jobId, harness.flink().savepointDirectory(), Duration.ofMinutes(3));
+        String savepoint = null;
+        long restartsOfThisJob = 0;
+        for (int attempt = 1; savepoint == null; attempt++) {
+            // a savepoint needs every task running; a restart may have begun since the last fault's
+            // recovery, as an operator would find too: wait for the job to run, and try again
+            awaitRecovered(completedCheckpoints());
+            restartsOfThisJob = Math.max(0, rest.jobMetric(jobId, "numRestarts"));
+            try {
+                savepoint = rest.stopWithSavepoint(jobId, harness.flink().savepointDirectory(), Duration.ofMinutes(3));
+            } catch (IllegalStateException e) {
+                if (attempt == 3 || !String.valueOf(e.getMessage()).contains("is not being executed at the moment")) {
+                    throw e;
+                }
+                System.out.println("        stop with savepoint refused while the job restarts; trying again. Its"
+                        + " latest exceptions: " + rest.exceptions(jobId).path("exceptionHistory").path("entries")
+                                .findValuesAsText("exceptionName"));
+            }
+        }
+        restartsOfEarlierJobs += restartsOfThisJob;
         int parallelism = UPGRADE_PARALLELISMS[upgradesBefore % UPGRADE_PARALLELISMS.length];
         jobSettings.put("dedup.ttl", (14 + 7 * upgradesBefore) + "d");
         jobSettings.put("checkpoint.interval", upgradesBefore % 2 == 0 ? "1500ms" : "1s");
