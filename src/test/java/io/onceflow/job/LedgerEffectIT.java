@@ -36,11 +36,10 @@ class LedgerEffectIT {
     @ParameterizedTest
     @EnumSource(FailureInjector.Moment.class)
     void everyPaymentIsAppliedOnceDespiteAFailure(FailureInjector.Moment moment) throws Exception {
-        PipelineScenario scenario = new PipelineScenario("ledger-" + moment.name().toLowerCase().replace('_', '-'))
+        PipelineScenario scenario = PipelineScenario.failingAt("ledger", moment)
                 .withPostgres()
                 .with("postgres.effect.function", Ledger.FUNCTION);
         boolean beforeFirst = moment == FailureInjector.Moment.BEFORE_FIRST_CHECKPOINT;
-        scenario.with("checkpoint.interval", beforeFirst ? "10s" : "300ms");
         try (Connection ledger = scenario.database().connect()) {
             Ledger.install(ledger);
             Ledger.openAccounts(ledger, EventGenerator.ACCOUNTS, PLENTY, false);
