@@ -50,26 +50,31 @@ final class PostgresCommitter implements Committer<PostgresCommittable> {
     private final String isLoggedSql;
     /** Null without an effect function. */
     private final PendingEffects pendingEffects;
+    private final PostgresSinkMetrics metrics;
     private Connection connection;
 
     PostgresCommitter(PostgresSinkConfig config, PostgresSinkMetrics metrics) {
         this.config = config;
         this.isLoggedSql = "SELECT 1 FROM " + config.commitLogTable() + " WHERE gid = ?";
         this.pendingEffects = PendingEffects.of(config, metrics);
+        this.metrics = metrics;
     }
 
     @Override
     public void commit(Collection<CommitRequest<PostgresCommittable>> requests) throws IOException {
+        // Flink calls this when it learns that the checkpoint completed (or to retry)
+        long notified = System.nanoTime();
         for (CommitRequest<PostgresCommittable> request : requests) {
-            commit(request);
+            commit(request, notified);
         }
     }
 
-    private void commit(CommitRequest<PostgresCommittable> request) throws IOException {
+    private void commit(CommitRequest<PostgresCommittable> request, long notified) throws IOException {
         TransactionId transaction = request.getCommittable().transactionId();
         ProtocolHooks.reached(ProtocolHooks.Step.BEFORE_COMMIT, transaction);
         try {
             if (commitPrepared(transaction)) {
+                metrics.commitLatencyMs.update((System.nanoTime() - notified) / 1_000_000);
                 ProtocolHooks.reached(ProtocolHooks.Step.AFTER_COMMIT, transaction);
                 callEffects(transaction);
             } else if (isLogged(transaction)) {

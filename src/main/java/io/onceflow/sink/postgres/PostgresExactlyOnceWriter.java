@@ -69,7 +69,8 @@ final class PostgresExactlyOnceWriter
     private final BackgroundUpserts upserts;
     private final PostgresSinkMetrics metrics;
     private long nextCheckpointId;
-    private boolean transactionHasRows;
+    /** Events written into the open transaction since the last prepare. */
+    private int transactionRows;
 
     PostgresExactlyOnceWriter(PostgresSinkConfig config, WriterStart start, PostgresSinkMetrics metrics)
             throws IOException {
@@ -149,11 +150,11 @@ final class PostgresExactlyOnceWriter
 
     @Override
     public void write(Event event, Context context) throws IOException {
-        if (!transactionHasRows) {
+        if (transactionRows == 0) {
             batch.effectsBelongTo(openTransaction());
         }
         upserts.add(event);
-        transactionHasRows = true;
+        transactionRows++;
     }
 
     /** The transaction rows go into now: the one {@link #prepareCommit()} prepares next. */
@@ -170,7 +171,7 @@ final class PostgresExactlyOnceWriter
     @Override
     public Collection<PostgresCommittable> prepareCommit() throws IOException {
         flush(false); // the connection is the task thread's again from here
-        if (!transactionHasRows) {
+        if (transactionRows == 0) {
             return List.of();
         }
         TransactionId transaction = openTransaction();
@@ -188,7 +189,8 @@ final class PostgresExactlyOnceWriter
             throw new IOException(writerName + " could not prepare " + transaction + ": " + e.getMessage(), e);
         }
         metrics.transactionsPrepared.inc();
-        transactionHasRows = false;
+        metrics.rowsPerTransaction.update(transactionRows);
+        transactionRows = 0;
         // Never reuse the id, even if Flink aborts this checkpoint before snapshotState().
         nextCheckpointId++;
         ProtocolHooks.reached(ProtocolHooks.Step.AFTER_PREPARE, transaction);

@@ -2,12 +2,14 @@ package io.onceflow.sink.postgres;
 
 import org.apache.flink.annotation.Internal;
 import org.apache.flink.metrics.Counter;
+import org.apache.flink.metrics.Histogram;
 import org.apache.flink.metrics.MetricGroup;
-import org.apache.flink.metrics.SimpleCounter;
+import org.apache.flink.metrics.groups.UnregisteredMetricsGroup;
+import org.apache.flink.runtime.metrics.DescriptiveStatisticsHistogram;
 
 /**
- * Internal. The metrics of a PostgreSQL sink writer, in its operator's metric group (so a reporter
- * shows them under the job, the operator and the subtask):
+ * Internal. The metrics of a PostgreSQL sink's writer and committer, each in its operator's metric
+ * group (so a reporter shows them under the job, the operator and the subtask):
  *
  * <ul>
  *   <li>{@code rowsRejected}: rows the database refused, recorded in the rejects table;
@@ -15,44 +17,55 @@ import org.apache.flink.metrics.SimpleCounter;
  *       {@link EffectFunction} whose result was applied, a business rejection, or an error about the
  *       message that the sink recorded as failed;
  *   <li>{@code transactionsPrepared}: transactions prepared for a checkpoint (exactly-once);
+ *   <li>{@code rowsPerTransaction}: events written into each prepared transaction (histogram);
+ *   <li>{@code commitLatencyMs}: from the committer being told that the checkpoint completed to its
+ *       {@code COMMIT PREPARED} returning, per transaction (histogram; the effects it then calls are
+ *       not included);
  *   <li>{@code transactionsRolledBackOnRecovery}: abandoned prepared transactions rolled back at start;
  *   <li>{@code olderAttemptsFenced}: sessions of older writer attempts ended at start (zombies).
  * </ul>
+ *
+ * <p>Transactions committed, committed before (a restored committable), waiting for their checkpoint
+ * to complete, retried and failed are Flink's own committer metrics ({@code successfulCommittables},
+ * {@code alreadyCommittedCommittables}, {@code pendingCommittables}, {@code retriedCommittables},
+ * {@code failedCommittables}), which the committer operator keeps for every sink.
  *
  * <p>{@code rowsRejected} and the effect counters count executions: a replay after a failure (of
  * rows whose transaction was rolled back) counts them again, though the database holds each once.
  */
 @Internal
 final class PostgresSinkMetrics {
+    /** Samples the histograms keep: about eight minutes of transactions at one checkpoint a second. */
+    private static final int HISTOGRAM_WINDOW = 500;
+
     final Counter rowsRejected;
     final Counter effectsApplied;
     final Counter effectsRejected;
     final Counter effectsFailed;
     final Counter transactionsPrepared;
+    final Histogram rowsPerTransaction;
+    final Histogram commitLatencyMs;
     final Counter transactionsRolledBackOnRecovery;
     final Counter olderAttemptsFenced;
 
-    private PostgresSinkMetrics(Counter rowsRejected, Counter effectsApplied, Counter effectsRejected,
-            Counter effectsFailed, Counter transactionsPrepared, Counter transactionsRolledBackOnRecovery,
-            Counter olderAttemptsFenced) {
-        this.rowsRejected = rowsRejected;
-        this.effectsApplied = effectsApplied;
-        this.effectsRejected = effectsRejected;
-        this.effectsFailed = effectsFailed;
-        this.transactionsPrepared = transactionsPrepared;
-        this.transactionsRolledBackOnRecovery = transactionsRolledBackOnRecovery;
-        this.olderAttemptsFenced = olderAttemptsFenced;
+    private PostgresSinkMetrics(MetricGroup group) {
+        rowsRejected = group.counter("rowsRejected");
+        effectsApplied = group.counter("effectsApplied");
+        effectsRejected = group.counter("effectsRejected");
+        effectsFailed = group.counter("effectsFailed");
+        transactionsPrepared = group.counter("transactionsPrepared");
+        rowsPerTransaction = group.histogram("rowsPerTransaction", new DescriptiveStatisticsHistogram(HISTOGRAM_WINDOW));
+        commitLatencyMs = group.histogram("commitLatencyMs", new DescriptiveStatisticsHistogram(HISTOGRAM_WINDOW));
+        transactionsRolledBackOnRecovery = group.counter("transactionsRolledBackOnRecovery");
+        olderAttemptsFenced = group.counter("olderAttemptsFenced");
     }
 
     static PostgresSinkMetrics register(MetricGroup group) {
-        return new PostgresSinkMetrics(group.counter("rowsRejected"), group.counter("effectsApplied"),
-                group.counter("effectsRejected"), group.counter("effectsFailed"), group.counter("transactionsPrepared"),
-                group.counter("transactionsRolledBackOnRecovery"), group.counter("olderAttemptsFenced"));
+        return new PostgresSinkMetrics(group);
     }
 
-    /** Counters that no reporter sees, for writers built outside Flink (tests). */
+    /** Metrics that no reporter sees, for writers built outside Flink (tests). */
     static PostgresSinkMetrics unregistered() {
-        return new PostgresSinkMetrics(new SimpleCounter(), new SimpleCounter(), new SimpleCounter(),
-                new SimpleCounter(), new SimpleCounter(), new SimpleCounter(), new SimpleCounter());
+        return new PostgresSinkMetrics(new UnregisteredMetricsGroup());
     }
 }

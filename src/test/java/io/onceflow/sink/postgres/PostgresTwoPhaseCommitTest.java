@@ -99,6 +99,29 @@ class PostgresTwoPhaseCommitTest {
     }
 
     @Test
+    void theMetricsCountPreparedTransactionsTheirRowsAndTheCommitLatencyButNotARestoredCommit() throws Exception {
+        PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
+        PostgresCommittable first;
+        PostgresCommittable second;
+        try (PostgresExactlyOnceWriter writer = new PostgresExactlyOnceWriter(config, db.attempt(0, 1,
+                OptionalLong.empty()), metrics)) {
+            first = checkpoint(writer, 1, "a", "b", "c");
+            second = checkpoint(writer, 2, "d");
+            assertThat(writer.prepareCommit()).as("a checkpoint without rows prepares nothing").isEmpty();
+        }
+
+        commit(config, metrics, first, second);
+        commit(config, metrics, first); // restored: committed before
+
+        assertThat(metrics.transactionsPrepared.getCount()).isEqualTo(2);
+        assertThat(metrics.rowsPerTransaction.getCount()).isEqualTo(2);
+        assertThat(metrics.rowsPerTransaction.getStatistics().getMax()).isEqualTo(3);
+        assertThat(metrics.rowsPerTransaction.getStatistics().getMin()).isEqualTo(1);
+        assertThat(metrics.commitLatencyMs.getCount()).as("one sample per COMMIT PREPARED").isEqualTo(2);
+        assertThat(metrics.commitLatencyMs.getStatistics().getMin()).isNotNegative();
+    }
+
+    @Test
     void committingTwiceIsFineThanksToTheCommitLog() throws Exception {
         PostgresCommittable committable;
         try (PostgresExactlyOnceWriter writer = freshWriter(config)) {
