@@ -8,10 +8,12 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.UUID;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
@@ -90,17 +92,54 @@ public final class TestKafka {
                 newTopics.add(new NewTopic(topic, partitions, (short) 1));
             }
             admin.createTopics(newTopics).all().get(30, TimeUnit.SECONDS);
+            awaitLeaders(admin, List.of(topics), partitions);
         } catch (Exception e) {
             throw new IllegalStateException("could not create topics " + List.of(topics), e);
         }
     }
 
-    /** An idempotent producer (acks=all) of raw bytes. */
+    /**
+     * Waits until every partition of {@code topics} has a leader. A topic's creation returns before
+     * that; a producer that writes at once gets retriable errors on its first batches, and an
+     * idempotent producer whose first batch to a partition is retried after a later batch got in fails
+     * with OutOfOrderSequenceException (KAFKA-14359: the broker accepts any first sequence number), which
+     * is how the benchmark's input production died on a loaded machine.
+     */
+    private static void awaitLeaders(Admin admin, List<String> topics, int partitions) throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (true) {
+            Map<String, TopicDescription> descriptions;
+            try {
+                descriptions = admin.describeTopics(topics).allTopicNames().get(10, TimeUnit.SECONDS);
+            } catch (ExecutionException notYetKnown) {
+                descriptions = Map.of();
+            }
+            boolean led = descriptions.size() == topics.size() && descriptions.values().stream().allMatch(topic ->
+                    topic.partitions().size() == partitions
+                            && topic.partitions().stream().allMatch(partition -> partition.leader() != null
+                                    && !partition.leader().isEmpty()));
+            if (led) {
+                return;
+            }
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("partitions of " + topics + " have no leader after 30 s");
+            }
+            Thread.sleep(50);
+        }
+    }
+
+    /**
+     * An idempotent producer (acks=all) of raw bytes, with one request in flight per broker: a retried
+     * batch can then never be overtaken by a later one (see {@link #awaitLeaders}); larger batches make
+     * up for the throughput.
+     */
     public KafkaProducer<byte[], byte[]> newProducer() {
         Properties props = new Properties();
         props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrapServers);
         props.put(ProducerConfig.ACKS_CONFIG, "all");
         props.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+        props.put(ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION, "1");
+        props.put(ProducerConfig.BATCH_SIZE_CONFIG, String.valueOf(256 * 1024));
         props.put(ProducerConfig.LINGER_MS_CONFIG, "5");
         return new KafkaProducer<>(props, new ByteArraySerializer(), new ByteArraySerializer());
     }

@@ -167,6 +167,7 @@ public final class Benchmark {
             throws Exception {
         say("raw limit: copying the input topic and COPYing its rows, at the same time...");
         ResourceMeter.resetPeakRss();
+        double loadAtStart = ResourceMeter.loadAverageNow();
         ResourceMeter.CpuTime before = meter.cpuTime();
         double seconds = new RawLimit(kafka, inputTopic, records).run();
         // the COPY's backend exits after its connection closes; its CPU time counts once it is reaped
@@ -174,7 +175,8 @@ public final class Benchmark {
         ResourceMeter.CpuTime cpu = meter.cpuTime().minus(before);
         return new ScenarioResult(Report.RAW_LIMIT, records, records / seconds,
                 cpu.totalSeconds() / records * 1e6, cpu.postgresSeconds() / cpu.totalSeconds(),
-                ResourceMeter.peakRssBytes(), Percentiles.NONE, Percentiles.NONE, Percentiles.NONE, 0, -1);
+                ResourceMeter.peakRssBytes(), Percentiles.NONE, Percentiles.NONE, Percentiles.NONE, 0, -1,
+                ResourceMeter.LoadAverage.since(loadAtStart));
     }
 
     private static MiniCluster startMiniCluster(int parallelism) throws Exception {

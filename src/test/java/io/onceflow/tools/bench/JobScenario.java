@@ -112,6 +112,7 @@ final class JobScenario {
         try (VisibilityProbes probes = new VisibilityProbes(
                 scenario.kafka().bootstrapServers(), scenario.outputTopic, scenario.database(), postgres.table())) {
             ResourceMeter.resetPeakRss();
+            double loadAtStart = ResourceMeter.loadAverageNow();
             ResourceMeter.CpuTime cpuBefore = meter.cpuTime();
             JobClient job = env.executeAsync("bench " + name);
             await(Duration.ofMinutes(5), () -> allTasksRunning(job), "all tasks running", job);
@@ -123,8 +124,9 @@ final class JobScenario {
             ResourceMeter.CpuTime cpu = meter.cpuTime().minus(cpuBefore);
             long peakRss = ResourceMeter.peakRssBytes();
             double recordsPerSecond = inputRecords / seconds;
-            Benchmark.say(String.format("%s: %,.0f records/s, %.1f CPU s (PostgreSQL %.1f)",
-                    name, recordsPerSecond, cpu.totalSeconds(), cpu.postgresSeconds()));
+            Benchmark.say(String.format("%s: %,.0f records/s, %.1f CPU s (PostgreSQL %.1f), load average %.1f -> %.1f",
+                    name, recordsPerSecond, cpu.totalSeconds(), cpu.postgresSeconds(), loadAtStart,
+                    ResourceMeter.loadAverageNow()));
 
             long pacedIds = producePaced(scenario, probes);
             long latencyDone = System.currentTimeMillis();
@@ -147,7 +149,8 @@ final class JobScenario {
                     Percentiles.of(completedCheckpoints(graph).stream()
                             .mapToLong(AbstractCheckpointStats::getEndToEndDuration).toArray()),
                     preloadedIds + uniqueIds + pacedIds,
-                    last.getTaskStateStats(dedupTask(graph).getJobVertexId()).getStateSize());
+                    last.getTaskStateStats(dedupTask(graph).getJobVertexId()).getStateSize(),
+                    ResourceMeter.LoadAverage.since(loadAtStart));
         }
     }
 

@@ -56,17 +56,20 @@ final class Report {
         text.append("Input: ").append(input).append("; ").append(settings).append('\n');
         text.append("CPU = this JVM (broker, MiniCluster, benchmark clients)")
                 .append(postgresCpuMeasured ? " + the PostgreSQL server processes" : " only (PostgreSQL not visible)")
-                .append("; RSS = this JVM's peak during the scenario. Latencies and checkpoints in ms.\n\n");
+                .append("; RSS = this JVM's peak during the scenario. Latencies and checkpoints in ms. Load average:")
+                .append(" the machine's one-minute figure (")
+                .append(Runtime.getRuntime().availableProcessors()).append(" cores) as the scenario started and ended.\n\n");
         text.append("| scenario | records/s | CPU s / M records | of which PostgreSQL | peak RSS MB"
                 + " | Kafka visible p50 / p99 | PostgreSQL committed p50 / p99 | checkpoint p50 / p99"
-                + " | ids tracked | dedup state B / id |\n");
-        text.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+                + " | ids tracked | dedup state B / id | load average start -> end |\n");
+        text.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for (ScenarioResult r : results) {
-            text.append(String.format(Locale.ROOT, "| %s | %,.0f | %.1f | %.0f%% | %,d | %s | %s | %s | %s | %s |%n",
+            text.append(String.format(Locale.ROOT, "| %s | %,.0f | %.1f | %.0f%% | %,d | %s | %s | %s | %s | %s | %s |%n",
                     r.name(), r.recordsPerSecond(), r.cpuSecondsPerMillion(), 100 * r.postgresCpuShare(),
                     r.peakRssBytes() / (1024 * 1024), pair(r.kafkaVisibility()), pair(r.postgresVisibility()),
                     pair(r.checkpointDuration()), r.trackedIds() > 0 ? String.format(Locale.ROOT, "%,d", r.trackedIds()) : "-",
-                    r.stateBytesPerTrackedId() >= 0 ? String.format(Locale.ROOT, "%.1f", r.stateBytesPerTrackedId()) : "-"));
+                    r.stateBytesPerTrackedId() >= 0 ? String.format(Locale.ROOT, "%.1f", r.stateBytesPerTrackedId()) : "-",
+                    r.loadAverage()));
         }
         text.append('\n');
         throughputRatio(EXACTLY_ONCE, AT_LEAST_ONCE).ifPresent(ratio -> text.append(String.format(Locale.ROOT,
@@ -122,6 +125,8 @@ final class Report {
             scenario.put("trackedIds", r.trackedIds());
             scenario.put("dedupStateBytes", r.dedupStateBytes());
             scenario.put("dedupStateBytesPerTrackedId", r.stateBytesPerTrackedId());
+            scenario.put("loadAverageAtStart", r.loadAverage().atStart());
+            scenario.put("loadAverageAtEnd", r.loadAverage().atEnd());
             scenarios.add(scenario);
         }
         json.put("scenarios", scenarios);

@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.lang.management.ManagementFactory;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Locale;
 import java.util.OptionalLong;
 import java.util.stream.Stream;
 
@@ -113,6 +114,24 @@ final class ResourceMeter {
 
         double totalSeconds() {
             return jvmSeconds + postgresSeconds;
+        }
+    }
+
+    /** The system's one-minute load average now (all processes, not only this benchmark's). */
+    static double loadAverageNow() {
+        return ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage();
+    }
+
+    /** The one-minute load average at a scenario's start and end. */
+    record LoadAverage(double atStart, double atEnd) {
+        /** Ends the measurement that {@code atStart} began. */
+        static LoadAverage since(double atStart) {
+            return new LoadAverage(atStart, loadAverageNow());
+        }
+
+        @Override
+        public String toString() {
+            return String.format(Locale.ROOT, "%.1f -> %.1f", atStart, atEnd);
         }
     }
 }

@@ -15,6 +15,8 @@ package io.onceflow.tools.bench;
  * @param checkpointDuration end-to-end duration of the completed checkpoints
  * @param trackedIds ids in dedup state at the last checkpoint measured
  * @param dedupStateBytes checkpointed full state size of the dedup task (RocksDB) at that checkpoint
+ * @param loadAverage the machine's one-minute load average when the scenario started and ended, so that
+ *     a run on a loaded machine shows as one
  */
 record ScenarioResult(
         String name,
@@ -27,7 +29,8 @@ record ScenarioResult(
         Percentiles postgresVisibility,
         Percentiles checkpointDuration,
         long trackedIds,
-        long dedupStateBytes) {
+        long dedupStateBytes,
+        ResourceMeter.LoadAverage loadAverage) {
 
     /** Checkpointed dedup state per tracked id, or -1 without state. */
     double stateBytesPerTrackedId() {
