@@ -3,6 +3,7 @@ package io.onceflow.chaos;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.onceflow.testing.cluster.ClusterHarness;
+import io.onceflow.testing.cluster.ContinuousProducer;
 import io.onceflow.testing.cluster.FlinkRestClient;
 import io.onceflow.testing.cluster.FlinkStandaloneCluster;
 import java.io.IOException;

@@ -20,6 +20,7 @@ import java.util.Map;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import javax.xml.parsers.DocumentBuilderFactory;
+import org.apache.flink.configuration.GlobalConfiguration;
 import org.apache.flink.configuration.MemorySize;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -119,6 +120,35 @@ class ComposeFileTest {
                 "./target:/opt/onceflow/target:ro", "flink-data:/var/lib/onceflow:ro");
         assertThat(Files.isRegularFile(Path.of("docker", "submit-job.sh"))).isTrue();
         assertThat(interpolated(submit.path("environment").path("JOB_NAME"))).isEqualTo(OnceflowJob.jobName(submittedConfig()));
+    }
+
+    @Test
+    void theMonitoringProfileScrapesEveryFlinkProcessOnTheReportersPortAndLoadsTheRulesAndTheDashboard()
+            throws IOException {
+        JsonNode prometheus = services.path("prometheus");
+        JsonNode grafana = services.path("grafana");
+        assertThat(list(prometheus.path("profiles"))).containsExactly("monitoring");
+        assertThat(list(grafana.path("profiles"))).containsExactly("monitoring");
+        assertThat(list(prometheus.path("volumes"))).contains(
+                "./deploy/monitoring/prometheus.yml:/etc/prometheus/prometheus.yml:ro",
+                "./deploy/monitoring/onceflow-alerts.yaml:/etc/prometheus/onceflow-alerts.yaml:ro");
+        assertThat(list(grafana.path("volumes"))).contains(
+                "./deploy/monitoring/grafana/onceflow-dashboard.json:/var/lib/grafana/dashboards/onceflow-dashboard.json:ro");
+
+        JsonNode config = new ObjectMapper(new YAMLFactory()).readTree(Path.of("deploy", "monitoring", "prometheus.yml").toFile());
+        assertThat(list(config.path("rule_files"))).containsExactly("/etc/prometheus/onceflow-alerts.yaml");
+        String reporterPorts = GlobalConfiguration.loadConfiguration("flink-conf").getString(
+                "metrics.reporter.prom.port", "");
+        String firstPort = reporterPorts.split("-")[0];
+        List<String> targets = new ArrayList<>();
+        for (JsonNode job : config.path("scrape_configs")) {
+            job.path("static_configs").forEach(c -> targets.addAll(list(c.path("targets"))));
+            job.path("dns_sd_configs").forEach(c -> list(c.path("names"))
+                    .forEach(name -> targets.add(name + ":" + c.path("port").asText())));
+        }
+        assertThat(targets).as("one target per Flink service, on the reporter's port")
+                .containsExactlyInAnyOrder("jobmanager:" + firstPort, "taskmanager:" + firstPort);
+        assertThat(Path.of("deploy", "monitoring", "grafana", "provisioning", "dashboards", "onceflow.yaml")).isRegularFile();
     }
 
     @Test

@@ -1,4 +1,4 @@
-package io.onceflow.chaos;
+package io.onceflow.testing.cluster;
 
 import io.onceflow.tools.generator.EventGenerator;
 import io.onceflow.tools.generator.GeneratedInput;
@@ -27,13 +27,13 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *
  * <p>The producer waits out broker restarts (long delivery timeout, idempotence) rather than fail.
  */
-final class ContinuousProducer implements AutoCloseable {
+public final class ContinuousProducer implements AutoCloseable {
     private static final int CHUNK_RECORDS = 1_000;
     /** One chunk in this many re-sends an earlier chunk. */
     private static final int RESEND_EVERY = 10;
     /** Records per chunk that PostgreSQL refuses (they carry this field). */
     private static final int REFUSED_PER_CHUNK = 3;
-    static final String REFUSED_FIELD = "refusedByTheDatabase";
+    public static final String REFUSED_FIELD = "refusedByTheDatabase";
 
     private final String bootstrapServers;
     private final String topic;
@@ -51,7 +51,7 @@ final class ContinuousProducer implements AutoCloseable {
     private long refusedIds;
     private volatile Throwable failure;
 
-    ContinuousProducer(String bootstrapServers, String topic, long minimumRecords, int recordsPerSecond,
+    public ContinuousProducer(String bootstrapServers, String topic, long minimumRecords, int recordsPerSecond,
             int maxMessageBytes, int maxIdLength) {
         this.bootstrapServers = bootstrapServers;
         this.topic = topic;
@@ -63,7 +63,7 @@ final class ContinuousProducer implements AutoCloseable {
         thread.setDaemon(true); // a producer stuck on a dead broker must not keep the test JVM alive
     }
 
-    void start() {
+    public void start() {
         thread.start();
     }
 
@@ -111,12 +111,12 @@ final class ContinuousProducer implements AutoCloseable {
         }
     }
 
-    long recordsSent() {
+    public long recordsSent() {
         return recordsSent.get();
     }
 
     /** Asks the producer to stop once the minimum is out, and waits until every record is acknowledged. */
-    GroundTruth stopAndAwait(long timeoutMillis) throws InterruptedException {
+    public GroundTruth stopAndAwait(long timeoutMillis) throws InterruptedException {
         stopRequested.set(true);
         thread.join(timeoutMillis);
         if (thread.isAlive()) {
@@ -135,7 +135,7 @@ final class ContinuousProducer implements AutoCloseable {
      *
      * @param refusedIds unique ids (among {@code uniqueIds}) that PostgreSQL refuses
      */
-    record GroundTruth(long records, long uniqueIds, long poisonRecords, long refusedIds) {}
+    public record GroundTruth(long records, long uniqueIds, long poisonRecords, long refusedIds) {}
 
     private static byte[] utf8(String text) {
         return text.getBytes(StandardCharsets.UTF_8);

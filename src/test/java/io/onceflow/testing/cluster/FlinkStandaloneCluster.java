@@ -33,6 +33,8 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
     private static final String TASK_MANAGER_MAIN = "org.apache.flink.runtime.taskexecutor.TaskManagerRunner";
     private static final String BASH_JAVA_UTILS = "org.apache.flink.runtime.util.bash.BashJavaUtils";
     private static final String RESULT_PREFIX = "BASH_JAVA_UTILS_EXEC_RESULT:";
+    /** Each process gets a free port of its own rather than the range config.yaml gives. */
+    private static final String METRICS_PORT = "metrics.reporter.prom.port";
     private static final Duration START_TIMEOUT = Duration.ofSeconds(90);
 
     private final Path directory;
@@ -41,10 +43,12 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
     private final FlinkRestClient rest;
     private final List<TaskManager> taskManagers = new ArrayList<>();
     private JvmProcess jobManager;
+    private final int jobManagerMetricsPort = ServiceClasspath.freePort();
     private int taskManagersStarted;
 
     /** A running TaskManager: its resource id (as the REST API shows it), process and working directory. */
-    public record TaskManager(String resourceId, JvmProcess process, Path directory) {}
+    /** A TaskManager process, its working directory and the port of its Prometheus reporter. */
+    public record TaskManager(String resourceId, JvmProcess process, Path directory, int metricsPort) {}
 
     private FlinkStandaloneCluster(Path directory) {
         this.directory = directory;
@@ -122,13 +126,20 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
         return directory.resolve("savepoints").toUri().toString();
     }
 
+    /** The port where the JobManager's Prometheus reporter serves {@code /metrics}. */
+    public int jobManagerMetricsPort() {
+        return jobManagerMetricsPort;
+    }
+
     public FlinkRestClient rest() {
         return rest;
     }
 
     private void startJobManager() {
         jobManager = startFlinkProcess("jobmanager", JOB_MANAGER_MAIN, "GET_JM_RESOURCE_PARAMS",
-                CoreOptions.FLINK_JM_JVM_OPTIONS, directory, List.of("--executionMode", "cluster"));
+                CoreOptions.FLINK_JM_JVM_OPTIONS, directory, List.of("-D", METRICS_PORT + "=" + jobManagerMetricsPort,
+                        // the entrypoint stops reading options at this one: what follows it is ignored
+                        "--executionMode", "cluster"));
         long deadline = System.nanoTime() + START_TIMEOUT.toNanos();
         while (true) {
             try {
@@ -147,10 +158,12 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
     public TaskManager startTaskManager() {
         String resourceId = "taskmanager-" + (++taskManagersStarted);
         Path tmDirectory = directory.resolve(resourceId);
+        int metricsPort = ServiceClasspath.freePort();
         JvmProcess process = startFlinkProcess(resourceId, TASK_MANAGER_MAIN, "GET_TM_RESOURCE_PARAMS",
                 CoreOptions.FLINK_TM_JVM_OPTIONS, tmDirectory,
-                List.of("-D", "taskmanager.resource-id=" + resourceId, "-D", "io.tmp.dirs=" + tmDirectory.resolve("tmp")));
-        TaskManager taskManager = new TaskManager(resourceId, process, tmDirectory);
+                List.of("-D", "taskmanager.resource-id=" + resourceId, "-D", "io.tmp.dirs=" + tmDirectory.resolve("tmp"),
+                        "-D", METRICS_PORT + "=" + metricsPort));
+        TaskManager taskManager = new TaskManager(resourceId, process, tmDirectory, metricsPort);
         taskManagers.add(taskManager);
         return taskManager;
     }

@@ -1,0 +1,235 @@
+package io.onceflow.deploy;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
+import io.onceflow.config.OnceflowConfig;
+import io.onceflow.job.OnceflowJob;
+import io.onceflow.testing.Ledger;
+import io.onceflow.testing.cluster.ClusterHarness;
+import io.onceflow.testing.cluster.ContinuousProducer;
+import io.onceflow.testing.cluster.FlinkRestClient;
+import io.onceflow.testing.cluster.FlinkStandaloneCluster;
+import io.onceflow.testing.cluster.PrometheusScrape;
+import io.onceflow.tools.generator.EventGenerator;
+import java.io.IOException;
+import java.math.BigDecimal;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.sql.Connection;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The metrics that show the guarantee at work, as Prometheus gets them: the project's
+ * {@code flink-conf/} (Prometheus reporter on) on a real cluster, the job with both exactly-once
+ * sinks and the ledger's effect function, and input with duplicates, poison, rows the database
+ * refuses and payments the ledger rejects, produced as a backlog so that the consumer lags. Scrapes
+ * the TaskManager and the JobManager like Prometheus does, and checks that every onceflow metric is
+ * there with a value that the input explains; then that every metric the alerting rules and the
+ * dashboard in {@code deploy/monitoring/} use is one this scrape returned, so they cannot drift apart.
+ */
+class PrometheusMetricsIT {
+    private static final String OPERATOR = "flink_taskmanager_job_task_operator_";
+    private static final String JOB = "flink_jobmanager_job_";
+    private static final String IDS_IN_STATE = "column_family_rocksdb_estimate_num_keys";
+    private static final Path MONITORING = Path.of("deploy", "monitoring");
+    private static final int BACKLOG = 20_000;
+    private static final Duration TIMEOUT = Duration.ofMinutes(3);
+    /** A metric name in a PromQL expression, or a regular expression over names ({__name__=~"..."}). */
+    private static final Pattern METRIC_NAME = Pattern.compile("\\bflink_[A-Za-z0-9_]+");
+    private static final Pattern NAME_REGEX = Pattern.compile("__name__=~\"([^\"]+)\"");
+    /** Where rules ({@code expr}) and Grafana (panels: {@code expr}, variables: {@code definition}) hold PromQL. */
+    private static final Set<String> QUERY_FIELDS = Set.of("expr", "definition");
+
+    @Test
+    void theGuaranteesMetricsReachPrometheusAndTheAlertsAndDashboardUseOnlyWhatItScrapes() throws Exception {
+        try (ClusterHarness cluster = ClusterHarness.start(1, 2)) {
+            FlinkRestClient rest = cluster.flink().rest();
+            Path jobProperties = defineJob(cluster);
+            ContinuousProducer.GroundTruth truth;
+            try (ContinuousProducer producer = new ContinuousProducer(cluster.kafka().bootstrapServers(),
+                    "metrics-in", BACKLOG, 20_000, 4096, 64)) {
+                producer.start();
+                truth = producer.stopAndAwait(TIMEOUT.toMillis());
+            }
+            String jobId = rest.runJar(rest.uploadJar(ClusterHarness.jobJar()),
+                    List.of("--config", jobProperties.toString()), null);
+            FlinkStandaloneCluster.TaskManager taskManager = cluster.flink().taskManagers().get(0);
+
+            double mostPendingRecords = 0;
+            long expectedRows = truth.uniqueIds() - truth.refusedIds();
+            long deadline = System.nanoTime() + TIMEOUT.toNanos();
+            while (rows(cluster) < expectedRows) {
+                assertThat(System.nanoTime()).as("%d rows in PostgreSQL within %s", expectedRows, TIMEOUT)
+                        .isLessThan(deadline);
+                mostPendingRecords = Math.max(mostPendingRecords, scrapeIfUp(taskManager.metricsPort())
+                        .sum(OPERATOR + "pendingRecords"));
+                Thread.sleep(500);
+            }
+            // the committer's metrics move one checkpoint after the rows become visible
+            while (rest.checkpointCounts(jobId).path("completed").asLong() < 3
+                    || PrometheusScrape.of(taskManager.metricsPort()).sum(OPERATOR + "successfulCommittables") == 0) {
+                assertThat(System.nanoTime()).as("committers' metrics within %s", TIMEOUT).isLessThan(deadline);
+                Thread.sleep(500);
+            }
+            PrometheusScrape scrape = PrometheusScrape.of(taskManager.metricsPort())
+                    .and(PrometheusScrape.of(cluster.flink().jobManagerMetricsPort()));
+            Files.writeString(Path.of("target", "onceflow-metrics-scrape.txt"),
+                    String.join("\n", scrape.names()));
+            System.out.printf("SUMMARY input=%s mostPendingRecords=%.0f scrapedNames=%d idsInState=%s%n", truth,
+                    mostPendingRecords, scrape.names().size(), scrape.samples(OPERATOR + IDS_IN_STATE));
+
+            assertThat(mostPendingRecords).as("the Kafka source's pendingRecords while it worked off the backlog")
+                    .isPositive();
+            assertThat(scrape.sum(OPERATOR + "eventsAccepted")).as("eventsAccepted")
+                    .isEqualTo(truth.records() - truth.poisonRecords());
+            assertThat(scrape.sum(OPERATOR + "eventsForwarded")).as("eventsForwarded").isEqualTo(truth.uniqueIds());
+            assertThat(scrape.sum(OPERATOR + "duplicatesDropped")).as("duplicatesDropped")
+                    .isEqualTo(truth.records() - truth.poisonRecords() - truth.uniqueIds());
+            assertThat(sumMatching(scrape, OPERATOR + "deadLetters_.+")).as("dead letters by reason")
+                    .isEqualTo(truth.poisonRecords());
+            assertThat(scrape.sum(OPERATOR + "rowsRejected")).as("rowsRejected").isEqualTo(truth.refusedIds());
+            for (String positive : List.of("transactionsPrepared", "rowsPerTransaction_count", "commitLatencyMs_count",
+                    "successfulCommittables", "effectsApplied", "effectsRejected", "numRecordsIn",
+                    IDS_IN_STATE)) {
+                assertThat(scrape.names()).as("scraped metric names").contains(OPERATOR + positive);
+                assertThat(scrape.sum(OPERATOR + positive)).as(OPERATOR + positive).isPositive();
+            }
+            assertThat(scrape.samples(OPERATOR + IDS_IN_STATE).stream()
+                    .filter(sample -> "seen_message_ids".equals(sample.labels().get("column_family")))
+                    .mapToDouble(PrometheusScrape.Sample::value).sum())
+                    .as("RocksDB's estimate of the ids in dedup state").isPositive();
+            for (String present : List.of("pendingCommittables", "effectsFailed", "transactionsRolledBackOnRecovery",
+                    "olderAttemptsFenced", "commitLatencyMs", "KafkaSourceReader_KafkaConsumer_records_lag_max")) {
+                assertThat(scrape.names()).as("scraped metric names").contains(OPERATOR + present);
+            }
+            for (String present : List.of("numberOfCompletedCheckpoints", "numberOfFailedCheckpoints",
+                    "lastCheckpointDuration", "numRestarts")) {
+                assertThat(scrape.names()).as("scraped metric names").contains(JOB + present);
+            }
+            assertThat(scrape.sum(JOB + "numberOfCompletedCheckpoints")).isPositive();
+
+            Map<String, Set<String>> unknownByFile = new TreeMap<>();
+            for (Path file : monitoringFiles()) {
+                Set<String> unknown = new TreeSet<>();
+                for (String expression : promqlExpressions(file)) {
+                    Matcher regex = NAME_REGEX.matcher(expression);
+                    while (regex.find()) {
+                        if (scrape.names().stream().noneMatch(name -> name.matches(regex.group(1)))) {
+                            unknown.add("__name__=~\"" + regex.group(1) + "\"");
+                        }
+                    }
+                    Matcher name = METRIC_NAME.matcher(NAME_REGEX.matcher(expression).replaceAll(""));
+                    while (name.find()) {
+                        if (!scrape.names().contains(name.group())) {
+                            unknown.add(name.group());
+                        }
+                    }
+                }
+                if (!unknown.isEmpty()) {
+                    unknownByFile.put(file.toString(), unknown);
+                }
+            }
+            assertThat(unknownByFile).as("metric names in deploy/monitoring/ that the scrape did not return"
+                    + " (the scrape's names are in target/onceflow-metrics-scrape.txt)").isEmpty();
+        }
+    }
+
+    private static Path defineJob(ClusterHarness cluster) throws Exception {
+        cluster.kafka().createTopic("metrics-in", 2);
+        cluster.kafka().createTopic("metrics-out", 2);
+        cluster.kafka().createTopic("metrics-dlq", 1);
+        Map<String, String> job = new TreeMap<>();
+        job.put("kafka.bootstrap.servers", cluster.kafka().bootstrapServers());
+        job.put("input.topics", "metrics-in");
+        job.put("input.group.id", "metrics");
+        job.put("input.starting.offsets", "earliest");
+        job.put("output.topic", "metrics-out");
+        job.put("dead.letter.topic", "metrics-dlq");
+        job.put("kafka.transactional.id.prefix", "metrics");
+        job.put("message.max.bytes", "4096");
+        job.put("message.id.max.length", "64");
+        job.put("checkpoint.interval", "1s");
+        job.put("state.backend", "rocksdb");
+        job.put("parallelism", "2");
+        job.put("postgres.url", cluster.postgres().jdbcUrl());
+        job.put("postgres.user", cluster.postgres().user());
+        job.put("postgres.sink.prefix", "metrics");
+        job.put("postgres.effect.function", Ledger.FUNCTION);
+        try (Connection connection = cluster.postgres().connect()) {
+            Ledger.install(connection);
+            Ledger.openAccounts(connection, EventGenerator.ACCOUNTS, new BigDecimal("1000.00"), true);
+            // the job's tables before the job, so that the user's CHECK constraint is there before any row
+            OnceflowJob.schema(OnceflowConfig.fromMap(job, Map.of()).postgres().orElseThrow()).createIfMissing(connection);
+        }
+        cluster.postgres().execute("ALTER TABLE onceflow_events ADD CONSTRAINT metrics_refuses CHECK (payload->>'"
+                + ContinuousProducer.REFUSED_FIELD + "' IS NULL)");
+        Path file = cluster.directory().resolve("metrics-job.properties");
+        StringBuilder properties = new StringBuilder();
+        job.forEach((key, value) -> properties.append(key).append(" = ").append(value).append('\n'));
+        Files.writeString(file, properties);
+        return file;
+    }
+
+    private static long rows(ClusterHarness cluster) {
+        return Long.parseLong(cluster.postgres().rows("SELECT count(*) FROM onceflow_events").get(0));
+    }
+
+    /** The TaskManager's metrics, or none while its reporter is not up yet. */
+    private static PrometheusScrape scrapeIfUp(int port) {
+        try {
+            return PrometheusScrape.of(port);
+        } catch (IOException notYet) {
+            return PrometheusScrape.empty();
+        }
+    }
+
+    private static double sumMatching(PrometheusScrape scrape, String nameRegex) {
+        return scrape.names().stream().filter(name -> name.matches(nameRegex)).mapToDouble(scrape::sum).sum();
+    }
+
+    private static List<Path> monitoringFiles() throws IOException {
+        try (Stream<Path> files = Files.walk(MONITORING)) {
+            List<Path> found = files.filter(Files::isRegularFile)
+                    .filter(file -> file.toString().endsWith("-alerts.yaml") || file.toString().endsWith("-dashboard.json"))
+                    .sorted().toList();
+            assertThat(found).as("alerting rules and dashboards in " + MONITORING).hasSizeGreaterThanOrEqualTo(2);
+            return found;
+        }
+    }
+
+    /** The PromQL of every alerting rule, or of every dashboard panel and variable. */
+    private static List<String> promqlExpressions(Path file) throws IOException {
+        ObjectMapper mapper = file.toString().endsWith(".json") ? new ObjectMapper() : new ObjectMapper(new YAMLFactory());
+        List<String> expressions = new ArrayList<>();
+        collectExpressions(mapper.readTree(file.toFile()), expressions);
+        assertThat(expressions).as("PromQL expressions in " + file).isNotEmpty();
+        return expressions;
+    }
+
+    private static void collectExpressions(JsonNode node, List<String> into) {
+        if (node.isObject()) {
+            node.fields().forEachRemaining(field -> {
+                if (QUERY_FIELDS.contains(field.getKey()) && field.getValue().isTextual()) {
+                    into.add(field.getValue().asText());
+                } else {
+                    collectExpressions(field.getValue(), into);
+                }
+            });
+        } else if (node.isArray()) {
+            node.forEach(element -> collectExpressions(element, into));
+        }
+    }
+}
