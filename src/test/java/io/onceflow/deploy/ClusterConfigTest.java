@@ -11,8 +11,6 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.ConfigOption;
 import org.apache.flink.configuration.Configuration;
@@ -26,19 +24,13 @@ import org.junit.jupiter.api.io.TempDir;
 
 /** {@code flink-conf/config.yaml} as Flink 2.2 reads it, against what the job sets and what the comments promise. */
 class ClusterConfigTest {
-    private static final Path FLINK_CONF = Path.of("flink-conf");
-
-    private static Configuration cluster() {
-        return GlobalConfiguration.loadConfiguration(FLINK_CONF.toString());
-    }
-
     @Test
     void theClustersCheckpointDefaultsAreTheJobsDefaults() {
         OnceflowConfig defaults = OnceflowConfig.fromMap(Map.of(
                 "kafka.bootstrap.servers", "kafka:9092", "input.topics", "in", "input.group.id", "g",
                 "output.topic", "out", "dead.letter.topic", "dlq", "kafka.transactional.id.prefix", "p"), Map.of());
         Configuration job = OnceflowJob.flinkConfiguration(defaults);
-        Configuration cluster = cluster();
+        Configuration cluster = ProjectFiles.clusterConfig();
 
         for (ConfigOption<?> option : List.of(CheckpointingOptions.CHECKPOINTING_INTERVAL,
                 CheckpointingOptions.CHECKPOINTING_TIMEOUT, CheckpointingOptions.MIN_PAUSE_BETWEEN_CHECKPOINTS,
@@ -59,18 +51,16 @@ class ClusterConfigTest {
     }
 
     @Test
-    void theJava17OptionsIncludeTheExportsFlinkShipsForTableAndSql() throws IOException {
-        String options = cluster().get(CoreOptions.FLINK_JVM_OPTIONS);
+    void theJava17OptionsIncludeTheExportsFlinkShipsForTableAndSql() {
+        String options = ProjectFiles.clusterConfig().get(CoreOptions.FLINK_JVM_OPTIONS);
 
         for (String javac : List.of("api", "file", "parser", "tree", "util")) {
             assertThat(options).contains("--add-exports=jdk.compiler/com.sun.tools.javac." + javac + "=ALL-UNNAMED");
         }
         assertThat(options).contains("--add-opens=java.base/java.util=ALL-UNNAMED");
-        Matcher testJvmOptions = Pattern.compile("<flink.jvm.opens>([^<]+)</flink.jvm.opens>").matcher(Files.readString(Path.of("pom.xml")));
-        assertThat(testJvmOptions.find()).isTrue();
         assertThat(List.of(options.trim().split("\\s+")))
                 .as("the cluster's options and the test JVMs' (pom.xml, flink.jvm.opens)")
-                .containsExactlyInAnyOrder(testJvmOptions.group(1).trim().split("\\s+"));
+                .containsExactlyInAnyOrder(ProjectFiles.pomProperties().get("flink.jvm.opens").split("\\s+"));
     }
 
     /**
@@ -79,7 +69,7 @@ class ClusterConfigTest {
      */
     @Test
     void aDeadTaskManagerIsNoticedBeforeTheFirstRestart() {
-        Configuration cluster = cluster();
+        Configuration cluster = ProjectFiles.clusterConfig();
         Duration noticed = cluster.get(HeartbeatManagerOptions.HEARTBEAT_INTERVAL)
                 .multipliedBy(cluster.get(HeartbeatManagerOptions.HEARTBEAT_RPC_FAILURE_THRESHOLD));
         Duration firstRestart = cluster.get(RestartStrategyOptions.RESTART_STRATEGY_EXPONENTIAL_DELAY_INITIAL_BACKOFF);

@@ -19,12 +19,10 @@ import java.util.List;
 import java.util.Map;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
-import javax.xml.parsers.DocumentBuilderFactory;
 import org.apache.flink.configuration.GlobalConfiguration;
 import org.apache.flink.configuration.MemorySize;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-import org.w3c.dom.Element;
 
 /**
  * {@code docker-compose.yml} cannot run here (no Docker), so this checks it against what the tests do
@@ -36,16 +34,9 @@ class ComposeFileTest {
     private static Map<String, String> pomProperties;
 
     @BeforeAll
-    static void readFiles() throws Exception {
+    static void readFiles() throws IOException {
         services = new ObjectMapper(new YAMLFactory()).readTree(Path.of("docker-compose.yml").toFile()).path("services");
-        Element properties = (Element) DocumentBuilderFactory.newInstance().newDocumentBuilder()
-                .parse(Path.of("pom.xml").toFile()).getElementsByTagName("properties").item(0);
-        pomProperties = new HashMap<>();
-        for (var node = properties.getFirstChild(); node != null; node = node.getNextSibling()) {
-            if (node instanceof Element property) {
-                pomProperties.put(property.getTagName(), property.getTextContent().strip());
-            }
-        }
+        pomProperties = ProjectFiles.pomProperties();
     }
 
     /** A string as the container gets it: Compose turns {@code $$} into {@code $} and substitutes a lone {@code $}. */

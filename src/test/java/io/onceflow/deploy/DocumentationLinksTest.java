@@ -21,7 +21,7 @@ class DocumentationLinksTest {
     private static final Pattern LINK = Pattern.compile("\\]\\((?!https?:|#)([^)#\\s]+)[^)]*\\)");
     /** A repository path in backticks, e.g. `flink-conf/config.yaml` or `docs/operations.md`. */
     private static final Pattern QUOTED_PATH = Pattern.compile(
-            "`((?:docs|flink-conf|examples|docker|src)/[A-Za-z0-9_./-]*[A-Za-z0-9_])`");
+            "`((?:docs|flink-conf|examples|docker|deploy|src)/[A-Za-z0-9_./-]*[A-Za-z0-9_])`");
 
     @Test
     void everyDocumentReferenceResolvesInsideTheRepository() throws IOException {
