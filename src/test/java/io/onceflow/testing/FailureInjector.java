@@ -26,7 +26,12 @@ public final class FailureInjector implements EventProcessor, CheckpointedFuncti
     public enum Moment {
         /** Before this subtask took its first snapshot: nothing has been committed yet. */
         BEFORE_FIRST_CHECKPOINT,
-        /** After a snapshot (the sinks pre-committed) and before that checkpoint's completion notice. */
+        /**
+         * After a snapshot (the sinks pre-committed) and before that checkpoint's completion notice, once
+         * an earlier checkpoint has completed: so there is committed output, pending output, and a
+         * retained checkpoint to resume from (on a loaded machine the first checkpoint's snapshot can
+         * come before the threshold is reached, and a crash then leaves no checkpoint at all).
+         */
         AFTER_SNAPSHOT_BEFORE_COMPLETION,
         /** After a checkpoint's completion notice (its transactions are being or have been committed). */
         AFTER_COMPLETION
@@ -113,7 +118,7 @@ public final class FailureInjector implements EventProcessor, CheckpointedFuncti
             case BEFORE_FIRST_CHECKPOINT:
                 return lastSnapshot == 0;
             case AFTER_SNAPSHOT_BEFORE_COMPLETION:
-                return lastSnapshot > lastCompleted && eventsSinceSnapshot > 0;
+                return lastCompleted > 0 && lastSnapshot > lastCompleted && eventsSinceSnapshot > 0;
             case AFTER_COMPLETION:
                 return lastCompleted > 0 && lastCompleted == lastSnapshot && eventsSinceCompletion > 0;
             default:
