@@ -24,7 +24,9 @@ import java.util.List;
  *
  * Records/s is the input records over the time from every JVM started (its marker line in the log)
  * until that many records are visible to a {@code read_committed} consumer of the output topic. CPU
- * is this JVM's (the broker, the probe) plus the child JVMs' from their markers on.
+ * is this JVM's (the broker, the probe) plus the child JVMs' from their markers on. Once they have
+ * ended, the output must hold exactly that many records: more would mean duplicates passed, and the
+ * awaited count was reached early.
  */
 final class KafkaOnlyScenario {
     /** Kafka's name for a copier's status line once it copies; the first comes after initTransactions. */
@@ -40,6 +42,8 @@ final class KafkaOnlyScenario {
     /** Kept after the run (the work directory is not): the child JVMs' logs, to see what they did. */
     private static final Path LOG_DIRECTORY = Path.of("target", "bench-logs");
     private static final Duration START_TIMEOUT = Duration.ofMinutes(2);
+    /** Well beyond the probe's poll interval, so that it has seen every committed record. */
+    private static final long PROBE_SETTLE_MILLIS = 2000;
     private static final Duration STOP_GRACE = Duration.ofSeconds(60);
 
     private final Workload workload;
@@ -108,6 +112,13 @@ final class KafkaOnlyScenario {
                 ScenarioResult result = measurement.throughputOnly(name, workload.inputRecords(), seconds, cpu,
                         ResourceMeter.peakRssBytes() + jvms.peakRssBytes());
                 ending.end(jvms);
+                // everything is committed now: more records than expected would mean that the figure
+                // above was reached early (duplicates passed), fewer cannot be (it was awaited)
+                Thread.sleep(PROBE_SETTLE_MILLIS);
+                if (probes.visibleRecords() != expectedRecords) {
+                    throw new IllegalStateException(String.format("%s wrote %,d records, expected %,d", name,
+                            probes.visibleRecords(), expectedRecords));
+                }
                 return result;
             }
         }
