@@ -24,6 +24,13 @@ public final class TestPostgres {
     public static final String EXTERNAL_PASSWORD_ENV = "ONCEFLOW_TEST_POSTGRES_PASSWORD";
     /** Two-phase commit needs prepared transactions; PostgreSQL's default of 0 forbids them. */
     public static final int MAX_PREPARED_TRANSACTIONS = 64;
+    /**
+     * Set to {@code true} (before the first {@link #shared()}) for an embedded server with PostgreSQL's
+     * own durability defaults, {@code fsync} and {@code synchronous_commit} on: what the benchmark
+     * measures. Unset, tests get a faster server that may lose committed transactions in an OS crash
+     * (never in a server crash, which is all that {@link #restart()} simulates).
+     */
+    public static final String DURABLE_PROPERTY = "onceflow.test.postgres.durable";
 
     private static TestPostgres shared;
 
@@ -81,8 +88,11 @@ public final class TestPostgres {
                 // kept across restart(); the temp directory goes with the machine's tmp cleanup
                 .setCleanDataDirectory(false)
                 .setServerConfig("max_prepared_transactions", String.valueOf(MAX_PREPARED_TRANSACTIONS))
-                .setServerConfig("max_connections", "200")
-                .setServerConfig("fsync", "off");
+                .setServerConfig("max_connections", "200");
+        // zonky turns synchronous_commit off by default: durable means both settings back on
+        boolean durable = Boolean.getBoolean(DURABLE_PROPERTY);
+        builder.setServerConfig("fsync", durable ? "on" : "off")
+                .setServerConfig("synchronous_commit", durable ? "on" : "off");
         return port > 0 ? builder.setPort(port) : builder;
     }
 

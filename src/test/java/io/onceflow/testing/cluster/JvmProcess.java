@@ -5,6 +5,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.OptionalInt;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -79,6 +80,11 @@ public final class JvmProcess {
 
     public boolean isAlive() {
         return process.isAlive();
+    }
+
+    /** The exit status once the process has ended (and been reaped); empty while it runs. */
+    public OptionalInt exitValue() {
+        return process.isAlive() ? OptionalInt.empty() : OptionalInt.of(process.exitValue());
     }
 
     /**

@@ -20,12 +20,16 @@ import org.apache.flink.util.TimeUtils;
  * bench.duplicate.ratio    share of re-sent records (default 0.10)
  * bench.checkpoint.interval the jobs' checkpoint interval, a job duration such as 1s (default 1s)
  * bench.parallelism        the jobs' parallelism (default 2)
- * bench.scenarios          comma-separated subset of raw,alo,eo,effect,state (default all; effect: eo with
- *                          the ledger's effect function, one UPDATE per payment)
+ * bench.scenarios          comma-separated subset of raw,alo,jdbc-alo,eo,effect,streams,copier,state (default
+ *                          all; jdbc-alo: alo with flink-connector-jdbc's JdbcSink as the PostgreSQL sink; effect:
+ *                          eo with the ledger's effect function, one UPDATE per payment; streams: a Kafka Streams
+ *                          exactly-once dedup, Kafka only; copier: Kafka's TransactionalMessageCopier, Kafka only)
  * bench.state.ids          ids preloaded into dedup state for the "state" scenario (default 1000000,10000000)
  * bench.latency.rate       records/s of the paced latency phase (default 1000)
  * bench.latency.seconds    length of the latency phase (default 10)
  * bench.json               also write the results as JSON to this file (default: none)
+ * bench.postgres.durable   PostgreSQL with fsync and synchronous_commit on (default true); false for the
+ *                          faster fsync=off server the tests use
  * </pre>
  */
 record BenchSettings(
@@ -38,14 +42,21 @@ record BenchSettings(
         List<Long> preloadedIds,
         int latencyRate,
         int latencySeconds,
-        Optional<Path> json) {
+        Optional<Path> json,
+        boolean postgresDurable) {
 
     static final String RAW = "raw";
     static final String AT_LEAST_ONCE = "alo";
+    static final String JDBC_AT_LEAST_ONCE = "jdbc-alo";
     static final String EXACTLY_ONCE = "eo";
     static final String STATE = "state";
     static final String EFFECT = "effect";
-    private static final String ALL_SCENARIOS = String.join(",", RAW, AT_LEAST_ONCE, EXACTLY_ONCE, EFFECT, STATE);
+    static final String STREAMS = "streams";
+    static final String COPIER = "copier";
+    private static final List<String> ALL_SCENARIOS =
+            List.of(RAW, AT_LEAST_ONCE, JDBC_AT_LEAST_ONCE, EXACTLY_ONCE, EFFECT, STREAMS, COPIER, STATE);
+    /** The scenarios that run the onceflow job, which a discarded run warms up for. */
+    static final Set<String> JOB_SCENARIOS = Set.of(AT_LEAST_ONCE, JDBC_AT_LEAST_ONCE, EXACTLY_ONCE, EFFECT, STATE);
 
     static BenchSettings fromSystemProperties() {
         String json = System.getProperty("bench.json", "");
@@ -55,19 +66,21 @@ record BenchSettings(
                 Double.parseDouble(property("bench.duplicate.ratio", "0.10")),
                 property("bench.checkpoint.interval", "1s"),
                 Integer.parseInt(property("bench.parallelism", "2")),
-                Arrays.stream(property("bench.scenarios", ALL_SCENARIOS).split(","))
+                Arrays.stream(property("bench.scenarios", String.join(",", ALL_SCENARIOS)).split(","))
                         .map(s -> s.trim().toLowerCase(Locale.ROOT))
                         .collect(Collectors.toCollection(java.util.LinkedHashSet::new)),
                 Arrays.stream(property("bench.state.ids", "1000000,10000000").split(","))
                         .map(String::trim).filter(s -> !s.isEmpty()).map(Long::parseLong).toList(),
                 Integer.parseInt(property("bench.latency.rate", "1000")),
                 Integer.parseInt(property("bench.latency.seconds", "10")),
-                json.isBlank() ? Optional.empty() : Optional.of(Path.of(json)));
+                json.isBlank() ? Optional.empty() : Optional.of(Path.of(json)),
+                Boolean.parseBoolean(property("bench.postgres.durable", "true")));
     }
 
     BenchSettings {
-        if (!Set.of(RAW, AT_LEAST_ONCE, EXACTLY_ONCE, EFFECT, STATE).containsAll(scenarios)) {
-            throw new IllegalArgumentException("bench.scenarios must be a subset of " + ALL_SCENARIOS + ", got " + scenarios);
+        if (!ALL_SCENARIOS.containsAll(scenarios)) {
+            throw new IllegalArgumentException("bench.scenarios must be a subset of " + String.join(",", ALL_SCENARIOS)
+                    + ", got " + scenarios);
         }
         if (events <= 0 || payloadBytes < 0 || parallelism <= 0 || latencyRate <= 0 || latencySeconds < 0) {
             throw new IllegalArgumentException("bench.events, bench.parallelism and bench.latency.rate must be positive");
@@ -92,8 +105,9 @@ record BenchSettings(
     @Override
     public String toString() {
         return String.format(Locale.ROOT, "events=%,d payload=%dB duplicates=%.0f%% checkpoint=%s parallelism=%d"
-                        + " scenarios=%s preloaded ids=%s latency=%d/s for %ds",
+                        + " scenarios=%s preloaded ids=%s latency=%d/s for %ds postgres=%s",
                 events, payloadBytes, duplicateRatio * 100, checkpointInterval, parallelism, scenarios,
-                preloadedIds, latencyRate, latencySeconds);
+                preloadedIds, latencyRate, latencySeconds,
+                postgresDurable ? "durable (fsync, synchronous_commit on)" : "fsync off, synchronous_commit off");
     }
 }

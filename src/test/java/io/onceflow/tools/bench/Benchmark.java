@@ -33,15 +33,20 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 /**
  * The benchmark command ({@code mvn -Pbench verify}, see docs/benchmarks.md): on one machine, in one
  * run, over the same generated input, measures the raw limit (Kafka copy + COPY, no Flink), the job
- * with at-least-once sinks, the job with exactly-once sinks, and the exactly-once job with 1M and 10M
- * ids already tracked in dedup state; prints a table and the ratios, and optionally writes JSON.
+ * with at-least-once sinks (ours, and flink-connector-jdbc's JdbcSink for PostgreSQL), the job with
+ * exactly-once sinks, the exactly-once job with 1M and 10M ids already tracked in dedup state, and
+ * two Kafka-only exactly-once systems (a Kafka Streams dedup, Kafka's transactional copier); prints
+ * a table and the ratios, and optionally writes JSON.
  *
  * <p>Everything runs on embedded services: the Kafka broker and the Flink MiniCluster inside this
- * JVM, PostgreSQL as a separate server process. CPU is this JVM's plus PostgreSQL's, so it includes
- * the broker's work and the benchmark's own clients. Timings are for ratios within one run on one
- * machine, never for assertions.
+ * JVM, PostgreSQL as a separate server process (durable unless {@code bench.postgres.durable=false}),
+ * the Kafka-only systems as child JVMs. CPU is this JVM's plus its children's plus PostgreSQL's, so it
+ * includes the broker's work and the benchmark's own clients. Timings are for ratios within one run
+ * on one machine, never for assertions.
  */
 public final class Benchmark {
+    /** Partitions of the input topic (and of every output topic: PipelineScenario's). */
+    static final int INPUT_PARTITIONS = 4;
     /** Managed memory of the MiniCluster's TaskManager, shared by the RocksDB instances of its slots. */
     private static final MemorySize MANAGED_MEMORY = MemorySize.parse("512m");
     private static final int CHECKPOINT_HISTORY = 10_000;
@@ -68,6 +73,8 @@ public final class Benchmark {
     private static void run() throws Exception {
         BenchSettings settings = BenchSettings.fromSystemProperties();
         say("settings: " + settings);
+        // before the server starts (postgresPid below), and for this JVM only: the tests keep fsync off
+        System.setProperty(TestPostgres.DURABLE_PROPERTY, String.valueOf(settings.postgresDurable()));
         say("starting the embedded Kafka broker and PostgreSQL...");
         TestKafka kafka = TestKafka.shared();
         ResourceMeter meter = new ResourceMeter(postgresPid());
@@ -87,13 +94,18 @@ public final class Benchmark {
         }
         MiniCluster cluster = startMiniCluster(settings.parallelism());
         try {
-            if (settings.scenarios().stream().anyMatch(s -> !s.equals(BenchSettings.RAW))) {
+            if (settings.scenarios().stream().anyMatch(BenchSettings.JOB_SCENARIOS::contains)) {
                 warmUp(kafka, cluster, settings, meter, work);
             }
-            JobScenario jobs = new JobScenario(cluster, settings, inputTopic, settings.events(), uniqueIds, meter, work);
+            Workload workload = new Workload(settings, inputTopic, settings.events(), uniqueIds, meter, work);
+            JobScenario jobs = new JobScenario(cluster, workload);
             if (settings.scenarios().contains(BenchSettings.AT_LEAST_ONCE)) {
                 results.add(jobs.run(Report.AT_LEAST_ONCE, jobs.newScenario("bench-alo", "at-least-once"),
                         Optional.empty(), 0));
+            }
+            if (settings.scenarios().contains(BenchSettings.JDBC_AT_LEAST_ONCE)) {
+                results.add(jobs.run(Report.JDBC_AT_LEAST_ONCE, jobs.newScenario("bench-jdbc-alo", "at-least-once"),
+                        Optional.empty(), 0, JdbcAtLeastOnceSink::inPlaceOfOurs));
             }
             if (settings.scenarios().contains(BenchSettings.EXACTLY_ONCE)) {
                 results.add(jobs.run(Report.EXACTLY_ONCE, jobs.newScenario("bench-eo", "exactly-once"),
@@ -108,6 +120,13 @@ public final class Benchmark {
                     Ledger.openAccounts(ledger, EventGenerator.ACCOUNTS, LEDGER_OPENING_BALANCE, false);
                 }
                 results.add(jobs.run(Report.EXACTLY_ONCE_WITH_EFFECT, scenario, Optional.empty(), 0));
+            }
+            KafkaOnlyScenario kafkaOnly = new KafkaOnlyScenario(workload);
+            if (settings.scenarios().contains(BenchSettings.STREAMS)) {
+                results.add(kafkaOnly.streams());
+            }
+            if (settings.scenarios().contains(BenchSettings.COPIER)) {
+                results.add(kafkaOnly.copier());
             }
             if (settings.scenarios().contains(BenchSettings.STATE)) {
                 StatePreloader preloader = new StatePreloader(cluster, settings.parallelism());
@@ -140,7 +159,7 @@ public final class Benchmark {
      */
     private static GeneratedInput produceInput(TestKafka kafka, String topic, BenchSettings settings, long records,
             long seed) {
-        kafka.createTopics(4, topic);
+        kafka.createTopics(INPUT_PARTITIONS, topic);
         GeneratorSpec spec = new GeneratorSpec(records, settings.duplicateRatio(), 0.0, settings.payloadBytes(),
                 Integer.MAX_VALUE, Integer.MAX_VALUE, seed);
         try (KafkaProducer<byte[], byte[]> producer = kafka.newProducer()) {
@@ -158,25 +177,20 @@ public final class Benchmark {
         String topic = TestKafka.uniqueTopic("bench-warm-up");
         GeneratedInput input = produceInput(kafka, topic, settings, Math.min(settings.events(), WARM_UP_RECORDS),
                 INPUT_SEED + 1);
-        JobScenario warmUp = new JobScenario(cluster, settings, topic, input.records(), input.uniqueIds().size(),
-                meter, work);
+        JobScenario warmUp = new JobScenario(cluster,
+                new Workload(settings, topic, input.records(), input.uniqueIds().size(), meter, work));
         warmUp.run("warm-up (discarded)", warmUp.newScenario("bench-warm-up", "exactly-once"), Optional.empty(), 0);
     }
 
     private static ScenarioResult rawLimit(TestKafka kafka, String inputTopic, long records, ResourceMeter meter)
             throws Exception {
         say("raw limit: copying the input topic and COPYing its rows, at the same time...");
-        ResourceMeter.resetPeakRss();
-        double loadAtStart = ResourceMeter.loadAverageNow();
-        ResourceMeter.CpuTime before = meter.cpuTime();
+        Measurement measurement = Measurement.start(meter);
         double seconds = new RawLimit(kafka, inputTopic, records).run();
         // the COPY's backend exits after its connection closes; its CPU time counts once it is reaped
         Thread.sleep(BACKEND_EXIT_MILLIS);
-        ResourceMeter.CpuTime cpu = meter.cpuTime().minus(before);
-        return new ScenarioResult(Report.RAW_LIMIT, records, records / seconds,
-                cpu.totalSeconds() / records * 1e6, cpu.postgresSeconds() / cpu.totalSeconds(),
-                ResourceMeter.peakRssBytes(), Percentiles.NONE, Percentiles.NONE, Percentiles.NONE, 0, -1,
-                ResourceMeter.LoadAverage.since(loadAtStart));
+        return measurement.throughputOnly(Report.RAW_LIMIT, records, seconds, measurement.cpuSoFar(),
+                ResourceMeter.peakRssBytes());
     }
 
     private static MiniCluster startMiniCluster(int parallelism) throws Exception {

@@ -6,11 +6,9 @@ import io.onceflow.config.OnceflowConfig;
 import io.onceflow.config.PostgresSettings;
 import io.onceflow.job.EventProcessor;
 import io.onceflow.job.OnceflowJob;
-import io.onceflow.sink.postgres.PostgresSchema;
+import io.onceflow.job.OnceflowPipeline;
 import io.onceflow.testing.PipelineScenario;
 import java.nio.file.Files;
-import java.nio.file.Path;
-import java.sql.Connection;
 import java.time.Duration;
 import java.util.List;
 import java.util.Optional;
@@ -57,44 +55,49 @@ final class JobScenario {
     private static final int POSTGRES_SAMPLE_EVERY = 10;
 
     private final MiniCluster cluster;
+    private final Workload workload;
     private final BenchSettings settings;
-    private final String inputTopic;
-    private final long inputRecords;
-    private final long uniqueIds;
-    private final ResourceMeter meter;
-    private final Path workDirectory;
 
-    JobScenario(MiniCluster cluster, BenchSettings settings, String inputTopic, long inputRecords, long uniqueIds,
-            ResourceMeter meter, Path workDirectory) {
+    JobScenario(MiniCluster cluster, Workload workload) {
         this.cluster = cluster;
-        this.settings = settings;
-        this.inputTopic = inputTopic;
-        this.inputRecords = inputRecords;
-        this.uniqueIds = uniqueIds;
-        this.meter = meter;
-        this.workDirectory = workDirectory;
+        this.workload = workload;
+        this.settings = workload.settings();
     }
 
     /** The job's configuration for one scenario: its own output topic, database and checkpoints. */
     PipelineScenario newScenario(String purpose, String deliveryGuarantee) throws Exception {
         PipelineScenario scenario = new PipelineScenario(purpose).withPostgres();
         return scenario
-                .with("input.topics", inputTopic + "," + scenario.inputTopic)
+                .with("input.topics", workload.inputTopic() + "," + scenario.inputTopic)
                 .with("input.starting.offsets", "earliest")
                 .with("delivery.guarantee", deliveryGuarantee)
                 .with("state.backend", "rocksdb")
                 .with("checkpoint.interval", settings.checkpointInterval())
-                .with("checkpoint.dir", Files.createTempDirectory(workDirectory, purpose).toUri().toString())
+                .with("checkpoint.dir",
+                        Files.createTempDirectory(workload.workDirectory(), purpose).toUri().toString())
                 .with("parallelism", String.valueOf(settings.parallelism()))
                 .with("message.max.bytes", String.valueOf(Math.max(4096, 2 * settings.payloadBytes() + 1024)));
+    }
+
+    /** Runs the job with the sinks its configuration names. */
+    ScenarioResult run(String name, PipelineScenario scenario, Optional<String> restoreFrom, long preloadedIds)
+            throws Exception {
+        return run(name, scenario, restoreFrom, preloadedIds, (configured, config) -> configured);
+    }
+
+    /** Which sinks the job gets, given the ones its configuration names (started by {@link OnceflowJob#startSinks}). */
+    @FunctionalInterface
+    interface SinkChoice {
+        OnceflowPipeline.Sinks choose(OnceflowPipeline.Sinks configured, OnceflowConfig config);
     }
 
     /**
      * @param restoreFrom a savepoint holding preloaded dedup state, claimed by the job
      * @param preloadedIds how many ids that savepoint tracks
+     * @param sinks the sinks to put into the pipeline, e.g. another PostgreSQL sink in place of ours
      */
-    ScenarioResult run(String name, PipelineScenario scenario, Optional<String> restoreFrom, long preloadedIds)
-            throws Exception {
+    ScenarioResult run(String name, PipelineScenario scenario, Optional<String> restoreFrom, long preloadedIds,
+            SinkChoice sinks) throws Exception {
         OnceflowConfig config = scenario.config();
         PostgresSettings postgres = config.postgres().orElseThrow();
         Configuration flink = OnceflowJob.flinkConfiguration(config);
@@ -106,27 +109,25 @@ final class JobScenario {
         });
         StreamExecutionEnvironment env =
                 new TestStreamEnvironment(cluster, flink, settings.parallelism(), List.of(), List.of());
-        OnceflowJob.defineJob(env, config, OnceflowJob.startSinks(env, config), EventProcessor.passThrough());
+        OnceflowJob.defineJob(env, config, sinks.choose(OnceflowJob.startSinks(env, config), config),
+                EventProcessor.passThrough());
 
-        Benchmark.say(name + ": running the job over " + String.format("%,d", inputRecords) + " records...");
-        try (VisibilityProbes probes = new VisibilityProbes(
+        Benchmark.say(String.format("%s: running the job over %,d records...", name, workload.inputRecords()));
+        try (VisibilityProbes probes = VisibilityProbes.withPostgres(
                 scenario.kafka().bootstrapServers(), scenario.outputTopic, scenario.database(), postgres.table())) {
-            ResourceMeter.resetPeakRss();
-            double loadAtStart = ResourceMeter.loadAverageNow();
-            ResourceMeter.CpuTime cpuBefore = meter.cpuTime();
+            Measurement measurement = Measurement.start(workload.meter());
             JobClient job = env.executeAsync("bench " + name);
             await(Duration.ofMinutes(5), () -> allTasksRunning(job), "all tasks running", job);
             long startNanos = System.nanoTime();
-            Duration backlogTimeout = Duration.ofSeconds(120 + inputRecords / 1000);
+            Duration backlogTimeout = workload.backlogTimeout();
+            long uniqueIds = workload.uniqueIds();
             await(backlogTimeout, () -> probes.visibleRecords() >= uniqueIds, "all ids visible in Kafka", job);
             await(backlogTimeout, () -> probes.postgresRows() >= uniqueIds, "all ids committed in PostgreSQL", job);
             double seconds = (System.nanoTime() - startNanos) / 1e9;
-            ResourceMeter.CpuTime cpu = meter.cpuTime().minus(cpuBefore);
+            ResourceMeter.CpuTime cpu = measurement.cpuSoFar();
             long peakRss = ResourceMeter.peakRssBytes();
-            double recordsPerSecond = inputRecords / seconds;
-            Benchmark.say(String.format("%s: %,.0f records/s, %.1f CPU s (PostgreSQL %.1f), load average %.1f -> %.1f",
-                    name, recordsPerSecond, cpu.totalSeconds(), cpu.postgresSeconds(), loadAtStart,
-                    ResourceMeter.loadAverageNow()));
+            double recordsPerSecond = workload.inputRecords() / seconds;
+            measurement.sayThroughput(name, recordsPerSecond, cpu);
 
             long pacedIds = producePaced(scenario, probes);
             long latencyDone = System.currentTimeMillis();
@@ -139,9 +140,9 @@ final class JobScenario {
 
             return new ScenarioResult(
                     name,
-                    inputRecords,
+                    workload.inputRecords(),
                     recordsPerSecond,
-                    cpu.totalSeconds() / inputRecords * 1e6,
+                    cpu.totalSeconds() / workload.inputRecords() * 1e6,
                     cpu.postgresSeconds() / cpu.totalSeconds(),
                     peakRss,
                     Percentiles.of(probes.kafkaLatencies()),
@@ -150,7 +151,7 @@ final class JobScenario {
                             .mapToLong(AbstractCheckpointStats::getEndToEndDuration).toArray()),
                     preloadedIds + uniqueIds + pacedIds,
                     last.getTaskStateStats(dedupTask(graph).getJobVertexId()).getStateSize(),
-                    ResourceMeter.LoadAverage.since(loadAtStart));
+                    measurement.loadAverage());
         }
     }
 
@@ -235,12 +236,25 @@ final class JobScenario {
 
     /** Polls {@code condition} until it holds; fails fast if the job stopped, or after {@code timeout}. */
     static void await(Duration timeout, Condition condition, String what, JobClient job) throws Exception {
-        long deadline = System.nanoTime() + timeout.toNanos();
-        while (!condition.holds()) {
+        await(timeout, condition, what, () -> {
             if (job.getJobStatus().get().isGloballyTerminalState()) {
                 job.getJobExecutionResult().get(); // throws the job's failure
                 throw new IllegalStateException("the job ended before " + what);
             }
+        });
+    }
+
+    /** Whatever produces the awaited output: throws when it has failed, so that waiting stops. */
+    @FunctionalInterface
+    interface Liveness {
+        void check() throws Exception;
+    }
+
+    /** Polls {@code condition} until it holds; fails fast when {@code liveness} throws, or after {@code timeout}. */
+    static void await(Duration timeout, Condition condition, String what, Liveness liveness) throws Exception {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (!condition.holds()) {
+            liveness.check();
             if (System.nanoTime() > deadline) {
                 throw new TimeoutException("no " + what + " within " + timeout);
             }

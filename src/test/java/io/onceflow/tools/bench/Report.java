@@ -17,10 +17,23 @@ import java.util.Optional;
 final class Report {
     static final String RAW_LIMIT = "raw limit";
     static final String AT_LEAST_ONCE = "at-least-once";
+    static final String JDBC_AT_LEAST_ONCE = "at-least-once, JdbcSink";
     static final String EXACTLY_ONCE = "exactly-once";
     static final String EXACTLY_ONCE_WITH_EFFECT = "exactly-once + effect";
+    /** Kafka-only rows end in a footnote mark: {@link #KAFKA_ONLY_NOTE}. */
+    static final String KAFKA_STREAMS = "Kafka Streams exactly-once *";
+    static final String COPIER = "Kafka transactional copier *";
+    private static final String KAFKA_ONLY_NOTE = "* Kafka only: no PostgreSQL sink, input topic to output topic."
+            + " Kafka Streams: dedup by the message-id header, the job's TTL, %d stream threads, commit interval = the"
+            + " checkpoint interval. Copier: Kafka's TransactionalMessageCopier, one JVM per input partition, no"
+            + " dedup (every record is copied, duplicates too), its own producer settings. Both as child JVMs: CPU"
+            + " from their start on (JVM start-up left out), RSS = this JVM's peak + theirs.";
     static final double TARGET_EO_VS_ALO = 0.95;
     static final double TARGET_EO_VS_RAW = 0.5;
+    static final double TARGET_EO_VS_KAFKA_STREAMS = 1.5;
+    static final double TARGET_EO_VS_COPIER = 2.0;
+    /** The JdbcSink would do for at-least-once if it came within 10% of our writer. */
+    static final double JDBC_SINK_GOOD_ENOUGH = 0.90;
     static final double TARGET_STATE_BYTES_PER_ID = 40;
 
     private final BenchSettings settings;
@@ -51,11 +64,31 @@ final class Report {
         return result(numerator).flatMap(n -> result(denominator).map(d -> n.recordsPerSecond() / d.recordsPerSecond()));
     }
 
+    /** How many times the CPU per record of {@code numerator} that of {@code denominator} is. */
+    private Optional<Double> cpuRatio(String numerator, String denominator) {
+        return result(numerator).flatMap(n -> result(denominator)
+                .map(d -> n.cpuSecondsPerMillion() / d.cpuSecondsPerMillion()));
+    }
+
+    /**
+     * EO against a Kafka-only system: throughput EO / other, and CPU per record other / EO, so that
+     * for both above 1 is EO's advantage.
+     */
+    private void compareWithKafkaOnly(StringBuilder text, String other, String label, double target) {
+        throughputRatio(EXACTLY_ONCE, other).ifPresent(ratio -> text.append(String.format(Locale.ROOT,
+                "EO (with PostgreSQL) / %s throughput: %.2f (target >= %.2f: %s)%n", label, ratio, target,
+                verdict(ratio >= target))));
+        cpuRatio(other, EXACTLY_ONCE).ifPresent(ratio -> text.append(String.format(Locale.ROOT,
+                "%s / EO (with PostgreSQL) CPU per record: %.2f (target >= %.2f: %s)%n", label, ratio, target,
+                verdict(ratio >= target))));
+    }
+
     String toText() {
         StringBuilder text = new StringBuilder();
         text.append("Input: ").append(input).append("; ").append(settings).append('\n');
         text.append("CPU = this JVM (broker, MiniCluster, benchmark clients)")
                 .append(postgresCpuMeasured ? " + the PostgreSQL server processes" : " only (PostgreSQL not visible)")
+                .append(" (+ the child JVMs of the Kafka-only rows)")
                 .append("; RSS = this JVM's peak during the scenario. Latencies and checkpoints in ms. Load average:")
                 .append(" the machine's one-minute figure (")
                 .append(Runtime.getRuntime().availableProcessors()).append(" cores) as the scenario started and ended.\n\n");
@@ -71,11 +104,21 @@ final class Report {
                     r.stateBytesPerTrackedId() >= 0 ? String.format(Locale.ROOT, "%.1f", r.stateBytesPerTrackedId()) : "-",
                     r.loadAverage()));
         }
+        if (result(KAFKA_STREAMS).isPresent() || result(COPIER).isPresent()) {
+            text.append('\n').append(String.format(Locale.ROOT, KAFKA_ONLY_NOTE, settings.parallelism())).append('\n');
+        }
         text.append('\n');
         throughputRatio(EXACTLY_ONCE, AT_LEAST_ONCE).ifPresent(ratio -> text.append(String.format(Locale.ROOT,
                 "EO / ALO throughput: %.2f (target >= %.2f: %s)%n", ratio, TARGET_EO_VS_ALO, verdict(ratio >= TARGET_EO_VS_ALO))));
         throughputRatio(EXACTLY_ONCE, RAW_LIMIT).ifPresent(ratio -> text.append(String.format(Locale.ROOT,
                 "EO / raw limit throughput: %.2f (target >= %.2f: %s)%n", ratio, TARGET_EO_VS_RAW, verdict(ratio >= TARGET_EO_VS_RAW))));
+        compareWithKafkaOnly(text, KAFKA_STREAMS, "Kafka Streams", TARGET_EO_VS_KAFKA_STREAMS);
+        compareWithKafkaOnly(text, COPIER, "copier", TARGET_EO_VS_COPIER);
+        throughputRatio(JDBC_AT_LEAST_ONCE, AT_LEAST_ONCE).ifPresent(ratio -> text.append(String.format(Locale.ROOT,
+                "JdbcSink ALO / onceflow ALO throughput: %.2f, CPU per record: %.2f (throughput >= %.2f: %s)%n",
+                ratio, cpuRatio(JDBC_AT_LEAST_ONCE, AT_LEAST_ONCE).orElseThrow(), JDBC_SINK_GOOD_ENOUGH,
+                ratio >= JDBC_SINK_GOOD_ENOUGH ? "within 10%, the JdbcSink would do for at-least-once"
+                        : "not within 10%, keep onceflow's writer")));
         result(EXACTLY_ONCE).ifPresent(eo -> {
             text.append(String.format(Locale.ROOT, "EO dedup state: %.1f B per tracked id (target <= %.0f: %s)%n",
                     eo.stateBytesPerTrackedId(), TARGET_STATE_BYTES_PER_ID,
@@ -133,6 +176,12 @@ final class Report {
         Map<String, Object> ratios = new LinkedHashMap<>();
         throughputRatio(EXACTLY_ONCE, AT_LEAST_ONCE).ifPresent(ratio -> ratios.put("eoOverAlo", ratio));
         throughputRatio(EXACTLY_ONCE, RAW_LIMIT).ifPresent(ratio -> ratios.put("eoOverRawLimit", ratio));
+        throughputRatio(EXACTLY_ONCE, KAFKA_STREAMS).ifPresent(ratio -> ratios.put("eoOverKafkaStreams", ratio));
+        cpuRatio(KAFKA_STREAMS, EXACTLY_ONCE).ifPresent(ratio -> ratios.put("kafkaStreamsCpuOverEoCpu", ratio));
+        throughputRatio(EXACTLY_ONCE, COPIER).ifPresent(ratio -> ratios.put("eoOverCopier", ratio));
+        cpuRatio(COPIER, EXACTLY_ONCE).ifPresent(ratio -> ratios.put("copierCpuOverEoCpu", ratio));
+        throughputRatio(JDBC_AT_LEAST_ONCE, AT_LEAST_ONCE).ifPresent(ratio -> ratios.put("jdbcAloOverAlo", ratio));
+        cpuRatio(JDBC_AT_LEAST_ONCE, AT_LEAST_ONCE).ifPresent(ratio -> ratios.put("jdbcAloCpuOverAloCpu", ratio));
         for (long preloaded : settings.preloadedIds()) {
             throughputRatio(preloadedName(preloaded), EXACTLY_ONCE)
                     .ifPresent(ratio -> ratios.put("eoWith" + compact(preloaded) + "IdsOverEo", ratio));

@@ -11,8 +11,8 @@ import java.util.stream.Stream;
 /**
  * CPU time and peak memory of the benchmark: this JVM (which also runs the embedded Kafka broker,
  * the Flink MiniCluster and the benchmark's own clients) plus the embedded PostgreSQL server, a
- * separate process tree whose CPU is read from {@code /proc/<pid>/stat} (Linux only; elsewhere it
- * counts as zero and the report says so).
+ * separate process tree, and the child JVMs of {@link ChildJvms}, whose CPU is read from
+ * {@code /proc/<pid>/stat} (Linux only; elsewhere it counts as zero and the report says so).
  */
 final class ResourceMeter {
     /** USER_HZ: the unit of /proc/<pid>/stat times. 100 on every mainstream Linux. */
@@ -29,13 +29,13 @@ final class ResourceMeter {
         return postgresPid.isPresent();
     }
 
-    /** CPU seconds used so far by this JVM and by PostgreSQL. */
+    /** CPU seconds used so far by this JVM and by PostgreSQL (child JVMs: {@link CpuTime#plusChildren}). */
     CpuTime cpuTime() {
         com.sun.management.OperatingSystemMXBean os =
                 (com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
         double jvm = os.getProcessCpuTime() / 1e9;
         double postgres = postgresPid.isPresent() ? postgresTreeTicks(postgresPid.getAsLong()) / (double) CLOCK_TICKS_PER_SECOND : 0;
-        return new CpuTime(jvm, postgres);
+        return new CpuTime(jvm, 0, postgres);
     }
 
     /**
@@ -73,6 +73,11 @@ final class ResourceMeter {
         return fields == null ? -1 : Long.parseLong(fields[1]);
     }
 
+    /** CPU seconds of one live process so far (with its reaped children's); 0 once it is gone. */
+    static double cpuSecondsOf(long pid) {
+        return statTicks(pid) / (double) CLOCK_TICKS_PER_SECOND;
+    }
+
     /** utime + stime + cutime + cstime of one process. */
     private static long statTicks(long pid) {
         String[] fields = statFields(pid);
@@ -94,8 +99,13 @@ final class ResourceMeter {
 
     /** This JVM's peak resident set size in bytes since the last {@link #resetPeakRss()}, or -1 if unknown. */
     static long peakRssBytes() {
+        return peakRssBytes(ProcessHandle.current().pid());
+    }
+
+    /** The peak resident set size of a live process in bytes, or -1 if unknown (or the process is gone). */
+    static long peakRssBytes(long pid) {
         try {
-            for (String line : Files.readAllLines(Path.of("/proc/self/status"))) {
+            for (String line : Files.readAllLines(Path.of("/proc", Long.toString(pid), "status"))) {
                 if (line.startsWith("VmHWM:")) {
                     return Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
                 }
@@ -106,14 +116,20 @@ final class ResourceMeter {
         return -1;
     }
 
-    /** CPU seconds of the JVM and of PostgreSQL at one moment. */
-    record CpuTime(double jvmSeconds, double postgresSeconds) {
+    /** CPU seconds of this JVM, of child JVMs and of PostgreSQL, at one moment or over a span. */
+    record CpuTime(double jvmSeconds, double childrenSeconds, double postgresSeconds) {
         CpuTime minus(CpuTime earlier) {
-            return new CpuTime(jvmSeconds - earlier.jvmSeconds, postgresSeconds - earlier.postgresSeconds);
+            return new CpuTime(jvmSeconds - earlier.jvmSeconds, childrenSeconds - earlier.childrenSeconds,
+                    postgresSeconds - earlier.postgresSeconds);
+        }
+
+        /** This with {@code seconds} more of child JVMs. */
+        CpuTime plusChildren(double seconds) {
+            return new CpuTime(jvmSeconds, childrenSeconds + seconds, postgresSeconds);
         }
 
         double totalSeconds() {
-            return jvmSeconds + postgresSeconds;
+            return jvmSeconds + childrenSeconds + postgresSeconds;
         }
     }
 

@@ -25,8 +25,8 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 /**
  * Watches a job's outputs as their readers see them: a {@code read_committed} consumer of the output
  * topic (counting records, for throughput, and timing the ids in {@link #sendTimes}, for latency)
- * and a poller of the PostgreSQL table (counting rows on request, and timing the ids in
- * {@link #postgresSample}).
+ * and, for a job with a PostgreSQL sink, a poller of its table (counting rows on request, and timing
+ * the ids in {@link #postgresSample}).
  *
  * <p>Latency is the wall clock when an id became visible minus the producer timestamp of the input
  * record that carried it; both clocks are this JVM's. Resolution: one consumer poll (at most
@@ -42,6 +42,7 @@ final class VisibilityProbes implements AutoCloseable {
     final Map<String, Long> postgresSample = new ConcurrentHashMap<>();
 
     private final KafkaConsumer<String, byte[]> consumer;
+    /** Null for a Kafka-only scenario, as are {@link #table} and {@link #postgresWatcher}. */
     private final TestPostgres.TestDatabase database;
     private final String table;
     private final Thread kafkaWatcher;
@@ -51,7 +52,18 @@ final class VisibilityProbes implements AutoCloseable {
     private final List<Long> postgresLatencies = new ArrayList<>();
     private volatile boolean running = true;
 
-    VisibilityProbes(String bootstrapServers, String topic, TestPostgres.TestDatabase database, String table) {
+    /** Watches {@code topic} and {@code table} of {@code database}. */
+    static VisibilityProbes withPostgres(String bootstrapServers, String topic, TestPostgres.TestDatabase database,
+            String table) {
+        return new VisibilityProbes(bootstrapServers, topic, database, table);
+    }
+
+    /** Watches {@code topic} only. */
+    static VisibilityProbes kafkaOnly(String bootstrapServers, String topic) {
+        return new VisibilityProbes(bootstrapServers, topic, null, null);
+    }
+
+    private VisibilityProbes(String bootstrapServers, String topic, TestPostgres.TestDatabase database, String table) {
         Properties props = new Properties();
         props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrapServers);
         props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
@@ -64,9 +76,11 @@ final class VisibilityProbes implements AutoCloseable {
         this.database = database;
         this.table = table;
         kafkaWatcher = new Thread(this::watchKafka, "bench-kafka-visibility");
-        postgresWatcher = new Thread(this::watchPostgres, "bench-postgres-visibility");
+        postgresWatcher = database == null ? null : new Thread(this::watchPostgres, "bench-postgres-visibility");
         kafkaWatcher.start();
-        postgresWatcher.start();
+        if (postgresWatcher != null) {
+            postgresWatcher.start();
+        }
     }
 
     private void watchKafka() {
@@ -149,6 +163,8 @@ final class VisibilityProbes implements AutoCloseable {
     public void close() throws InterruptedException {
         running = false;
         kafkaWatcher.join();
-        postgresWatcher.join();
+        if (postgresWatcher != null) {
+            postgresWatcher.join();
+        }
     }
 }
