@@ -19,7 +19,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
-import org.apache.flink.configuration.GlobalConfiguration;
 import org.apache.flink.configuration.MemorySize;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -128,7 +127,7 @@ class ComposeFileTest {
 
         JsonNode config = new ObjectMapper(new YAMLFactory()).readTree(Path.of("deploy", "monitoring", "prometheus.yml").toFile());
         assertThat(list(config.path("rule_files"))).containsExactly("/etc/prometheus/onceflow-alerts.yaml");
-        String reporterPorts = GlobalConfiguration.loadConfiguration("flink-conf").getString(
+        String reporterPorts = ProjectFiles.clusterConfig().getString(
                 "metrics.reporter.prom.port", "");
         String firstPort = reporterPorts.split("-")[0];
         List<String> targets = new ArrayList<>();

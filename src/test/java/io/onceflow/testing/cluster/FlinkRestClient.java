@@ -69,12 +69,12 @@ public final class FlinkRestClient {
         return get("/jobs/" + jobId);
     }
 
-    /** True when the job and every one of its tasks run (not merely scheduled or deploying). */
     /** The job's exception history (REST {@code /jobs/:id/exceptions}): why it restarted. */
     public JsonNode exceptions(String jobId) throws IOException {
         return get("/jobs/" + jobId + "/exceptions?maxExceptions=5");
     }
 
+    /** True when the job and every one of its tasks run (not merely scheduled or deploying). */
     public boolean isFullyRunning(String jobId) throws IOException {
         JsonNode job = job(jobId);
         if (!"RUNNING".equals(job.path("state").asText())) {

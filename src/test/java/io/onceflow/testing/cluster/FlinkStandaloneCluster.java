@@ -46,8 +46,10 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
     private final int jobManagerMetricsPort = ServiceClasspath.freePort();
     private int taskManagersStarted;
 
-    /** A running TaskManager: its resource id (as the REST API shows it), process and working directory. */
-    /** A TaskManager process, its working directory and the port of its Prometheus reporter. */
+    /**
+     * A running TaskManager: its resource id (as the REST API shows it), process, working directory and
+     * the port of its Prometheus reporter.
+     */
     public record TaskManager(String resourceId, JvmProcess process, Path directory, int metricsPort) {}
 
     private FlinkStandaloneCluster(Path directory) {

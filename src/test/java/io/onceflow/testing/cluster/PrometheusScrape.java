@@ -7,6 +7,7 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -28,9 +29,11 @@ public final class PrometheusScrape {
     public record Sample(Map<String, String> labels, double value) {}
 
     private final Map<String, List<Sample>> samplesByName;
+    private final Set<String> names;
 
     private PrometheusScrape(Map<String, List<Sample>> samplesByName) {
         this.samplesByName = samplesByName;
+        this.names = Collections.unmodifiableSet(new TreeSet<>(samplesByName.keySet()));
     }
 
     /** A scrape of nothing, e.g. of an endpoint that is not up yet. */
@@ -85,8 +88,9 @@ public final class PrometheusScrape {
         return new PrometheusScrape(merged);
     }
 
+    /** The metric names, sorted. */
     public Set<String> names() {
-        return new TreeSet<>(samplesByName.keySet());
+        return names;
     }
 
     public List<Sample> samples(String name) {
