@@ -51,6 +51,7 @@ class ExactlyOnceIT {
         StreamExecutionEnvironment env = boundedJob(config, failure);
         env.execute(scenario.name);
 
+        assertThat(FailureInjector.fired(scenario.name)).as("the injected failure fired").isTrue();
         assertThat(FailureInjector.restartedAfterFiring(scenario.name)).as("the injected failure restarted the job").isTrue();
         assertExactlyOnce(scenario, truth);
     }

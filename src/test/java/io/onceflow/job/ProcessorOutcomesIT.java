@@ -58,6 +58,7 @@ class ProcessorOutcomesIT {
                 .then(new BusinessRules(scenario.name));
         ExactlyOnceIT.boundedJob(config, failure).execute(scenario.name);
 
+        assertThat(FailureInjector.fired(scenario.name)).as("the injected failure fired").isTrue();
         assertThat(FailureInjector.restartedAfterFiring(scenario.name)).as("the injected failure restarted the job").isTrue();
         assertOutcomes(scenario, config, truth);
     }

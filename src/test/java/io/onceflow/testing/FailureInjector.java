@@ -37,6 +37,13 @@ public final class FailureInjector implements EventProcessor, CheckpointedFuncti
         AFTER_COMPLETION
     }
 
+    /**
+     * The pace once the threshold is passed and the moment has not come yet: slow enough that the
+     * bounded input cannot drain before the next checkpoints (a CI run where two checkpoints did not
+     * fit in the rest of the input never fired AFTER_SNAPSHOT_BEFORE_COMPLETION).
+     */
+    private static final long WAITING_FOR_MOMENT_MICROS_PER_EVENT = 5_000;
+
     private static final Map<String, AtomicBoolean> FIRED = new ConcurrentHashMap<>();
     private static final Map<String, AtomicBoolean> RESTARTED = new ConcurrentHashMap<>();
     private static final Map<String, AtomicLong> EVENTS_SEEN = new ConcurrentHashMap<>();
@@ -100,17 +107,22 @@ public final class FailureInjector implements EventProcessor, CheckpointedFuncti
 
     @Override
     public void flatMap(Event event, Collector<Event> out) throws Exception {
-        if (pauseMicrosPerEvent > 0) {
-            Thread.sleep(pauseMicrosPerEvent / 1000, (int) (pauseMicrosPerEvent % 1000) * 1000);
-        }
         long seen = EVENTS_SEEN.get(scenario).incrementAndGet();
         eventsSinceSnapshot++;
         eventsSinceCompletion++;
-        if (seen >= afterEvents && atMoment() && FIRED.get(scenario).compareAndSet(false, true)) {
+        boolean due = seen >= afterEvents && !FIRED.get(scenario).get();
+        if (due && atMoment() && FIRED.get(scenario).compareAndSet(false, true)) {
             throw new InjectedFailure(moment + " after " + seen + " events (last snapshot " + lastSnapshot
                     + ", last completed " + lastCompleted + ")");
         }
+        pause(due ? Math.max(pauseMicrosPerEvent, WAITING_FOR_MOMENT_MICROS_PER_EVENT) : pauseMicrosPerEvent);
         next.flatMap(event, out);
+    }
+
+    private static void pause(long micros) throws InterruptedException {
+        if (micros > 0) {
+            Thread.sleep(micros / 1000, (int) (micros % 1000) * 1000);
+        }
     }
 
     private boolean atMoment() {
