@@ -20,7 +20,9 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import org.apache.flink.api.common.JobID;
 import org.apache.flink.configuration.CheckpointingOptions;
+import org.apache.flink.configuration.PipelineOptionsInternal;
 import org.apache.flink.configuration.ReadableConfig;
 import org.apache.flink.configuration.StateRecoveryOptions;
 import org.apache.flink.connector.base.DeliveryGuarantee;
@@ -32,6 +34,8 @@ import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.ListTransactionsOptions;
 import org.apache.kafka.clients.admin.TransactionListing;
 import org.apache.kafka.clients.admin.TransactionState;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * What has to happen once per submission, before the job graph is built, for the sinks to be safe
@@ -52,6 +56,7 @@ final class SinkStart {
             List.of(TransactionState.ONGOING, TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT);
     private static final long KAFKA_TIMEOUT_MS = 15_000;
     private static final Pattern CHECKPOINT_DIRECTORY = Pattern.compile("chk-(\\d+)");
+    private static final Logger LOG = LoggerFactory.getLogger(SinkStart.class);
 
     private SinkStart() {}
 
@@ -78,6 +83,13 @@ final class SinkStart {
         boolean discardPending = config.pendingWorkOnFreshStart() == PendingWorkOnFreshStart.DISCARD;
         Optional<String> checkpointDir = config.checkpointDir()
                 .or(() -> flinkConfig.getOptional(CheckpointingOptions.CHECKPOINTS_DIRECTORY));
+        Optional<String> fixedJobId = fixedJobId(flinkConfig);
+        if (fixedJobId.isPresent()) {
+            Optional<OnceflowPipeline.Sinks> continued = continueSameJob(config, fixedJobId.get(), checkpointDir);
+            if (continued.isPresent()) {
+                return continued.get();
+            }
+        }
         if (!restoring && !discardPending) {
             refuseWhileKafkaTransactionsPending(config, checkpointDir);
         }
@@ -93,12 +105,69 @@ final class SinkStart {
             StartMode mode = restoring ? StartMode.RESTORE
                     : discardPending ? StartMode.FRESH_DISCARDING_PENDING : StartMode.FRESH;
             try {
-                startedPostgres = Optional.of(OnceflowJob.postgresSink(config).build().startRun(parallelism, mode, jobName));
+                startedPostgres = Optional.of(OnceflowJob.postgresSink(config).build()
+                        .startRun(parallelism, mode, jobName, fixedJobId.orElse(null)));
             } catch (PendingTransactionsException e) {
                 throw new FreshStartRefused(e.getMessage() + resumeAdvice(checkpointDir, e.previousJobId()), e);
             }
         }
         return OnceflowJob.sinks(config, startedPostgres);
+    }
+
+    /**
+     * The job id Flink will give the job, when it is fixed before submission: in application mode
+     * with high availability (the Kubernetes operator sets a new one for each deployment but keeps
+     * it for a JobManager failover). Flink's own default there is the zero id, the same for every
+     * deployment of a cluster: it cannot tell a second execution of one job from a new deployment,
+     * so it counts as none.
+     */
+    static Optional<String> fixedJobId(ReadableConfig flinkConfig) {
+        return flinkConfig.getOptional(PipelineOptionsInternal.PIPELINE_FIXED_JOB_ID)
+                .filter(id -> !new JobID(0, 0).toHexString().equals(id));
+    }
+
+    /**
+     * The sinks of a second execution of the job {@code flinkJobId}'s {@code main}, or empty if this
+     * is its first. In application mode with high availability a new JobManager runs {@code main}
+     * again after a failover, and {@code execute} attaches to the recovered job instead of
+     * submitting the graph {@code main} built; the recovered job's writers are connected, its
+     * transactions pending, and its PostgreSQL writers belong to the run the first execution
+     * registered. So the fresh-start and live-writer checks would refuse the job's own work, and a
+     * new run would stop its writers as replaced: a second execution does neither.
+     *
+     * <p>It is recognised by the job's checkpoint directory (created when the job first started) or
+     * by the run the first execution registered with this job id (written before its submission, so
+     * also there when the JobManager failed before the first checkpoint).
+     */
+    private static Optional<OnceflowPipeline.Sinks> continueSameJob(OnceflowConfig config, String flinkJobId,
+            Optional<String> checkpointDir) throws SQLException {
+        boolean postgresExactlyOnce = config.postgres().isPresent()
+                && config.deliveryGuarantee() == DeliveryGuarantee.EXACTLY_ONCE;
+        Optional<PostgresSink> continuedPostgres = postgresExactlyOnce
+                ? OnceflowJob.postgresSink(config).build().continueRun(flinkJobId) : Optional.empty();
+        boolean startedBefore = continuedPostgres.isPresent() || checkpointsExist(checkpointDir, flinkJobId);
+        if (!startedBefore || (postgresExactlyOnce && continuedPostgres.isEmpty())) {
+            // a first execution, or one whose run is not recorded (tables of an older version):
+            // start as before, with the checks
+            return Optional.empty();
+        }
+        LOG.info("Job {} started before (a JobManager failover runs main again): it continues{} without the"
+                + " start checks", flinkJobId, continuedPostgres.map(sink -> " its PostgreSQL sink's run").orElse(""));
+        return Optional.of(OnceflowJob.sinks(config, continuedPostgres));
+    }
+
+    private static boolean checkpointsExist(Optional<String> checkpointDir, String flinkJobId) {
+        if (checkpointDir.isEmpty()) {
+            return false;
+        }
+        Path jobDirectory = new Path(checkpointDir.get(), flinkJobId);
+        try {
+            return jobDirectory.getFileSystem().exists(jobDirectory);
+        } catch (IOException e) {
+            LOG.warn("Could not check for the job's checkpoint directory {}: taking the start for a first one",
+                    jobDirectory, e);
+            return false;
+        }
     }
 
     private static void refuseWhileKafkaTransactionsPending(OnceflowConfig config, Optional<String> checkpointDir) {

@@ -8,6 +8,7 @@ import io.onceflow.testing.cluster.ClusterHarness;
 import io.onceflow.testing.cluster.ContinuousProducer;
 import io.onceflow.testing.cluster.FlinkRestClient;
 import io.onceflow.testing.cluster.FlinkStandaloneCluster;
+import io.onceflow.testing.cluster.InputDrain;
 import io.onceflow.tools.audit.CommittedTopicReader;
 import io.onceflow.tools.generator.EventGenerator;
 import java.io.IOException;
@@ -26,10 +27,6 @@ import java.util.Properties;
 import java.util.Random;
 import java.util.TreeMap;
 import java.util.stream.Collectors;
-import org.apache.kafka.clients.admin.Admin;
-import org.apache.kafka.clients.admin.OffsetSpec;
-import org.apache.kafka.clients.consumer.OffsetAndMetadata;
-import org.apache.kafka.common.TopicPartition;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -419,43 +416,8 @@ class ClusterChaosIT {
      * on checkpoint completion, with its transactions), then for two more checkpoints.
      */
     private void awaitDrained() throws Exception {
-        String inputTopic = jobSettings.get("input.topics");
-        long deadline = System.nanoTime() + DRAIN_LIMIT.toNanos();
-        long nextReport = System.nanoTime() + Duration.ofMinutes(1).toNanos();
-        long committedBefore = -1;
-        long lastProgress = System.nanoTime();
-        try (Admin admin = harness.kafka().admin()) {
-            Map<TopicPartition, OffsetSpec> latest = admin.describeTopics(List.of(inputTopic)).allTopicNames().get()
-                    .get(inputTopic).partitions().stream()
-                    .collect(Collectors.toMap(p -> new TopicPartition(inputTopic, p.partition()), p -> OffsetSpec.latest()));
-            Map<TopicPartition, Long> end = new TreeMap<>((a, b) -> Integer.compare(a.partition(), b.partition()));
-            admin.listOffsets(latest).all().get().forEach((tp, info) -> end.put(tp, info.offset()));
-            while (true) {
-                Map<TopicPartition, OffsetAndMetadata> committed = admin
-                        .listConsumerGroupOffsets(jobSettings.get("input.group.id")).partitionsToOffsetAndMetadata().get();
-                boolean caughtUp = end.entrySet().stream().allMatch(e -> committed.get(e.getKey()) != null
-                        && committed.get(e.getKey()).offset() >= e.getValue());
-                if (caughtUp) {
-                    break;
-                }
-                long committedNow = committed.values().stream().mapToLong(OffsetAndMetadata::offset).sum();
-                if (committedNow > committedBefore) {
-                    committedBefore = committedNow;
-                    lastProgress = System.nanoTime();
-                }
-                // a drain that moves is a slow machine; one that does not is a stuck job
-                assertThat(Duration.ofNanos(System.nanoTime() - lastProgress)).as("time without committed input"
-                        + " while draining; end " + end + ", committed " + committed).isLessThan(LONGEST_STALL);
-                assertThat(System.nanoTime()).as("drained within " + DRAIN_LIMIT + "; end " + end + ", committed "
-                        + committed).isLessThan(deadline);
-                if (System.nanoTime() > nextReport) {
-                    System.out.printf("        draining: committed %d of %d input records%n", committedNow,
-                            end.values().stream().mapToLong(Long::longValue).sum());
-                    nextReport += Duration.ofMinutes(1).toNanos();
-                }
-                Thread.sleep(500);
-            }
-        }
+        InputDrain.await(harness.kafka(), jobSettings.get("input.topics"), jobSettings.get("input.group.id"),
+                LONGEST_STALL, DRAIN_LIMIT);
         awaitRecovered(completedCheckpoints() + 1);
     }
 

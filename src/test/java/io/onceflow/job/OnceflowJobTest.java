@@ -17,6 +17,7 @@ import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.CoreOptions;
 import org.apache.flink.configuration.ExternalizedCheckpointRetention;
 import org.apache.flink.configuration.PipelineOptions;
+import org.apache.flink.configuration.PipelineOptionsInternal;
 import org.apache.flink.configuration.StateBackendOptions;
 import org.apache.flink.core.execution.CheckpointingMode;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
@@ -135,5 +136,15 @@ class OnceflowJobTest {
         assertThat(OnceflowJob.parallelismOverrideWarning(config(Map.of("parallelism", "3")), 3)).isEmpty();
         // Flink was given no parallelism at all: the cluster would pick one, the job's setting decides
         assertThat(OnceflowJob.parallelismOverrideWarning(config(Map.of("parallelism", "3")), -1)).isEmpty();
+    }
+
+    @Test
+    void onlyAJobIdFixedPerDeploymentMarksASecondExecutionOfMain() {
+        Configuration flink = new Configuration();
+        assertThat(SinkStart.fixedJobId(flink)).as("session mode: Flink assigns the id at submission").isEmpty();
+        flink.set(PipelineOptionsInternal.PIPELINE_FIXED_JOB_ID, "00000000000000000000000000000000");
+        assertThat(SinkStart.fixedJobId(flink)).as("Flink's default with HA: the same for every deployment").isEmpty();
+        flink.set(PipelineOptionsInternal.PIPELINE_FIXED_JOB_ID, "fc636adbdfdd280ae7d92dd813ab6cc3");
+        assertThat(SinkStart.fixedJobId(flink)).contains("fc636adbdfdd280ae7d92dd813ab6cc3");
     }
 }

@@ -145,6 +145,7 @@ public final class PostgresSchema {
                         + "    start_mode text NOT NULL,\n"
                         + "    registered_at timestamptz NOT NULL DEFAULT clock_timestamp(),\n"
                         + "    registered_from text,\n"
+                        + "    flink_job_id text,\n"
                         + "    PRIMARY KEY (sink_prefix, run)\n"
                         + ")",
                 "CREATE TABLE IF NOT EXISTS " + writersTable + " (\n"

@@ -5,6 +5,8 @@ import java.io.IOException;
 import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.Collection;
+import java.util.Optional;
+import java.util.OptionalLong;
 import org.apache.flink.annotation.VisibleForTesting;
 import org.apache.flink.api.connector.sink2.Committer;
 import org.apache.flink.api.connector.sink2.CommitterInitContext;
@@ -69,7 +71,36 @@ public final class PostgresSink
      * @throws SQLException if the server cannot be reached or the tables cannot be created
      */
     public PostgresSink startRun(int parallelism, StartMode mode, String jobName) throws SQLException {
-        return new PostgresSink(config.withRun(SinkRuns.start(config, parallelism, mode, jobName)));
+        return startRun(parallelism, mode, jobName, null);
+    }
+
+    /**
+     * As {@link #startRun(int, StartMode, String)}, recording the id the Flink job will have (known
+     * before submission only when it is fixed, as in application mode with high availability), so
+     * that a second execution of the same job's {@code main} can {@link #continueRun} the run.
+     *
+     * @param flinkJobId the job's fixed id, or null when Flink assigns it at submission
+     */
+    public PostgresSink startRun(int parallelism, StartMode mode, String jobName, String flinkJobId)
+            throws SQLException {
+        return new PostgresSink(config.withRun(SinkRuns.start(config, parallelism, mode, jobName, flinkJobId)));
+    }
+
+    /**
+     * This sink bound to the newest run that the Flink job {@code flinkJobId} registered with
+     * {@link #startRun(int, StartMode, String, String)}, without checks and without a new run; empty
+     * if that job registered none.
+     *
+     * <p>For a second execution of one job's {@code main}: in application mode with high
+     * availability, a new JobManager runs {@code main} again and attaches it to the recovered job,
+     * whose writers belong to the run the first execution registered. A new run would stop them as
+     * replaced, and the start checks would refuse their own live sessions and pending transactions.
+     * Their fencing within the run (restored checkpoint, attempt) still orders them against the
+     * previous JobManager's attempts.
+     */
+    public Optional<PostgresSink> continueRun(String flinkJobId) throws SQLException {
+        OptionalLong run = SinkRuns.registeredBy(config, flinkJobId);
+        return run.isPresent() ? Optional.of(new PostgresSink(config.withRun(run.getAsLong()))) : Optional.empty();
     }
 
     /**

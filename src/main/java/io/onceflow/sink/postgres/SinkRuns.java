@@ -31,7 +31,8 @@ final class SinkRuns {
      * @throws PendingTransactionsException on a {@link StartMode#FRESH} start when the prefix has
      *     prepared transactions
      */
-    static long start(PostgresSinkConfig config, int parallelism, StartMode mode, String jobName) throws SQLException {
+    static long start(PostgresSinkConfig config, int parallelism, StartMode mode, String jobName, String flinkJobId)
+            throws SQLException {
         try (Connection connection = PostgresConnections.open(config, "run-start")) {
             PostgresSchema.checkServerEncoding(connection);
             requireOneSessionPerConnection(connection);
@@ -42,7 +43,27 @@ final class SinkRuns {
             if (mode == StartMode.FRESH) {
                 refuseWhilePrepared(connection, config);
             }
-            return register(connection, config, mode, jobName);
+            return register(connection, config, mode, jobName, flinkJobId);
+        }
+    }
+
+    /**
+     * The newest run that the Flink job {@code flinkJobId} registered, if it registered one: what a
+     * second execution of that job's {@code main} continues (see {@link PostgresSink#continueRun}).
+     */
+    static OptionalLong registeredBy(PostgresSinkConfig config, String flinkJobId) throws SQLException {
+        try (Connection connection = PostgresConnections.open(config, "run-start")) {
+            config.schema().prepare(connection);
+            try (PreparedStatement query = connection.prepareStatement("SELECT max(run) FROM " + config.runsTable()
+                    + " WHERE sink_prefix = ? AND flink_job_id = ?")) {
+                query.setString(1, config.sinkPrefix());
+                query.setString(2, flinkJobId);
+                try (ResultSet result = query.executeQuery()) {
+                    result.next();
+                    long run = result.getLong(1);
+                    return result.wasNull() ? OptionalLong.empty() : OptionalLong.of(run);
+                }
+            }
         }
     }
 
@@ -213,14 +234,15 @@ final class SinkRuns {
         }
     }
 
-    private static long register(Connection connection, PostgresSinkConfig config, StartMode mode, String jobName)
-            throws SQLException {
+    private static long register(Connection connection, PostgresSinkConfig config, StartMode mode, String jobName,
+            String flinkJobId) throws SQLException {
         try (PreparedStatement insert = connection.prepareStatement("INSERT INTO " + config.runsTable()
-                + " (sink_prefix, run, job_name, start_mode, registered_from)"
-                + " VALUES (?, pg_current_xact_id()::text::bigint, ?, ?, host(inet_client_addr())) RETURNING run")) {
+                + " (sink_prefix, run, job_name, start_mode, registered_from, flink_job_id)"
+                + " VALUES (?, pg_current_xact_id()::text::bigint, ?, ?, host(inet_client_addr()), ?) RETURNING run")) {
             insert.setString(1, config.sinkPrefix());
             insert.setString(2, jobName);
             insert.setString(3, mode.name());
+            insert.setString(4, flinkJobId);
             try (ResultSet run = insert.executeQuery()) {
                 run.next();
                 return run.getLong(1);

@@ -158,6 +158,29 @@ class PostgresFencingTest {
     }
 
     @Test
+    void aSecondExecutionOfTheSameJobContinuesItsRunWhileItsWritersRun() throws Exception {
+        PostgresSink sink = db.builder("job").build();
+        PostgresSink first = sink.startRun(1, StartMode.FRESH, "test job", "a1b2");
+        assertThat(sink.continueRun("c3d4")).as("another job id registered nothing").isEmpty();
+        try (PostgresExactlyOnceWriter running = db.freshWriter(first.config())) {
+            checkpoint(running, 1, "a"); // a live writer and a prepared transaction, as after a failover
+
+            // main again, under the same job id: no check refuses, no new run stops the writer
+            PostgresSink continued = sink.continueRun("a1b2").orElseThrow();
+            assertThat(continued.config().run()).isEqualTo(first.config().run());
+            assertThat(db.prepared("job")).hasSize(1);
+
+            // while a new submission under another id is refused as ever
+            assertThatThrownBy(() -> sink.startRun(1, StartMode.RESTORE, "test job", "c3d4"))
+                    .isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("is in use by a running job");
+        }
+        PostgresSink next = sink.startRun(1, StartMode.RESTORE, "test job", "c3d4");
+        assertThat(next.config().run()).isGreaterThan(first.config().run());
+        assertThat(sink.continueRun("c3d4").orElseThrow().config().run()).isEqualTo(next.config().run());
+    }
+
+    @Test
     void aPausedSessionHoldingTheFenceDoesNotBlockANewRunAndIsEndedByItsWriter() throws Exception {
         PostgresSinkConfig shortLease = db.config(db.builder("paused").setWriterLease(Duration.ofMillis(600)));
         try (Connection paused = db.database.connect()) {

@@ -9,6 +9,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.stream.Stream;
 import org.apache.commons.io.FileUtils;
 
@@ -38,12 +39,8 @@ public final class ClusterHarness implements AutoCloseable {
 
     /** Starts Kafka, PostgreSQL and a Flink cluster of one JobManager and {@code taskManagers} TaskManagers. */
     public static ClusterHarness start(int taskManagers, int slotsPerTaskManager) throws IOException {
-        ClusterHarness harness = new ClusterHarness(Files.createTempDirectory("onceflow-cluster"));
-        Runtime.getRuntime().addShutdownHook(harness.cleanupOnExit);
+        ClusterHarness harness = startServices();
         try {
-            harness.kafka = harness.register(KafkaBrokerProcess.start(harness.directory.resolve("kafka"),
-                    PROJECT_FLINK_CONF.resolve("log4j.properties")));
-            harness.postgres = harness.register(PostgresServer.start(harness.directory.resolve("postgres")));
             harness.flink = harness.register(FlinkStandaloneCluster.start(harness.directory.resolve("flink"),
                     PROJECT_FLINK_CONF, taskManagers, slotsPerTaskManager));
             return harness;
@@ -51,6 +48,35 @@ public final class ClusterHarness implements AutoCloseable {
             harness.close();
             throw e;
         }
+    }
+
+    /**
+     * Starts Kafka and PostgreSQL only, for a test that starts its Flink cluster in application mode
+     * ({@link #startApplicationCluster}) once the job's topics and settings are ready.
+     */
+    public static ClusterHarness startServices() throws IOException {
+        ClusterHarness harness = new ClusterHarness(Files.createTempDirectory("onceflow-cluster"));
+        Runtime.getRuntime().addShutdownHook(harness.cleanupOnExit);
+        try {
+            harness.kafka = harness.register(KafkaBrokerProcess.start(harness.directory.resolve("kafka"),
+                    PROJECT_FLINK_CONF.resolve("log4j.properties")));
+            harness.postgres = harness.register(PostgresServer.start(harness.directory.resolve("postgres")));
+            return harness;
+        } catch (RuntimeException | Error e) {
+            harness.close();
+            throw e;
+        }
+    }
+
+    /** Starts the Flink cluster of {@link #startServices} in application mode; see {@link FlinkStandaloneCluster#startApplication}. */
+    public FlinkStandaloneCluster startApplicationCluster(Map<String, String> settings,
+            FlinkStandaloneCluster.Application application, int taskManagers, int slotsPerTaskManager) {
+        if (flink != null) {
+            throw new IllegalStateException("the Flink cluster runs already");
+        }
+        flink = register(FlinkStandaloneCluster.startApplication(directory.resolve("flink"), PROJECT_FLINK_CONF,
+                settings, application, taskManagers, slotsPerTaskManager));
+        return flink;
     }
 
     private <T extends AutoCloseable> T register(T service) {

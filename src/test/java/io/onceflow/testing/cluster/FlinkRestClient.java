@@ -91,7 +91,12 @@ public final class FlinkRestClient {
 
     /** GET /jobs/:jobid/checkpoints, field {@code counts}: restored, total, in_progress, completed, failed. */
     public JsonNode checkpointCounts(String jobId) throws IOException {
-        return get("/jobs/" + jobId + "/checkpoints").path("counts");
+        return checkpoints(jobId).path("counts");
+    }
+
+    /** GET /jobs/:jobid/checkpoints: the counts, the latest completed and restored checkpoints, the history. */
+    public JsonNode checkpoints(String jobId) throws IOException {
+        return get("/jobs/" + jobId + "/checkpoints");
     }
 
     /** A job-level metric such as {@code numRestarts}, or -1 if the job does not report it (yet). */

@@ -30,6 +30,8 @@ import org.apache.flink.configuration.HeartbeatManagerOptions;
  */
 public final class FlinkStandaloneCluster implements AutoCloseable {
     private static final String JOB_MANAGER_MAIN = "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint";
+    private static final String APPLICATION_JOB_MANAGER_MAIN =
+            "org.apache.flink.container.entrypoint.StandaloneApplicationClusterEntryPoint";
     private static final String TASK_MANAGER_MAIN = "org.apache.flink.runtime.taskexecutor.TaskManagerRunner";
     private static final String BASH_JAVA_UTILS = "org.apache.flink.runtime.util.bash.BashJavaUtils";
     private static final String RESULT_PREFIX = "BASH_JAVA_UTILS_EXEC_RESULT:";
@@ -45,6 +47,16 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
     private JvmProcess jobManager;
     private final int jobManagerMetricsPort = ServiceClasspath.freePort();
     private int taskManagersStarted;
+    private int jobManagersStarted;
+    /** The job that the JobManager runs in application mode; null for a session cluster. */
+    private final Application application;
+
+    /**
+     * A job in application mode, as Flink's {@code standalone-job.sh} and the Kubernetes operator run
+     * it: each JobManager runs {@code mainClass} from {@code jar} with {@code programArgs}, the job's id
+     * fixed to {@code jobId} (what the operator sets for each deployment).
+     */
+    public record Application(String mainClass, Path jar, String jobId, List<String> programArgs) {}
 
     /**
      * A running TaskManager: its resource id (as the REST API shows it), process, working directory and
@@ -52,8 +64,9 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
      */
     public record TaskManager(String resourceId, JvmProcess process, Path directory, int metricsPort) {}
 
-    private FlinkStandaloneCluster(Path directory) {
+    private FlinkStandaloneCluster(Path directory, Application application) {
         this.directory = directory;
+        this.application = application;
         this.confDir = directory.resolve("conf");
         this.rest = new FlinkRestClient(URI.create("http://127.0.0.1:" + restPort));
     }
@@ -64,8 +77,24 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
      */
     public static FlinkStandaloneCluster start(Path directory, Path projectConf, int taskManagers,
             int slotsPerTaskManager) {
-        FlinkStandaloneCluster cluster = new FlinkStandaloneCluster(directory);
-        cluster.writeConfiguration(projectConf, slotsPerTaskManager);
+        return start(new FlinkStandaloneCluster(directory, null), projectConf, Map.of(), taskManagers,
+                slotsPerTaskManager);
+    }
+
+    /**
+     * Starts a cluster in application mode that runs {@code application}, with {@code settings}
+     * added to the configuration (such as high availability, so that {@link #restartJobManager}
+     * recovers the job).
+     */
+    public static FlinkStandaloneCluster startApplication(Path directory, Path projectConf, Map<String, String> settings,
+            Application application, int taskManagers, int slotsPerTaskManager) {
+        return start(new FlinkStandaloneCluster(directory, application), projectConf, settings, taskManagers,
+                slotsPerTaskManager);
+    }
+
+    private static FlinkStandaloneCluster start(FlinkStandaloneCluster cluster, Path projectConf,
+            Map<String, String> settings, int taskManagers, int slotsPerTaskManager) {
+        cluster.writeConfiguration(projectConf, settings, slotsPerTaskManager);
         cluster.startJobManager();
         for (int i = 0; i < taskManagers; i++) {
             cluster.startTaskManager();
@@ -74,7 +103,7 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
         return cluster;
     }
 
-    private void writeConfiguration(Path projectConf, int slotsPerTaskManager) {
+    private void writeConfiguration(Path projectConf, Map<String, String> settings, int slotsPerTaskManager) {
         Map<String, String> overrides = new LinkedHashMap<>();
         overrides.put("jobmanager.rpc.address", "127.0.0.1");
         overrides.put("jobmanager.rpc.port", String.valueOf(ServiceClasspath.freePort()));
@@ -94,6 +123,10 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
         overrides.put("execution.checkpointing.savepoint-dir", savepointDirectory());
         overrides.put("web.upload.dir", directory.resolve("web-upload").toString());
         overrides.put("io.tmp.dirs", directory.resolve("jobmanager-tmp").toString());
+        // where application mode copies the job jar: by default /opt/flink/artifacts, shared by every
+        // run on the machine, and a copy already there is not replaced (a later run used an older jar)
+        overrides.put("user.artifacts.base-dir", directory.resolve("artifacts").toString());
+        overrides.putAll(settings);
         try {
             Files.createDirectories(confDir);
             FileUtils.copyDirectory(projectConf.toFile(), confDir.toFile());
@@ -137,11 +170,52 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
         return rest;
     }
 
+    public boolean jobManagerAlive() {
+        return jobManager.isAlive();
+    }
+
+    /** The current JobManager's log file. */
+    public Path jobManagerLog() {
+        return logDirectory().resolve(jobManager.name() + ".log");
+    }
+
+    /** {@code kill -9} of the JobManager. */
+    public void killJobManager() {
+        jobManager.kill();
+    }
+
+    /**
+     * Starts a new JobManager process, after {@link #killJobManager}, on a new RPC port (with high
+     * availability the TaskManagers find it through the leader election) and the same REST port.
+     */
+    public void restartJobManager() {
+        if (jobManager.isAlive()) {
+            throw new IllegalStateException("the JobManager still runs: kill it first");
+        }
+        startJobManager();
+    }
+
     private void startJobManager() {
-        jobManager = startFlinkProcess("jobmanager", JOB_MANAGER_MAIN, "GET_JM_RESOURCE_PARAMS",
-                CoreOptions.FLINK_JM_JVM_OPTIONS, directory, List.of("-D", METRICS_PORT + "=" + jobManagerMetricsPort,
-                        // the entrypoint stops reading options at this one: what follows it is ignored
-                        "--executionMode", "cluster"));
+        String name = ++jobManagersStarted == 1 ? "jobmanager" : "jobmanager-" + jobManagersStarted;
+        List<String> options = new ArrayList<>(List.of("-D", METRICS_PORT + "=" + jobManagerMetricsPort));
+        if (jobManagersStarted > 1) {
+            options.addAll(List.of("-D", "jobmanager.rpc.port=" + ServiceClasspath.freePort()));
+        }
+        if (application == null) {
+            // the entrypoint stops reading options at this one: what follows it is ignored
+            options.addAll(List.of("--executionMode", "cluster"));
+            jobManager = startFlinkProcess(name, JOB_MANAGER_MAIN, "GET_JM_RESOURCE_PARAMS",
+                    CoreOptions.FLINK_JM_JVM_OPTIONS, directory, options, List.of());
+        } else {
+            options.addAll(List.of("--job-classname", application.mainClass(),
+                    "--jars", application.jar().toAbsolutePath().toUri().toString(), "--job-id", application.jobId()));
+            // The program's arguments come last, after "--": the entrypoint's parser takes a prefix of
+            // its own long options for the option (onceflow's --config would set --configDir).
+            List<String> programArgs = new ArrayList<>(List.of("--"));
+            programArgs.addAll(application.programArgs());
+            jobManager = startFlinkProcess(name, APPLICATION_JOB_MANAGER_MAIN, "GET_JM_RESOURCE_PARAMS",
+                    CoreOptions.FLINK_JM_JVM_OPTIONS, directory, options, programArgs);
+        }
         long deadline = System.nanoTime() + START_TIMEOUT.toNanos();
         while (true) {
             try {
@@ -149,7 +223,9 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
                 return;
             } catch (IOException notYet) {
                 if (!jobManager.isAlive() || System.nanoTime() > deadline) {
-                    throw new IllegalStateException("the JobManager's REST API did not come up; see " + jobManager.log());
+                    // the harness deletes the logs on close: the evidence goes into the message
+                    throw new IllegalStateException("the JobManager's REST API did not come up; the end of its"
+                            + " output:\n" + tail(jobManager.log(), 30) + "\nand of its log:\n" + tail(jobManagerLog(), 60));
                 }
                 sleep(Duration.ofMillis(300));
             }
@@ -164,7 +240,7 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
         JvmProcess process = startFlinkProcess(resourceId, TASK_MANAGER_MAIN, "GET_TM_RESOURCE_PARAMS",
                 CoreOptions.FLINK_TM_JVM_OPTIONS, tmDirectory,
                 List.of("-D", "taskmanager.resource-id=" + resourceId, "-D", "io.tmp.dirs=" + tmDirectory.resolve("tmp"),
-                        "-D", METRICS_PORT + "=" + metricsPort));
+                        "-D", METRICS_PORT + "=" + metricsPort), List.of());
         TaskManager taskManager = new TaskManager(resourceId, process, tmDirectory, metricsPort);
         taskManagers.add(taskManager);
         return taskManager;
@@ -230,7 +306,7 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
     }
 
     private JvmProcess startFlinkProcess(String name, String mainClass, String resourceCommand,
-            ConfigOption<String> roleJvmOptions, Path workDirectory, List<String> extraArgs) {
+            ConfigOption<String> roleJvmOptions, Path workDirectory, List<String> options, List<String> programArgs) {
         try {
             Files.createDirectories(workDirectory.resolve("tmp"));
         } catch (IOException e) {
@@ -246,8 +322,9 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
         jvmOptions.add("-Dlog4j.configurationFile=" + confDir.resolve("log4j.properties").toUri());
         jvmOptions.add("-Djava.io.tmpdir=" + workDirectory.resolve("tmp"));
         List<String> args = new ArrayList<>(List.of("--configDir", confDir.toString()));
-        args.addAll(extraArgs);
+        args.addAll(options);
         args.addAll(splitOptions(resourceParams.get(1)));
+        args.addAll(programArgs);
         return JvmProcess.start(name, jvmOptions, ServiceClasspath.flink(), mainClass, args,
                 logDirectory().resolve(name + ".out"));
     }
@@ -271,6 +348,16 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
             return results.subList(results.size() - 2, results.size());
         } catch (IOException e) {
             throw new IllegalStateException("could not read " + output, e);
+        }
+    }
+
+    /** The last {@code lines} lines of {@code file}, or why it cannot be read. */
+    public static String tail(Path file, int lines) {
+        try {
+            List<String> all = Files.readAllLines(file);
+            return String.join("\n", all.subList(Math.max(0, all.size() - lines), all.size()));
+        } catch (IOException | java.io.UncheckedIOException e) {
+            return "(" + file + " cannot be read: " + e + ")";
         }
     }
 

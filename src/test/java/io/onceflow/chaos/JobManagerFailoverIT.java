@@ -1,0 +1,159 @@
+package io.onceflow.chaos;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.onceflow.job.OnceflowJob;
+import io.onceflow.testing.cluster.ClusterHarness;
+import io.onceflow.testing.cluster.ContinuousProducer;
+import io.onceflow.testing.cluster.FlinkRestClient;
+import io.onceflow.testing.cluster.FlinkStandaloneCluster;
+import io.onceflow.testing.cluster.InputDrain;
+import java.io.IOException;
+import java.io.Writer;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import org.apache.curator.test.TestingServer;
+import org.apache.flink.api.common.JobID;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A JobManager failover in application mode with high availability, as the Kubernetes operator runs
+ * the job: {@code kill -9} of the JobManager while the job writes, and a new JobManager in its place
+ * (as Kubernetes restarts the pod). The new JobManager recovers the job from the HA store and runs
+ * the job's {@code main} again, which must continue the job (not refuse its pending transactions and
+ * live writers as a fresh start's, not register a new run of the PostgreSQL sink that stops the
+ * recovered writers). The job must resume by itself from its latest checkpoint, each time, and in the
+ * end the audit finds every input id exactly once in PostgreSQL and in the output topic.
+ *
+ * <p>ZooKeeper (in this JVM) stands in for Kubernetes' HA services: the dispatcher's recovery, the
+ * fixed job id and the second run of {@code main} are the same with either.
+ */
+class JobManagerFailoverIT {
+    private static final int FAILOVERS = Integer.getInteger("jmfailover.count", 2);
+    private static final Duration RECOVERY_TIMEOUT = Duration.ofMinutes(3);
+    private static final String PREFIX = "jmfail";
+
+    @Test
+    void theJobResumesAfterEachJobManagerFailoverWithEveryIdOnce() throws Exception {
+        try (TestingServer zooKeeper = new TestingServer(); ClusterHarness cluster = ClusterHarness.startServices()) {
+            List<String> jobArgs = List.of("--config", writeJobProperties(cluster).toString());
+            String jobId = JobID.generate().toHexString();
+            FlinkStandaloneCluster flink = cluster.startApplicationCluster(Map.of(
+                            "high-availability.type", "zookeeper",
+                            "high-availability.zookeeper.quorum", zooKeeper.getConnectString(),
+                            "high-availability.storageDir", cluster.directory().resolve("ha").toUri().toString(),
+                            "high-availability.cluster-id", "/" + PREFIX,
+                            // the killed JobManager's leadership ends with its ZooKeeper session
+                            "high-availability.zookeeper.client.session-timeout", "8000"),
+                    new FlinkStandaloneCluster.Application(OnceflowJob.class.getName(), ClusterHarness.jobJar(), jobId,
+                            jobArgs),
+                    2, 2);
+            FlinkRestClient rest = flink.rest();
+            try (ContinuousProducer producer = new ContinuousProducer(cluster.kafka().bootstrapServers(),
+                    PREFIX + "-in", 0, 400, 4096, 64)) {
+                producer.start();
+                awaitResumed(flink, jobId, false);
+                List<Long> restoredCheckpoints = new ArrayList<>();
+                for (int failover = 0; failover < FAILOVERS; failover++) {
+                    Thread.sleep(3_000);
+                    flink.killJobManager();
+                    flink.restartJobManager();
+                    restoredCheckpoints.add(awaitResumed(flink, jobId, true));
+                }
+                ContinuousProducer.GroundTruth truth = producer.stopAndAwait(Duration.ofMinutes(5).toMillis());
+                InputDrain.await(cluster.kafka(), PREFIX + "-in", PREFIX, Duration.ofMinutes(2), Duration.ofMinutes(10));
+                ClusterHarness.AuditOutcome audit = cluster.audit(jobArgs, Duration.ofMinutes(5));
+                JsonNode report = audit.report();
+                long runs = runsOfThePrefix(cluster);
+                long continuations = flink.logLinesContaining("started before (a JobManager failover runs main again)");
+                System.out.printf("SUMMARY jobManagerFailovers=%d restoredCheckpoints=%s runs=%d continuedByMain=%d %s"
+                        + " audit=%s%n", FAILOVERS, restoredCheckpoints, runs, continuations, truth, report);
+
+                assertThat(report.path("problems")).as("audit problems").isEmpty();
+                assertThat(audit.exitCode()).as("audit exit code").isZero();
+                assertThat(report.path("input").path("records").asLong()).as("input records").isEqualTo(truth.records());
+                assertThat(report.path("output").path("records").asLong()).as("output records")
+                        .isEqualTo(truth.uniqueIds());
+                assertThat(report.path("postgres").path("rows").asLong()).as("PostgreSQL rows")
+                        .isEqualTo(truth.uniqueIds());
+                assertThat(report.path("postgres").path("maxDeliveries").asLong()).as("max deliveries").isEqualTo(1);
+                assertThat(report.path("deadLetters").path("records").asLong()).as("dead letters")
+                        .isEqualTo(truth.poisonRecords());
+                assertThat(runs).as("runs of the sink prefix: each JobManager's main continued the first").isOne();
+                assertThat(continuations).as("JobManagers whose main continued the job").isEqualTo(FAILOVERS);
+            }
+        }
+    }
+
+    private static Path writeJobProperties(ClusterHarness cluster) throws IOException {
+        cluster.kafka().createTopic(PREFIX + "-in", 4);
+        cluster.kafka().createTopic(PREFIX + "-out", 4);
+        cluster.kafka().createTopic(PREFIX + "-dlq", 1);
+        Properties job = new Properties();
+        job.put("kafka.bootstrap.servers", cluster.kafka().bootstrapServers());
+        job.put("input.topics", PREFIX + "-in");
+        job.put("input.group.id", PREFIX);
+        job.put("output.topic", PREFIX + "-out");
+        job.put("dead.letter.topic", PREFIX + "-dlq");
+        job.put("kafka.transactional.id.prefix", PREFIX);
+        job.put("checkpoint.interval", "1s");
+        job.put("parallelism", "2");
+        job.put("message.max.bytes", "4096");
+        job.put("message.id.max.length", "64");
+        job.put("postgres.url", cluster.postgres().jdbcUrl());
+        job.put("postgres.user", cluster.postgres().user());
+        job.put("postgres.sink.prefix", PREFIX);
+        Path file = cluster.directory().resolve(PREFIX + "-job.properties");
+        try (Writer out = Files.newBufferedWriter(file)) {
+            job.store(out, "JobManagerFailoverIT");
+        }
+        return file;
+    }
+
+    /**
+     * Waits until the job runs with every task and has completed two checkpoints under the current
+     * JobManager; after a failover also that it restored a checkpoint (resumed, not started afresh).
+     *
+     * @return the id of the restored checkpoint, 0 if none
+     */
+    private static long awaitResumed(FlinkStandaloneCluster flink, String jobId, boolean restored) throws Exception {
+        long deadline = System.nanoTime() + RECOVERY_TIMEOUT.toNanos();
+        while (true) {
+            try {
+                JsonNode checkpoints = flink.rest().checkpoints(jobId);
+                long restoredId = checkpoints.path("latest").path("restored").path("id").asLong(0);
+                if (flink.rest().isFullyRunning(jobId) && checkpoints.path("counts").path("completed").asLong() >= 2
+                        && (!restored || restoredId > 0)) {
+                    return restoredId;
+                }
+            } catch (IOException notYet) {
+                // the new JobManager is not up, or has not recovered the job yet
+            }
+            if (!flink.jobManagerAlive() || System.nanoTime() > deadline) {
+                throw new AssertionError("job " + jobId + " does not run again, with new checkpoints, within "
+                        + RECOVERY_TIMEOUT + (flink.jobManagerAlive() ? "" : ": the JobManager exited")
+                        + "; the end of its log:\n" + FlinkStandaloneCluster.tail(flink.jobManagerLog(), 80));
+            }
+            Thread.sleep(500);
+        }
+    }
+
+    private static long runsOfThePrefix(ClusterHarness cluster) throws Exception {
+        try (Connection connection = cluster.postgres().connect();
+                Statement statement = connection.createStatement();
+                ResultSet count = statement.executeQuery(
+                        "SELECT count(*) FROM onceflow_runs WHERE sink_prefix = '" + PREFIX + "'")) {
+            count.next();
+            return count.getLong(1);
+        }
+    }
+}
