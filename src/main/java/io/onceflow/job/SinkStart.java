@@ -22,6 +22,7 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.apache.flink.api.common.JobID;
 import org.apache.flink.configuration.CheckpointingOptions;
+import org.apache.flink.configuration.HighAvailabilityOptions;
 import org.apache.flink.configuration.PipelineOptionsInternal;
 import org.apache.flink.configuration.ReadableConfig;
 import org.apache.flink.configuration.StateRecoveryOptions;
@@ -85,7 +86,8 @@ final class SinkStart {
                 .or(() -> flinkConfig.getOptional(CheckpointingOptions.CHECKPOINTS_DIRECTORY));
         Optional<String> fixedJobId = fixedJobId(flinkConfig);
         if (fixedJobId.isPresent()) {
-            Optional<OnceflowPipeline.Sinks> continued = continueSameJob(config, fixedJobId.get(), checkpointDir);
+            Optional<OnceflowPipeline.Sinks> continued =
+                    continueSameJob(config, parallelism, fixedJobId.get(), checkpointDir);
             if (continued.isPresent()) {
                 return continued.get();
             }
@@ -115,15 +117,17 @@ final class SinkStart {
     }
 
     /**
-     * The job id Flink will give the job, when it is fixed before submission: in application mode
-     * with high availability (the Kubernetes operator sets a new one for each deployment but keeps
-     * it for a JobManager failover). Flink's own default there is the zero id, the same for every
-     * deployment of a cluster: it cannot tell a second execution of one job from a new deployment,
-     * so it counts as none.
+     * The job id Flink will give the job, when it is fixed per deployment before submission: in
+     * application mode with high availability the Kubernetes operator sets a new one for each
+     * deployment and keeps it for JobManager failovers. Flink's own default there is derived from
+     * the HA cluster id (in older versions the zero id), the same for every deployment of a cluster:
+     * it cannot tell a second execution of one job from a new deployment, so it counts as none.
      */
     static Optional<String> fixedJobId(ReadableConfig flinkConfig) {
+        String clusterDefault = new JobID(flinkConfig.get(HighAvailabilityOptions.HA_CLUSTER_ID).hashCode(), 0)
+                .toHexString();
         return flinkConfig.getOptional(PipelineOptionsInternal.PIPELINE_FIXED_JOB_ID)
-                .filter(id -> !new JobID(0, 0).toHexString().equals(id));
+                .filter(id -> !id.equals(clusterDefault) && !id.equals(new JobID(0, 0).toHexString()));
     }
 
     /**
@@ -139,12 +143,12 @@ final class SinkStart {
      * by the run the first execution registered with this job id (written before its submission, so
      * also there when the JobManager failed before the first checkpoint).
      */
-    private static Optional<OnceflowPipeline.Sinks> continueSameJob(OnceflowConfig config, String flinkJobId,
-            Optional<String> checkpointDir) throws SQLException {
+    private static Optional<OnceflowPipeline.Sinks> continueSameJob(OnceflowConfig config, int parallelism,
+            String flinkJobId, Optional<String> checkpointDir) throws SQLException {
         boolean postgresExactlyOnce = config.postgres().isPresent()
                 && config.deliveryGuarantee() == DeliveryGuarantee.EXACTLY_ONCE;
         Optional<PostgresSink> continuedPostgres = postgresExactlyOnce
-                ? OnceflowJob.postgresSink(config).build().continueRun(flinkJobId) : Optional.empty();
+                ? OnceflowJob.postgresSink(config).build().continueRun(parallelism, flinkJobId) : Optional.empty();
         boolean startedBefore = continuedPostgres.isPresent() || checkpointsExist(checkpointDir, flinkJobId);
         if (!startedBefore || (postgresExactlyOnce && continuedPostgres.isEmpty())) {
             // a first execution, or one whose run is not recorded (tables of an older version):

@@ -12,8 +12,10 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.stream.Stream;
+import org.apache.flink.api.common.JobID;
 import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.HighAvailabilityOptions;
 import org.apache.flink.configuration.CoreOptions;
 import org.apache.flink.configuration.ExternalizedCheckpointRetention;
 import org.apache.flink.configuration.PipelineOptions;
@@ -143,7 +145,11 @@ class OnceflowJobTest {
         Configuration flink = new Configuration();
         assertThat(SinkStart.fixedJobId(flink)).as("session mode: Flink assigns the id at submission").isEmpty();
         flink.set(PipelineOptionsInternal.PIPELINE_FIXED_JOB_ID, "00000000000000000000000000000000");
-        assertThat(SinkStart.fixedJobId(flink)).as("Flink's default with HA: the same for every deployment").isEmpty();
+        assertThat(SinkStart.fixedJobId(flink)).as("older Flink's default with HA").isEmpty();
+        flink.set(HighAvailabilityOptions.HA_CLUSTER_ID, "/orders");
+        flink.set(PipelineOptionsInternal.PIPELINE_FIXED_JOB_ID, new JobID("/orders".hashCode(), 0).toHexString());
+        assertThat(SinkStart.fixedJobId(flink)).as("Flink 2's default with HA: the same for every deployment of the"
+                + " cluster").isEmpty();
         flink.set(PipelineOptionsInternal.PIPELINE_FIXED_JOB_ID, "fc636adbdfdd280ae7d92dd813ab6cc3");
         assertThat(SinkStart.fixedJobId(flink)).contains("fc636adbdfdd280ae7d92dd813ab6cc3");
     }

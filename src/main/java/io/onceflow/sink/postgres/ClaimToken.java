@@ -24,11 +24,19 @@ import org.apache.flink.annotation.Internal;
  * <p>Two tokens of one run with the same restored checkpoint but different claimers (only after an
  * in-job rescale by Flink's adaptive scheduler, when an index of the old parallelism is recovered by
  * another subtask) cannot be ordered: {@link Verdict#UNDECIDED}, and the fence falls back to the
- * holder's lease. After a JobManager failover Flink numbers attempts from 0 again: a new attempt
- * that restored the same checkpoint as the previous JobManager's last attempt of that subtask is
- * then refused as {@link Verdict#STALE} until its attempt number passes the old one (each refusal is
- * a restart). That costs restarts, never data: the opposite choice would let a woken zombie roll
- * back a completed checkpoint's transaction.
+ * holder's lease.
+ *
+ * <p>What the token cannot order: attempts of two JobManagers. After a JobManager failover (the run
+ * goes on, {@link PostgresSink#continueRun}) Flink numbers attempts from 0 again, and gives tasks
+ * nothing else that is ordered across JobManagers. When both restored the same checkpoint (the old
+ * JobManager restarted the job from the latest checkpoint and died before the next one completed):
+ * a new attempt is refused as {@link Verdict#STALE} until its attempt number passes the old
+ * JobManager's recorded one (each refusal a restart); and an old JobManager's attempt with a higher
+ * number that froze before its first statement would, woken after the new attempt won, count as
+ * newer and roll back the new attempt's transactions, a completed checkpoint's too. That needs a
+ * JobManager failover during a restart storm and a frozen TaskManager at once; docs/operations.md
+ * (section 6) names it as a limit. Ordering such ties by lease instead would let any woken zombie
+ * of one JobManager take over from an idle successor.
  *
  * @param run the run the attempt belongs to
  * @param restoredCheckpoint the restored checkpoint id, {@link #NO_CHECKPOINT} on a fresh start

@@ -199,13 +199,16 @@ public final class PostgresSchema {
      */
     public void prepare(Connection connection) throws SQLException {
         createIfMissing(connection);
+        if (columnType(connection, runsTable, "flink_job_id") == null) {
+            addRunsJobIdColumn(connection);
+        }
         if (effectFunction == null) {
             return;
         }
-        if (resultColumnType(connection) == null) {
+        if (columnType(connection, table, "result") == null) {
             addResultColumn(connection);
         }
-        String type = resultColumnType(connection);
+        String type = columnType(connection, table, "result");
         if (!"jsonb".equals(type)) {
             throw new IllegalStateException("the column result of " + table + " has the type " + type + ", but the"
                     + " effect function (postgres.effect.function) stores its jsonb results there: rename that"
@@ -236,7 +239,7 @@ public final class PostgresSchema {
                 try (Statement statement = connection.createStatement()) {
                     lockSchema(statement);
                     // ALTER TABLE locks the table exclusively even when the column exists: check again
-                    if (resultColumnType(connection) == null) {
+                    if (columnType(connection, table, "result") == null) {
                         statement.execute(addResultColumnStatement());
                         statement.execute(createPendingEffectsIndexStatement());
                     }
@@ -259,13 +262,39 @@ public final class PostgresSchema {
         }
     }
 
-    /** The type of the events table's {@code result} column, or null if it has none. */
-    private String resultColumnType(Connection connection) throws SQLException {
+    /**
+     * A runs table of an earlier version has no {@code flink_job_id} column, which a second execution
+     * of a job's {@code main} finds its run by.
+     */
+    private void addRunsJobIdColumn(Connection connection) throws SQLException {
+        String alter = "ALTER TABLE " + runsTable + " ADD COLUMN IF NOT EXISTS flink_job_id text";
+        try {
+            PostgresConnections.inTransaction(connection, () -> {
+                try (Statement statement = connection.createStatement()) {
+                    lockSchema(statement);
+                    if (columnType(connection, runsTable, "flink_job_id") == null) {
+                        statement.execute(alter);
+                    }
+                }
+            });
+        } catch (SQLException e) {
+            if (!"42501".equals(e.getSQLState())) {
+                throw e;
+            }
+            throw new IllegalStateException("the table " + runsTable + " of an earlier version has no flink_job_id"
+                    + " column, and the user may not add it (only the table's owner may): have the owner run " + alter
+                    + "; then start the job again (" + e.getMessage() + ")", e);
+        }
+    }
+
+    /** The type of {@code table}'s {@code column}, or null if it has none. */
+    private static String columnType(Connection connection, String table, String column) throws SQLException {
         try (PreparedStatement query = connection.prepareStatement("SELECT format_type(atttypid, atttypmod)"
-                + " FROM pg_attribute WHERE attrelid = to_regclass(?) AND attname = 'result' AND NOT attisdropped")) {
+                + " FROM pg_attribute WHERE attrelid = to_regclass(?) AND attname = ? AND NOT attisdropped")) {
             query.setString(1, table);
-            try (ResultSet column = query.executeQuery()) {
-                return column.next() ? column.getString(1) : null;
+            query.setString(2, column);
+            try (ResultSet type = query.executeQuery()) {
+                return type.next() ? type.getString(1) : null;
             }
         }
     }

@@ -87,19 +87,23 @@ public final class PostgresSink
     }
 
     /**
-     * This sink bound to the newest run that the Flink job {@code flinkJobId} registered with
-     * {@link #startRun(int, StartMode, String, String)}, without checks and without a new run; empty
-     * if that job registered none.
+     * This sink bound to the run that the Flink job {@code flinkJobId} registered with
+     * {@link #startRun(int, StartMode, String, String)}, without a new run and without the checks
+     * that the job's own writers and transactions would fail (those that do not depend on them run,
+     * for {@code parallelism} subtasks); empty if that job registered none.
      *
      * <p>For a second execution of one job's {@code main}: in application mode with high
      * availability, a new JobManager runs {@code main} again and attaches it to the recovered job,
      * whose writers belong to the run the first execution registered. A new run would stop them as
      * replaced, and the start checks would refuse their own live sessions and pending transactions.
      * Their fencing within the run (restored checkpoint, attempt) still orders them against the
-     * previous JobManager's attempts.
+     * previous JobManager's attempts, by restored checkpoint and attempt number (see
+     * {@code ClaimToken} for what that cannot order).
+     *
+     * @throws IllegalStateException if a newer run replaced that job's, or a check fails
      */
-    public Optional<PostgresSink> continueRun(String flinkJobId) throws SQLException {
-        OptionalLong run = SinkRuns.registeredBy(config, flinkJobId);
+    public Optional<PostgresSink> continueRun(int parallelism, String flinkJobId) throws SQLException {
+        OptionalLong run = SinkRuns.continued(config, parallelism, flinkJobId);
         return run.isPresent() ? Optional.of(new PostgresSink(config.withRun(run.getAsLong()))) : Optional.empty();
     }
 

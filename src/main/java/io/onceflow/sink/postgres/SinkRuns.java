@@ -34,12 +34,8 @@ final class SinkRuns {
     static long start(PostgresSinkConfig config, int parallelism, StartMode mode, String jobName, String flinkJobId)
             throws SQLException {
         try (Connection connection = PostgresConnections.open(config, "run-start")) {
-            PostgresSchema.checkServerEncoding(connection);
-            requireOneSessionPerConnection(connection);
-            PostgresSchema.checkMaxPreparedTransactions(connection, parallelism, config.tolerableCheckpointFailures());
-            config.schema().prepare(connection);
+            checkDatabase(connection, config, parallelism);
             refuseWhileLiveWritersHoldThePrefix(connection, config);
-            refuseUniqueIndexesAcrossSubtasks(connection, config, parallelism);
             if (mode == StartMode.FRESH) {
                 refuseWhilePrepared(connection, config);
             }
@@ -48,20 +44,49 @@ final class SinkRuns {
     }
 
     /**
-     * The newest run that the Flink job {@code flinkJobId} registered, if it registered one: what a
-     * second execution of that job's {@code main} continues (see {@link PostgresSink#continueRun}).
+     * The checks of a start that do not depend on who else uses the prefix, so that hold for a
+     * second execution of one job's {@code main} too: the server encoding, no per-transaction pool,
+     * enough prepared transactions, the tables (created or brought up to date), no unique index
+     * that would deadlock subtasks.
      */
-    static OptionalLong registeredBy(PostgresSinkConfig config, String flinkJobId) throws SQLException {
+    private static void checkDatabase(Connection connection, PostgresSinkConfig config, int parallelism)
+            throws SQLException {
+        PostgresSchema.checkServerEncoding(connection);
+        requireOneSessionPerConnection(connection);
+        PostgresSchema.checkMaxPreparedTransactions(connection, parallelism, config.tolerableCheckpointFailures());
+        config.schema().prepare(connection);
+        refuseUniqueIndexesAcrossSubtasks(connection, config, parallelism);
+    }
+
+    /**
+     * The run that the Flink job {@code flinkJobId} registered, if it registered one, after the
+     * checks of {@link #checkDatabase}: what a second execution of that job's {@code main}
+     * continues (see {@link PostgresSink#continueRun}).
+     *
+     * @throws IllegalStateException if a newer run replaced it: that job must not run on
+     */
+    static OptionalLong continued(PostgresSinkConfig config, int parallelism, String flinkJobId) throws SQLException {
         try (Connection connection = PostgresConnections.open(config, "run-start")) {
-            config.schema().prepare(connection);
-            try (PreparedStatement query = connection.prepareStatement("SELECT max(run) FROM " + config.runsTable()
-                    + " WHERE sink_prefix = ? AND flink_job_id = ?")) {
-                query.setString(1, config.sinkPrefix());
-                query.setString(2, flinkJobId);
+            checkDatabase(connection, config, parallelism);
+            try (PreparedStatement query = connection.prepareStatement("SELECT max(run) FILTER (WHERE flink_job_id = ?),"
+                    + " max(run) FROM " + config.runsTable() + " WHERE sink_prefix = ?")) {
+                query.setString(1, flinkJobId);
+                query.setString(2, config.sinkPrefix());
                 try (ResultSet result = query.executeQuery()) {
                     result.next();
                     long run = result.getLong(1);
-                    return result.wasNull() ? OptionalLong.empty() : OptionalLong.of(run);
+                    if (result.wasNull()) {
+                        return OptionalLong.empty();
+                    }
+                    if (result.getLong(2) > run) {
+                        // Its writers would stop at requireNewestRun, but its Kafka writers, restarting in
+                        // a loop, would abort the newer job's transactions of the same prefix.
+                        throw new IllegalStateException("Flink job " + flinkJobId + " registered run " + run
+                                + " of PostgreSQL sink prefix '" + config.sinkPrefix() + "', which a newer run replaced ("
+                                + describeOwner(connection, config) + "): this job was replaced and must not run on."
+                                + " Cancel it; if it should run, give the other job its own prefixes.");
+                    }
+                    return OptionalLong.of(run);
                 }
             }
         }

@@ -161,12 +161,12 @@ class PostgresFencingTest {
     void aSecondExecutionOfTheSameJobContinuesItsRunWhileItsWritersRun() throws Exception {
         PostgresSink sink = db.builder("job").build();
         PostgresSink first = sink.startRun(1, StartMode.FRESH, "test job", "a1b2");
-        assertThat(sink.continueRun("c3d4")).as("another job id registered nothing").isEmpty();
+        assertThat(sink.continueRun(1, "c3d4")).as("another job id registered nothing").isEmpty();
         try (PostgresExactlyOnceWriter running = db.freshWriter(first.config())) {
             checkpoint(running, 1, "a"); // a live writer and a prepared transaction, as after a failover
 
             // main again, under the same job id: no check refuses, no new run stops the writer
-            PostgresSink continued = sink.continueRun("a1b2").orElseThrow();
+            PostgresSink continued = sink.continueRun(1, "a1b2").orElseThrow();
             assertThat(continued.config().run()).isEqualTo(first.config().run());
             assertThat(db.prepared("job")).hasSize(1);
 
@@ -177,7 +177,13 @@ class PostgresFencingTest {
         }
         PostgresSink next = sink.startRun(1, StartMode.RESTORE, "test job", "c3d4");
         assertThat(next.config().run()).isGreaterThan(first.config().run());
-        assertThat(sink.continueRun("c3d4").orElseThrow().config().run()).isEqualTo(next.config().run());
+        assertThat(sink.continueRun(1, "c3d4").orElseThrow().config().run()).isEqualTo(next.config().run());
+        // the replaced job's main, run again by its JobManager, must not run on: its Kafka writers
+        // would abort the new job's transactions
+        assertThatThrownBy(() -> sink.continueRun(1, "a1b2"))
+                .isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("which a newer run replaced")
+                .hasMessageContaining("must not run on");
     }
 
     @Test

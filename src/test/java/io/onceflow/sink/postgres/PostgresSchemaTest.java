@@ -58,6 +58,17 @@ class PostgresSchemaTest {
     }
 
     @Test
+    void aRunsTableOfAnEarlierVersionGetsTheJobIdColumn() throws Exception {
+        SinkDatabase db = new SinkDatabase();
+        PostgresSink sink = db.builder("old").build();
+        sink.startRun(1, StartMode.FRESH, "old version");
+        db.execute("ALTER TABLE onceflow_runs DROP COLUMN flink_job_id"); // as an earlier version created it
+
+        PostgresSink started = sink.startRun(1, StartMode.RESTORE, "new version", "e5f6");
+        assertThat(sink.continueRun(1, "e5f6").orElseThrow().config().run()).isEqualTo(started.config().run());
+    }
+
+    @Test
     void subtasksCreatingTheTablesAtOnceDoNotCollide() throws Exception {
         SinkDatabase db = new SinkDatabase();
         PostgresSinkConfig config = db.config("schema_race");

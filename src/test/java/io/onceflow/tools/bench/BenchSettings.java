@@ -1,13 +1,18 @@
 package io.onceflow.tools.bench;
 
+import io.onceflow.config.OnceflowConfig;
+import io.onceflow.job.OnceflowJob;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Arrays;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.stream.Collectors;
+import org.apache.flink.configuration.Configuration;
 import org.apache.flink.util.TimeUtils;
 
 /**
@@ -30,6 +35,8 @@ import org.apache.flink.util.TimeUtils;
  * bench.json               also write the results as JSON to this file (default: none)
  * bench.postgres.durable   PostgreSQL with fsync and synchronous_commit on (default true); false for the
  *                          faster fsync=off server the tests use
+ * bench.flink.settings     Flink settings over the job's own, key=value,key=value (default none): the levers
+ *                          measured in docs/benchmarks.md, e.g. state.backend.rocksdb.use-bloom-filter=true
  * </pre>
  */
 record BenchSettings(
@@ -43,7 +50,8 @@ record BenchSettings(
         int latencyRate,
         int latencySeconds,
         Optional<Path> json,
-        boolean postgresDurable) {
+        boolean postgresDurable,
+        Map<String, String> flinkSettings) {
 
     static final String RAW = "raw";
     static final String AT_LEAST_ONCE = "alo";
@@ -74,7 +82,24 @@ record BenchSettings(
                 Integer.parseInt(property("bench.latency.rate", "1000")),
                 Integer.parseInt(property("bench.latency.seconds", "10")),
                 json.isBlank() ? Optional.empty() : Optional.of(Path.of(json)),
-                Boolean.parseBoolean(property("bench.postgres.durable", "true")));
+                Boolean.parseBoolean(property("bench.postgres.durable", "true")),
+                keyValues(property("bench.flink.settings", "")));
+    }
+
+    private static Map<String, String> keyValues(String list) {
+        Map<String, String> settings = new LinkedHashMap<>();
+        for (String entry : list.split(",")) {
+            if (entry.isBlank()) {
+                continue;
+            }
+            int equals = entry.indexOf('=');
+            if (equals <= 0) {
+                throw new IllegalArgumentException("bench.flink.settings takes key=value pairs separated by commas, got '"
+                        + entry + "'");
+            }
+            settings.put(entry.substring(0, equals).trim(), entry.substring(equals + 1).trim());
+        }
+        return settings;
     }
 
     BenchSettings {
@@ -98,6 +123,13 @@ record BenchSettings(
         return TimeUtils.parseDuration(checkpointInterval);
     }
 
+    /** The job's Flink settings with {@code bench.flink.settings} over them. */
+    Configuration jobFlinkConfiguration(OnceflowConfig config) {
+        Configuration flink = OnceflowJob.flinkConfiguration(config);
+        flink.addAll(Configuration.fromMap(flinkSettings));
+        return flink;
+    }
+
     Duration latencyPhase() {
         return Duration.ofSeconds(latencySeconds);
     }
@@ -105,9 +137,10 @@ record BenchSettings(
     @Override
     public String toString() {
         return String.format(Locale.ROOT, "events=%,d payload=%dB duplicates=%.0f%% checkpoint=%s parallelism=%d"
-                        + " scenarios=%s preloaded ids=%s latency=%d/s for %ds postgres=%s",
+                        + " scenarios=%s preloaded ids=%s latency=%d/s for %ds postgres=%s flink settings=%s",
                 events, payloadBytes, duplicateRatio * 100, checkpointInterval, parallelism, scenarios,
                 preloadedIds, latencyRate, latencySeconds,
-                postgresDurable ? "durable (fsync, synchronous_commit on)" : "fsync off, synchronous_commit off");
+                postgresDurable ? "durable (fsync, synchronous_commit on)" : "fsync off, synchronous_commit off",
+                flinkSettings.isEmpty() ? "the job's" : flinkSettings);
     }
 }

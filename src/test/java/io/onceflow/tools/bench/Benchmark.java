@@ -1,7 +1,6 @@
 package io.onceflow.tools.bench;
 
 import io.onceflow.config.OnceflowConfig;
-import io.onceflow.job.OnceflowJob;
 import io.onceflow.testing.Ledger;
 import io.onceflow.testing.PipelineScenario;
 import io.onceflow.testing.TestKafka;
@@ -134,7 +133,7 @@ public final class Benchmark {
                     PipelineScenario scenario = jobs.newScenario("bench-state", "exactly-once");
                     OnceflowConfig config = scenario.config();
                     String savepoint = preloader.preload(preloaded, config.dedupTtl(),
-                            OnceflowJob.flinkConfiguration(config),
+                            settings.jobFlinkConfiguration(config),
                             Files.createTempDirectory(work, "savepoint").toUri().toString());
                     results.add(jobs.run(Report.preloadedName(preloaded), scenario, Optional.of(savepoint), preloaded));
                 }

@@ -100,7 +100,7 @@ final class JobScenario {
             SinkChoice sinks) throws Exception {
         OnceflowConfig config = scenario.config();
         PostgresSettings postgres = config.postgres().orElseThrow();
-        Configuration flink = OnceflowJob.flinkConfiguration(config);
+        Configuration flink = settings.jobFlinkConfiguration(config);
         restoreFrom.ifPresent(savepoint -> {
             flink.set(StateRecoveryOptions.SAVEPOINT_PATH, savepoint);
             flink.set(StateRecoveryOptions.SAVEPOINT_IGNORE_UNCLAIMED_STATE, true);
