@@ -25,8 +25,9 @@ import org.apache.flink.util.TimeUtils;
  * bench.duplicate.ratio    share of re-sent records (default 0.10)
  * bench.checkpoint.interval the jobs' checkpoint interval, a job duration such as 1s (default 1s)
  * bench.parallelism        the jobs' parallelism (default 2)
- * bench.scenarios          comma-separated subset of raw,alo,jdbc-alo,eo,effect,streams,copier,state (default
- *                          all; jdbc-alo: alo with flink-connector-jdbc's JdbcSink as the PostgreSQL sink; effect:
+ * bench.scenarios          comma-separated subset of raw,alo,jdbc-alo,eo,eo-200ms,effect,streams,copier,state
+ *                          (default all; jdbc-alo: alo with flink-connector-jdbc's JdbcSink as the PostgreSQL sink;
+ *                          eo-200ms: eo with 200 ms checkpoints; effect:
  *                          eo with the ledger's effect function, one UPDATE per payment; streams: a Kafka Streams
  *                          exactly-once dedup, Kafka only; copier: Kafka's TransactionalMessageCopier, Kafka only)
  * bench.state.ids          ids preloaded into dedup state for the "state" scenario (default 1000000,10000000)
@@ -57,14 +58,19 @@ record BenchSettings(
     static final String AT_LEAST_ONCE = "alo";
     static final String JDBC_AT_LEAST_ONCE = "jdbc-alo";
     static final String EXACTLY_ONCE = "eo";
+    /** Exactly-once with {@link #FAST_CHECKPOINT_INTERVAL} checkpoints: the latency target of issue #12. */
+    static final String EXACTLY_ONCE_FAST_CHECKPOINTS = "eo-200ms";
+    static final String FAST_CHECKPOINT_INTERVAL = "200ms";
     static final String STATE = "state";
     static final String EFFECT = "effect";
     static final String STREAMS = "streams";
     static final String COPIER = "copier";
     private static final List<String> ALL_SCENARIOS =
-            List.of(RAW, AT_LEAST_ONCE, JDBC_AT_LEAST_ONCE, EXACTLY_ONCE, EFFECT, STREAMS, COPIER, STATE);
+            List.of(RAW, AT_LEAST_ONCE, JDBC_AT_LEAST_ONCE, EXACTLY_ONCE, EXACTLY_ONCE_FAST_CHECKPOINTS, EFFECT, STREAMS,
+                    COPIER, STATE);
     /** The scenarios that run the onceflow job, which a discarded run warms up for. */
-    static final Set<String> JOB_SCENARIOS = Set.of(AT_LEAST_ONCE, JDBC_AT_LEAST_ONCE, EXACTLY_ONCE, EFFECT, STATE);
+    static final Set<String> JOB_SCENARIOS =
+            Set.of(AT_LEAST_ONCE, JDBC_AT_LEAST_ONCE, EXACTLY_ONCE, EXACTLY_ONCE_FAST_CHECKPOINTS, EFFECT, STATE);
 
     static BenchSettings fromSystemProperties() {
         String json = System.getProperty("bench.json", "");

@@ -110,6 +110,10 @@ public final class Benchmark {
                 results.add(jobs.run(Report.EXACTLY_ONCE, jobs.newScenario("bench-eo", "exactly-once"),
                         Optional.empty(), 0));
             }
+            if (settings.scenarios().contains(BenchSettings.EXACTLY_ONCE_FAST_CHECKPOINTS)) {
+                results.add(jobs.run(Report.EXACTLY_ONCE_FAST_CHECKPOINTS, jobs.newScenario("bench-eo-fast", "exactly-once")
+                        .with("checkpoint.interval", BenchSettings.FAST_CHECKPOINT_INTERVAL), Optional.empty(), 0));
+            }
             if (settings.scenarios().contains(BenchSettings.EFFECT)) {
                 // exactly-once with the ledger's effect: one UPDATE of an account per payment (half the events)
                 PipelineScenario scenario = jobs.newScenario("bench-effect", "exactly-once")
