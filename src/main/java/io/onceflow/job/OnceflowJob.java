@@ -33,7 +33,6 @@ import org.apache.flink.connector.base.DeliveryGuarantee;
 import org.apache.flink.connector.kafka.source.KafkaSourceBuilder;
 import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer;
 import org.apache.flink.core.execution.CheckpointingMode;
-import org.apache.flink.state.rocksdb.RocksDBConfigurableOptions;
 import org.apache.flink.state.rocksdb.RocksDBNativeMetricOptions;
 import org.apache.flink.streaming.api.environment.LocalStreamEnvironment;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
@@ -311,12 +310,6 @@ public final class OnceflowJob {
             // per column family and reporter interval. The state's name is a label, not part of the name.
             flink.set(RocksDBNativeMetricOptions.ESTIMATE_NUM_KEYS, true);
             flink.set(RocksDBNativeMetricOptions.COLUMN_FAMILY_AS_VARIABLE, true);
-            // Nearly every id the dedup looks up is new, and a lookup of an absent key reads an index
-            // and a data block in every SST level without a filter. Bloom filters (10 bits per key)
-            // answer most of them from memory: with 10M ids in state, EO throughput went from 0.24 x
-            // to 0.64 x the empty-state figure and CPU per record fell 2.4 x, for ~1 B more state per
-            // id (docs/benchmarks.md, round 2).
-            flink.set(RocksDBConfigurableOptions.USE_BLOOM_FILTER, true);
         } else {
             flink.set(StateBackendOptions.STATE_BACKEND, "hashmap");
         }

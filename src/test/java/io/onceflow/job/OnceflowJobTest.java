@@ -22,7 +22,6 @@ import org.apache.flink.configuration.PipelineOptions;
 import org.apache.flink.configuration.PipelineOptionsInternal;
 import org.apache.flink.configuration.StateBackendOptions;
 import org.apache.flink.core.execution.CheckpointingMode;
-import org.apache.flink.state.rocksdb.RocksDBConfigurableOptions;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.graph.StreamGraph;
 import org.junit.jupiter.api.Test;
@@ -55,7 +54,6 @@ class OnceflowJobTest {
                 .isEqualTo(ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION);
         assertThat(flink.get(StateBackendOptions.STATE_BACKEND)).isEqualTo("rocksdb");
         assertThat(flink.get(CheckpointingOptions.INCREMENTAL_CHECKPOINTS)).isTrue();
-        assertThat(flink.get(RocksDBConfigurableOptions.USE_BLOOM_FILTER)).as("bloom filters for the dedup lookups").isTrue();
         assertThat(flink.get(PipelineOptions.GENERIC_TYPES)).isFalse();
         assertThat(flink.get(CoreOptions.DEFAULT_PARALLELISM)).isEqualTo(3);
     }
