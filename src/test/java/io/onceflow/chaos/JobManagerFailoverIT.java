@@ -10,8 +10,6 @@ import io.onceflow.testing.cluster.FlinkRestClient;
 import io.onceflow.testing.cluster.FlinkStandaloneCluster;
 import io.onceflow.testing.cluster.InputDrain;
 import java.io.IOException;
-import java.io.Writer;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.ResultSet;
@@ -20,7 +18,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.Properties;
 import org.apache.curator.test.TestingServer;
 import org.apache.flink.api.common.JobID;
 import org.junit.jupiter.api.Test;
@@ -95,28 +92,12 @@ class JobManagerFailoverIT {
     }
 
     private static Path writeJobProperties(ClusterHarness cluster) throws IOException {
-        cluster.kafka().createTopic(PREFIX + "-in", 4);
-        cluster.kafka().createTopic(PREFIX + "-out", 4);
-        cluster.kafka().createTopic(PREFIX + "-dlq", 1);
-        Properties job = new Properties();
-        job.put("kafka.bootstrap.servers", cluster.kafka().bootstrapServers());
-        job.put("input.topics", PREFIX + "-in");
-        job.put("input.group.id", PREFIX);
-        job.put("output.topic", PREFIX + "-out");
-        job.put("dead.letter.topic", PREFIX + "-dlq");
-        job.put("kafka.transactional.id.prefix", PREFIX);
+        Map<String, String> job = cluster.jobSettings(PREFIX, 4);
         job.put("checkpoint.interval", "1s");
         job.put("parallelism", "2");
         job.put("message.max.bytes", "4096");
         job.put("message.id.max.length", "64");
-        job.put("postgres.url", cluster.postgres().jdbcUrl());
-        job.put("postgres.user", cluster.postgres().user());
-        job.put("postgres.sink.prefix", PREFIX);
-        Path file = cluster.directory().resolve(PREFIX + "-job.properties");
-        try (Writer out = Files.newBufferedWriter(file)) {
-            job.store(out, "JobManagerFailoverIT");
-        }
-        return file;
+        return cluster.writeJobProperties(PREFIX, job);
     }
 
     /**

@@ -7,13 +7,12 @@ import io.onceflow.testing.cluster.ContinuousProducer;
 import io.onceflow.testing.cluster.FlinkRestClient;
 import io.onceflow.testing.cluster.FlinkStandaloneCluster;
 import java.io.IOException;
-import java.io.Writer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Properties;
+import java.util.Map;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 
@@ -75,26 +74,10 @@ class TaskManagerLossIT {
     }
 
     private static Path writeJobProperties(ClusterHarness cluster) throws IOException {
-        cluster.kafka().createTopic("loss-in", 4);
-        cluster.kafka().createTopic("loss-out", 4);
-        cluster.kafka().createTopic("loss-dlq", 1);
-        Properties job = new Properties();
-        job.put("kafka.bootstrap.servers", cluster.kafka().bootstrapServers());
-        job.put("input.topics", "loss-in");
-        job.put("input.group.id", "loss");
-        job.put("output.topic", "loss-out");
-        job.put("dead.letter.topic", "loss-dlq");
-        job.put("kafka.transactional.id.prefix", "loss");
+        Map<String, String> job = cluster.jobSettings("loss", 4);
         job.put("checkpoint.interval", "2s");
         job.put("parallelism", "2");
-        job.put("postgres.url", cluster.postgres().jdbcUrl());
-        job.put("postgres.user", cluster.postgres().user());
-        job.put("postgres.sink.prefix", "loss");
-        Path file = cluster.directory().resolve("loss-job.properties");
-        try (Writer out = Files.newBufferedWriter(file)) {
-            job.store(out, "TaskManagerLossIT");
-        }
-        return file;
+        return cluster.writeJobProperties("loss", job);
     }
 
     private static FlinkStandaloneCluster.TaskManager busyTaskManager(ClusterHarness cluster) throws IOException {

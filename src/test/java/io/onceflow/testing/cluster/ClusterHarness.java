@@ -4,12 +4,15 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.File;
 import java.io.IOException;
+import java.io.Writer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Properties;
+import java.util.TreeMap;
 import java.util.stream.Stream;
 import org.apache.commons.io.FileUtils;
 
@@ -94,6 +97,40 @@ public final class ClusterHarness implements AutoCloseable {
 
     public FlinkStandaloneCluster flink() {
         return flink;
+    }
+
+    /**
+     * The settings a cluster test's job starts from, all named after {@code name}: the topics
+     * {@code name-in} and {@code name-out} with {@code partitions} partitions and {@code name-dlq} with
+     * one (created here), the consumer group, the Kafka transactional id prefix and the PostgreSQL sink
+     * prefix, on the harness's broker and database. Sorted and mutable: add what the test needs.
+     */
+    public Map<String, String> jobSettings(String name, int partitions) {
+        kafka.createTopic(name + "-in", partitions);
+        kafka.createTopic(name + "-out", partitions);
+        kafka.createTopic(name + "-dlq", 1);
+        Map<String, String> settings = new TreeMap<>();
+        settings.put("kafka.bootstrap.servers", kafka.bootstrapServers());
+        settings.put("input.topics", name + "-in");
+        settings.put("input.group.id", name);
+        settings.put("output.topic", name + "-out");
+        settings.put("dead.letter.topic", name + "-dlq");
+        settings.put("kafka.transactional.id.prefix", name);
+        settings.put("postgres.url", postgres.jdbcUrl());
+        settings.put("postgres.user", postgres.user());
+        settings.put("postgres.sink.prefix", name);
+        return settings;
+    }
+
+    /** Writes {@code settings} to {@code name-job.properties} in the harness's directory, for {@code --config}. */
+    public Path writeJobProperties(String name, Map<String, String> settings) throws IOException {
+        Properties properties = new Properties();
+        properties.putAll(settings);
+        Path file = directory.resolve(name + "-job.properties");
+        try (Writer out = Files.newBufferedWriter(file)) {
+            properties.store(out, name);
+        }
+        return file;
     }
 
     /** The harness's own scratch directory (deleted on close). */
