@@ -6,16 +6,24 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.onceflow.ingest.Event;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import org.apache.commons.lang3.reflect.FieldUtils;
+import org.apache.commons.lang3.reflect.MethodUtils;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.GlobalConfiguration;
 import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
 import org.apache.flink.state.rocksdb.EmbeddedRocksDBStateBackend;
+import org.apache.flink.state.rocksdb.RocksDBKeyedStateBackend;
 import org.apache.flink.streaming.api.operators.KeyedProcessOperator;
 import org.apache.flink.streaming.util.KeyedOneInputStreamOperatorTestHarness;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.rocksdb.ColumnFamilyHandle;
+import org.rocksdb.RocksDB;
 
 class DeduplicateByMessageIdTest {
     private static final Duration TTL = Duration.ofMinutes(10);
@@ -124,6 +132,59 @@ class DeduplicateByMessageIdTest {
 
         List<Event> output = harness.extractOutputValues();
         assertThat(output).extracting(e -> e.sourceOffset).containsExactly(0L, 2L);
+    }
+
+    /**
+     * flink-conf/config.yaml turns on bloom filters and universal compaction; state that a job wrote
+     * with RocksDB's leveled default (every earlier onceflow release) must restore under them with
+     * every id remembered. The leveled state is compacted out of L0 first, so that the restore has to
+     * take files of a level that universal compaction treats as one sorted run.
+     */
+    @Test
+    void stateWrittenWithLeveledCompactionRestoresUnderTheClustersRocksDbSettings() throws Exception {
+        int ids = 5_000;
+        harness.close();
+        harness = newHarness();
+        harness.setStateBackend(new EmbeddedRocksDBStateBackend(true));
+        harness.open();
+        for (int id = 0; id < ids; id++) {
+            harness.processElement(event("id-" + id, id), 0);
+        }
+        SeenColumnFamily leveled = SeenColumnFamily.of(harness);
+        leveled.db().compactRange(leveled.handle());
+        assertThat(leveled.db().getProperty(leveled.handle(), "rocksdb.num-files-at-level0")).as("L0 files after compaction")
+                .isEqualTo("0");
+        OperatorSubtaskState snapshot = harness.snapshot(1L, 0L);
+        harness.close();
+
+        Map<String, String> cluster = new HashMap<>(GlobalConfiguration.loadConfiguration("flink-conf").toMap());
+        cluster.keySet().removeIf(key -> !key.startsWith("state.backend.rocksdb."));
+        assertThat(cluster).containsEntry("state.backend.rocksdb.compaction.style", "UNIVERSAL")
+                .containsEntry("state.backend.rocksdb.use-bloom-filter", "true");
+        harness = newHarness();
+        harness.setStateBackend(new EmbeddedRocksDBStateBackend(true)
+                .configure(Configuration.fromMap(cluster), getClass().getClassLoader()));
+        harness.initializeState(snapshot);
+        harness.open();
+        for (int id = 0; id <= ids; id++) {
+            harness.processElement(event("id-" + id, ids + id), 0);
+        }
+
+        assertThat(harness.extractOutputValues()).as("only the one id not seen before the restore")
+                .extracting(e -> e.messageId).containsExactly("id-" + ids);
+        SeenColumnFamily restored = SeenColumnFamily.of(harness);
+        assertThat(restored.db().getLongProperty(restored.handle(), "rocksdb.estimate-num-keys"))
+                .as("RocksDB's estimate of the ids in state (the dashboard's)").isEqualTo(ids + 1);
+    }
+
+    /** The harness's RocksDB and the dedup state's column family: Flink keeps both internal, hence reflection. */
+    private record SeenColumnFamily(RocksDB db, ColumnFamilyHandle handle) {
+        static SeenColumnFamily of(KeyedOneInputStreamOperatorTestHarness<MessageIdKey, Event, Event> harness)
+                throws ReflectiveOperationException {
+            RocksDBKeyedStateBackend<?> backend = (RocksDBKeyedStateBackend<?>) harness.getOperator().getKeyedStateBackend();
+            return new SeenColumnFamily((RocksDB) FieldUtils.readField(backend, "db", true), (ColumnFamilyHandle)
+                    MethodUtils.invokeMethod(backend, true, "getColumnFamilyHandle", DeduplicateByMessageId.SEEN_STATE_NAME));
+        }
     }
 
     @Test
