@@ -4,16 +4,15 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.onceflow.ingest.Event;
+import io.onceflow.testing.ProjectFlinkConf;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import org.apache.commons.lang3.reflect.FieldUtils;
 import org.apache.commons.lang3.reflect.MethodUtils;
 import org.apache.flink.configuration.Configuration;
-import org.apache.flink.configuration.GlobalConfiguration;
 import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
 import org.apache.flink.state.rocksdb.EmbeddedRocksDBStateBackend;
 import org.apache.flink.state.rocksdb.RocksDBKeyedStateBackend;
@@ -157,13 +156,11 @@ class DeduplicateByMessageIdTest {
         OperatorSubtaskState snapshot = harness.snapshot(1L, 0L);
         harness.close();
 
-        Map<String, String> cluster = new HashMap<>(GlobalConfiguration.loadConfiguration("flink-conf").toMap());
-        cluster.keySet().removeIf(key -> !key.startsWith("state.backend.rocksdb."));
-        assertThat(cluster).containsEntry("state.backend.rocksdb.compaction.style", "UNIVERSAL")
+        Configuration cluster = ProjectFlinkConf.rocksDbSettings();
+        assertThat(cluster.toMap()).containsEntry("state.backend.rocksdb.compaction.style", "UNIVERSAL")
                 .containsEntry("state.backend.rocksdb.use-bloom-filter", "true");
         harness = newHarness();
-        harness.setStateBackend(new EmbeddedRocksDBStateBackend(true)
-                .configure(Configuration.fromMap(cluster), getClass().getClassLoader()));
+        harness.setStateBackend(new EmbeddedRocksDBStateBackend(true).configure(cluster, getClass().getClassLoader()));
         harness.initializeState(snapshot);
         harness.open();
         for (int id = 0; id <= ids; id++) {

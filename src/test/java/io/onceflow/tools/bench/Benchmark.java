@@ -3,6 +3,7 @@ package io.onceflow.tools.bench;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.testing.Ledger;
 import io.onceflow.testing.PipelineScenario;
+import io.onceflow.testing.ProjectFlinkConf;
 import io.onceflow.testing.TestKafka;
 import io.onceflow.testing.TestPostgres;
 import io.onceflow.tools.generator.EventGenerator;
@@ -17,14 +18,11 @@ import java.sql.ResultSet;
 import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.Comparator;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.stream.Stream;
 import org.apache.flink.configuration.Configuration;
-import org.apache.flink.configuration.GlobalConfiguration;
 import org.apache.flink.configuration.MemorySize;
 import org.apache.flink.configuration.TaskManagerOptions;
 import org.apache.flink.configuration.WebOptions;
@@ -51,8 +49,6 @@ public final class Benchmark {
     static final int INPUT_PARTITIONS = 4;
     /** Managed memory of the MiniCluster's TaskManager, shared by the RocksDB instances of its slots. */
     private static final MemorySize MANAGED_MEMORY = MemorySize.parse("512m");
-    /** The project's Flink configuration directory; the benchmark runs in the project directory. */
-    private static final String PROJECT_FLINK_CONF = "flink-conf";
     private static final int CHECKPOINT_HISTORY = 10_000;
     private static final long INPUT_SEED = 2026;
     private static final long WARM_UP_RECORDS = 100_000;
@@ -206,9 +202,7 @@ public final class Benchmark {
         config.set(TaskManagerOptions.MANAGED_MEMORY_SIZE, MANAGED_MEMORY);
         config.set(WebOptions.CHECKPOINTS_HISTORY_SIZE, CHECKPOINT_HISTORY);
         // the RocksDB settings users run with: those of flink-conf/config.yaml (bloom filters among them)
-        Map<String, String> rocksDb = new HashMap<>(GlobalConfiguration.loadConfiguration(PROJECT_FLINK_CONF).toMap());
-        rocksDb.keySet().removeIf(key -> !key.startsWith("state.backend.rocksdb."));
-        config.addAll(Configuration.fromMap(rocksDb));
+        config.addAll(ProjectFlinkConf.rocksDbSettings());
         MiniCluster cluster = new MiniCluster(new MiniClusterConfiguration.Builder()
                 .setConfiguration(config)
                 .setNumTaskManagers(1)

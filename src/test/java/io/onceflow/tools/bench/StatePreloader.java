@@ -80,7 +80,7 @@ final class StatePreloader {
     }
 
     /** 20 minutes, or more for 100M ids and up: at least 20,000 ids/s (about 100,000 measured on 2 cores). */
-    static Duration preloadTimeout(long ids) {
+    private static Duration preloadTimeout(long ids) {
         return Duration.ofSeconds(Math.max(Duration.ofMinutes(20).toSeconds(), ids / MIN_IDS_PER_SECOND));
     }
 
