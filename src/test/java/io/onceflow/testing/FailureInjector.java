@@ -39,8 +39,10 @@ public final class FailureInjector implements EventProcessor, CheckpointedFuncti
 
     /**
      * The pace once the threshold is passed and the moment has not come yet: slow enough that the
-     * bounded input cannot drain before the next checkpoints (a CI run where two checkpoints did not
-     * fit in the rest of the input never fired AFTER_SNAPSHOT_BEFORE_COMPLETION).
+     * bounded input cannot drain before the next checkpoints. The number of checkpoints in a run is
+     * also bounded by the records in flight ahead of each barrier, which {@link MiniClusters} keeps
+     * small: with Flink's 32 KB buffers a 4,000-record run had two or three checkpoints, and CI runs
+     * on a loaded machine missed AFTER_SNAPSHOT_BEFORE_COMPLETION; with 4 KB buffers it has about ten.
      */
     private static final long WAITING_FOR_MOMENT_MICROS_PER_EVENT = 5_000;
 
