@@ -117,7 +117,7 @@ final class JobScenario {
                 scenario.kafka().bootstrapServers(), scenario.outputTopic, scenario.database(), postgres.table())) {
             Measurement measurement = Measurement.start(workload.meter());
             JobClient job = env.executeAsync("bench " + name);
-            await(Duration.ofMinutes(5), () -> allTasksRunning(job), "all tasks running", job);
+            await(Duration.ofMinutes(5), () -> allTasksRunning(cluster, job), "all tasks running", job);
             long startNanos = System.nanoTime();
             Duration backlogTimeout = workload.backlogTimeout();
             long uniqueIds = workload.uniqueIds();
@@ -211,7 +211,8 @@ final class JobScenario {
                 .toList();
     }
 
-    private boolean allTasksRunning(JobClient job) throws Exception {
+    /** Whether every task of {@code job} on {@code cluster} runs (restoring state comes before that). */
+    static boolean allTasksRunning(MiniCluster cluster, JobClient job) throws Exception {
         for (AccessExecutionJobVertex vertex : cluster.getExecutionGraph(job.getJobID()).get().getVerticesTopologically()) {
             if (vertex.getAggregateState() != ExecutionState.RUNNING) {
                 return false;
