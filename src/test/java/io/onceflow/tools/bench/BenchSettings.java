@@ -4,6 +4,7 @@ import io.onceflow.config.OnceflowConfig;
 import io.onceflow.job.OnceflowJob;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -33,6 +34,8 @@ import org.apache.flink.util.TimeUtils;
  * bench.state.ids          ids preloaded into dedup state for the "state" scenario (default 1000000,10000000)
  * bench.latency.rate       records/s of the paced latency phase (default 1000)
  * bench.latency.seconds    length of the latency phase (default 10)
+ * bench.pairs              how many times alo and eo run, alternating (default 1): their ratio per pair
+ *                          shows the run-to-run spread on a shared machine
  * bench.json               also write the results as JSON to this file (default: none)
  * bench.postgres.durable   PostgreSQL with fsync and synchronous_commit on (default true); false for the
  *                          faster fsync=off server the tests use
@@ -52,7 +55,8 @@ record BenchSettings(
         int latencySeconds,
         Optional<Path> json,
         boolean postgresDurable,
-        Map<String, String> flinkSettings) {
+        Map<String, String> flinkSettings,
+        int aloEoPairs) {
 
     static final String RAW = "raw";
     static final String AT_LEAST_ONCE = "alo";
@@ -72,6 +76,9 @@ record BenchSettings(
     static final Set<String> JOB_SCENARIOS =
             Set.of(AT_LEAST_ONCE, JDBC_AT_LEAST_ONCE, EXACTLY_ONCE, EXACTLY_ONCE_FAST_CHECKPOINTS, EFFECT, STATE);
 
+    /** The job scenarios that run at-least-once; every other job scenario runs exactly-once. */
+    private static final Set<String> AT_LEAST_ONCE_SCENARIOS = Set.of(AT_LEAST_ONCE, JDBC_AT_LEAST_ONCE);
+
     static BenchSettings fromSystemProperties() {
         String json = System.getProperty("bench.json", "");
         return new BenchSettings(
@@ -89,7 +96,8 @@ record BenchSettings(
                 Integer.parseInt(property("bench.latency.seconds", "10")),
                 json.isBlank() ? Optional.empty() : Optional.of(Path.of(json)),
                 Boolean.parseBoolean(property("bench.postgres.durable", "true")),
-                keyValues(property("bench.flink.settings", "")));
+                keyValues(property("bench.flink.settings", "")),
+                Integer.parseInt(property("bench.pairs", "1")));
     }
 
     private static Map<String, String> keyValues(String list) {
@@ -113,8 +121,10 @@ record BenchSettings(
             throw new IllegalArgumentException("bench.scenarios must be a subset of " + String.join(",", ALL_SCENARIOS)
                     + ", got " + scenarios);
         }
-        if (events <= 0 || payloadBytes < 0 || parallelism <= 0 || latencyRate <= 0 || latencySeconds < 0) {
-            throw new IllegalArgumentException("bench.events, bench.parallelism and bench.latency.rate must be positive");
+        if (events <= 0 || payloadBytes < 0 || parallelism <= 0 || latencyRate <= 0 || latencySeconds < 0
+                || aloEoPairs <= 0) {
+            throw new IllegalArgumentException(
+                    "bench.events, bench.parallelism, bench.latency.rate and bench.pairs must be positive");
         }
     }
 
@@ -122,6 +132,21 @@ record BenchSettings(
     private static String property(String name, String fallback) {
         String value = System.getProperty(name);
         return value == null || value.isBlank() ? fallback : value.trim();
+    }
+
+    /**
+     * The {@code delivery.guarantee} values of the chosen job scenarios, at-least-once first: a
+     * warm-up runs each, so that neither mode's code is compiled at the other's expense.
+     */
+    List<String> deliveryGuaranteesOfJobScenarios() {
+        List<String> guarantees = new ArrayList<>();
+        if (scenarios.stream().anyMatch(AT_LEAST_ONCE_SCENARIOS::contains)) {
+            guarantees.add("at-least-once");
+        }
+        if (scenarios.stream().anyMatch(s -> JOB_SCENARIOS.contains(s) && !AT_LEAST_ONCE_SCENARIOS.contains(s))) {
+            guarantees.add("exactly-once");
+        }
+        return guarantees;
     }
 
     /** The checkpoint interval as the job will read it (Flink's duration syntax: 1s, 500ms, 1min). */
@@ -143,8 +168,8 @@ record BenchSettings(
     @Override
     public String toString() {
         return String.format(Locale.ROOT, "events=%,d payload=%dB duplicates=%.0f%% checkpoint=%s parallelism=%d"
-                        + " scenarios=%s preloaded ids=%s latency=%d/s for %ds postgres=%s flink settings=%s",
-                events, payloadBytes, duplicateRatio * 100, checkpointInterval, parallelism, scenarios,
+                        + " scenarios=%s alo/eo pairs=%d preloaded ids=%s latency=%d/s for %ds postgres=%s flink settings=%s",
+                events, payloadBytes, duplicateRatio * 100, checkpointInterval, parallelism, scenarios, aloEoPairs,
                 preloadedIds, latencyRate, latencySeconds,
                 postgresDurable ? "durable (fsync, synchronous_commit on)" : "fsync off, synchronous_commit off",
                 flinkSettings.isEmpty() ? "the job's" : flinkSettings);

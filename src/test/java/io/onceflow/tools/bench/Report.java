@@ -54,6 +54,26 @@ final class Report {
         this.results = results;
     }
 
+    /** The name of scenario {@code name} in alo/eo pair {@code pair}: the first pair keeps the plain name. */
+    static String inPair(String name, int pair) {
+        return pair == 1 ? name : name + " (pair " + pair + ")";
+    }
+
+    /** ALO / EO throughput of each pair that ran both, in order. */
+    private List<Double> aloOverEoPerPair() {
+        List<Double> ratios = new ArrayList<>();
+        for (int pair = 1; pair <= settings.aloEoPairs(); pair++) {
+            throughputRatio(inPair(AT_LEAST_ONCE, pair), inPair(EXACTLY_ONCE, pair)).ifPresent(ratios::add);
+        }
+        return ratios;
+    }
+
+    private static double median(List<Double> values) {
+        List<Double> sorted = values.stream().sorted().toList();
+        int middle = sorted.size() / 2;
+        return sorted.size() % 2 == 1 ? sorted.get(middle) : (sorted.get(middle - 1) + sorted.get(middle)) / 2;
+    }
+
     static String preloadedName(long ids) {
         return EXACTLY_ONCE + ", " + compact(ids) + " ids preloaded";
     }
@@ -116,6 +136,11 @@ final class Report {
         text.append('\n');
         throughputRatio(EXACTLY_ONCE, AT_LEAST_ONCE).ifPresent(ratio -> text.append(String.format(Locale.ROOT,
                 "EO / ALO throughput: %.2f (target >= %.2f: %s)%n", ratio, TARGET_EO_VS_ALO, verdict(ratio >= TARGET_EO_VS_ALO))));
+        if (aloOverEoPerPair().size() > 1) {
+            text.append(String.format(Locale.ROOT, "ALO / EO throughput per pair: %s (median %.2f; target >= 1)%n",
+                    aloOverEoPerPair().stream().map(r -> String.format(Locale.ROOT, "%.2f", r)).toList(),
+                    median(aloOverEoPerPair())));
+        }
         throughputRatio(EXACTLY_ONCE, RAW_LIMIT).ifPresent(ratio -> text.append(String.format(Locale.ROOT,
                 "EO / raw limit throughput: %.2f (target >= %.2f: %s)%n", ratio, TARGET_EO_VS_RAW, verdict(ratio >= TARGET_EO_VS_RAW))));
         compareWithKafkaOnly(text, KAFKA_STREAMS, "Kafka Streams", TARGET_EO_VS_KAFKA_STREAMS);
@@ -195,6 +220,9 @@ final class Report {
         json.put("scenarios", scenarios);
         Map<String, Object> ratios = new LinkedHashMap<>();
         throughputRatio(EXACTLY_ONCE, AT_LEAST_ONCE).ifPresent(ratio -> ratios.put("eoOverAlo", ratio));
+        if (aloOverEoPerPair().size() > 1) {
+            ratios.put("aloOverEoMedianOfPairs", median(aloOverEoPerPair()));
+        }
         throughputRatio(EXACTLY_ONCE, RAW_LIMIT).ifPresent(ratio -> ratios.put("eoOverRawLimit", ratio));
         throughputRatio(EXACTLY_ONCE_FAST_CHECKPOINTS, EXACTLY_ONCE).ifPresent(ratio -> ratios.put("eoFastOverEo", ratio));
         throughputRatio(EXACTLY_ONCE, KAFKA_STREAMS).ifPresent(ratio -> ratios.put("eoOverKafkaStreams", ratio));
