@@ -13,6 +13,7 @@ import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
 import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.PipelineOptions;
 import org.apache.flink.configuration.StateRecoveryOptions;
 import org.apache.flink.connector.datagen.source.DataGeneratorSource;
 import org.apache.flink.connector.datagen.source.GeneratorFunction;
@@ -56,7 +57,11 @@ final class StatePreloader {
     String preload(long ids, Duration dedupTtl, Configuration flink, String savepointDirectory) throws Exception {
         long start = System.nanoTime();
         String canonical = savepointDirectory.replaceAll("/*$", "") + "/preloaded-canonical";
-        StreamExecutionEnvironment bootstrap = new TestStreamEnvironment(cluster, flink, parallelism, List.of(), List.of());
+        Configuration bootstrapping = new Configuration(flink);
+        // the job disables generic types; the State Processor API's own output (TaggedOperatorSubtaskState) is one
+        bootstrapping.set(PipelineOptions.GENERIC_TYPES, true);
+        StreamExecutionEnvironment bootstrap =
+                new TestStreamEnvironment(cluster, bootstrapping, parallelism, List.of(), List.of());
         PreloadedDedupState.bootstrap(bootstrap, OnceflowPipeline.DEDUP_UID, ids, ID_SEED, dedupTtl, parallelism, canonical);
         bootstrap.execute("bench preload " + ids + ": bootstrap");
         double bootstrapSeconds = (System.nanoTime() - start) / 1e9;
