@@ -239,7 +239,7 @@ public final class Benchmark {
     }
 
     /** Checkpoints and savepoints of a default run take a few hundred MB of the temp directory. */
-    private static void deleteRecursively(Path directory) throws IOException {
+    static void deleteRecursively(Path directory) throws IOException {
         try (Stream<Path> paths = Files.walk(directory)) {
             for (Path path : paths.sorted(Comparator.reverseOrder()).toList()) {
                 Files.deleteIfExists(path);
