@@ -140,7 +140,8 @@ public final class Benchmark {
                 results.add(kafkaOnly.copier());
             }
             if (settings.scenarios().contains(BenchSettings.STATE)) {
-                StatePreloader preloader = new StatePreloader(cluster, settings.parallelism());
+                StatePreloader preloader =
+                        new StatePreloader(cluster, settings.parallelism(), StatePreloader.COMPACTION_SETTLED);
                 for (long preloaded : settings.preloadedIds()) {
                     PipelineScenario scenario = jobs.newScenario("bench-state", "exactly-once");
                     OnceflowConfig config = scenario.config();

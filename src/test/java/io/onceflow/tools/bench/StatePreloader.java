@@ -13,6 +13,7 @@ import java.nio.file.Path;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Files;
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.util.HashMap;
 import java.util.List;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
@@ -44,14 +45,17 @@ final class StatePreloader {
     /** Different from the generator's seeds, so preloaded ids never meet the input's. */
     private static final long ID_SEED = 0x5eed_0f_1d5L;
     /** No RocksDB file written or removed for this long: the restore's compactions are done. */
-    private static final Duration COMPACTION_SETTLED = Duration.ofSeconds(15);
+    static final Duration COMPACTION_SETTLED = Duration.ofSeconds(15);
 
     private final MiniCluster cluster;
     private final int parallelism;
+    private final Duration compactionSettled;
 
-    StatePreloader(MiniCluster cluster, int parallelism) {
+    /** @param compactionSettled how long RocksDB must write and remove no file before the savepoint */
+    StatePreloader(MiniCluster cluster, int parallelism, Duration compactionSettled) {
         this.cluster = cluster;
         this.parallelism = parallelism;
+        this.compactionSettled = compactionSettled;
     }
 
     /** The {@code i}-th preloaded id. */
@@ -94,7 +98,7 @@ final class StatePreloader {
         Duration restoreTimeout = Duration.ofMinutes(Math.max(5, ids / 10_000_000));
         JobScenario.await(restoreTimeout, () -> JobScenario.allTasksRunning(cluster, job), "the preloaded state restored", job);
         double restoredSeconds = (System.nanoTime() - start) / 1e9;
-        JobScenario.await(restoreTimeout, new FilesUnchanged(rocksDbDirectory, COMPACTION_SETTLED),
+        JobScenario.await(restoreTimeout, new FilesUnchanged(rocksDbDirectory, compactionSettled),
                 "RocksDB's compactions after the restore settled", job);
         double settledSeconds = (System.nanoTime() - start) / 1e9;
         String savepoint = cluster.stopWithSavepoint(
@@ -127,14 +131,27 @@ final class StatePreloader {
         @Override
         public boolean holds() throws IOException {
             Map<String, Long> files = new HashMap<>();
+            boolean anyInstance = false;
             try (Stream<Path> paths = Files.walk(directory)) {
-                for (Path path : paths.filter(Files::isRegularFile).toList()) {
+                for (Path path : paths.filter(p -> !p.toString().contains("/chk-")).toList()) {
+                    // a checkpoint's local chk-N copies come and go every interval; an instance has a CURRENT file
+                    anyInstance |= path.getFileName().toString().equals("CURRENT");
+                    if (!path.toString().endsWith(".sst")) {
+                        continue;
+                    }
                     try {
                         files.put(path.toString(), Files.size(path));
                     } catch (NoSuchFileException deletedMeanwhile) {
                         // a compaction removed it: the next poll sees the change
                     }
                 }
+            } catch (UncheckedIOException directoryRemovedDuringTheWalk) {
+                unchangedSince = System.nanoTime();
+                return false;
+            }
+            if (!anyInstance) {
+                throw new IllegalStateException("no RocksDB instance under " + directory
+                        + ": the restored job does not keep its state there");
             }
             if (!files.equals(lastSeen)) {
                 lastSeen = files;

@@ -54,7 +54,8 @@ class StatePreloaderTest {
         Configuration jobSettings = new Configuration();
         jobSettings.set(StateBackendOptions.STATE_BACKEND, "rocksdb");
         jobSettings.set(PipelineOptions.GENERIC_TYPES, false);
-        String savepoint = new StatePreloader(cluster, 2).preload(PRELOADED, TTL, jobSettings, savepoints.toUri().toString());
+        String savepoint = new StatePreloader(cluster, 2, Duration.ofSeconds(2))
+                .preload(PRELOADED, TTL, jobSettings, savepoints.toUri().toString());
 
         List<Event> input = new ArrayList<>();
         for (long i = 0; i < PRELOADED; i += 3) {
