@@ -5,8 +5,8 @@ import java.util.Arrays;
 import java.util.SplittableRandom;
 import java.util.UUID;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
-import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.api.common.functions.OpenContext;
+import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.api.connector.source.SourceReaderContext;
 import org.apache.flink.connector.datagen.source.DataGeneratorSource;
 import org.apache.flink.connector.datagen.source.GeneratorFunction;
@@ -147,7 +147,7 @@ public final class PreloadedDedupState {
             int firstOrder = passIndex * ordersPerPass;
             int[] counts = new int[ordersPerPass + 1];
             for (long i = 0; i < ids; i++) {
-                int slot = slotInPass(i, firstOrder);
+                int slot = slotInPass(id(seed, i), firstOrder);
                 if (slot >= 0) {
                     counts[slot + 1]++;
                 }
@@ -159,9 +159,9 @@ public final class PreloadedDedupState {
             low = new long[high.length];
             int[] cursor = Arrays.copyOf(counts, ordersPerPass);
             for (long i = 0; i < ids; i++) {
-                int slot = slotInPass(i, firstOrder);
+                UUID id = id(seed, i);
+                int slot = slotInPass(id, firstOrder);
                 if (slot >= 0) {
-                    UUID id = id(seed, i);
                     int at = cursor[slot]++;
                     high[at] = id.getMostSignificantBits();
                     low[at] = id.getLeastSignificantBits();
@@ -170,9 +170,8 @@ public final class PreloadedDedupState {
             next = 0;
         }
 
-        /** Where id {@code i} goes in the pass starting at key-group order {@code firstOrder}, or -1. */
-        private int slotInPass(long i, int firstOrder) {
-            UUID id = id(seed, i);
+        /** Where {@code id} goes in the pass starting at key-group order {@code firstOrder}, or -1. */
+        private int slotInPass(UUID id, int firstOrder) {
             MessageIdKey key = MessageIdKey.ofUuid(id.getMostSignificantBits(), id.getLeastSignificantBits());
             int slot = order[KeyGroupRangeAssignment.assignToKeyGroup(key, maxParallelism)] - firstOrder;
             return slot >= 0 && slot < ordersPerPass ? slot : -1;

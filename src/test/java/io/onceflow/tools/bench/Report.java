@@ -136,10 +136,11 @@ final class Report {
         text.append('\n');
         throughputRatio(EXACTLY_ONCE, AT_LEAST_ONCE).ifPresent(ratio -> text.append(String.format(Locale.ROOT,
                 "EO / ALO throughput: %.2f (target >= %.2f: %s)%n", ratio, TARGET_EO_VS_ALO, verdict(ratio >= TARGET_EO_VS_ALO))));
-        if (aloOverEoPerPair().size() > 1) {
+        List<Double> aloOverEoPerPair = aloOverEoPerPair();
+        if (aloOverEoPerPair.size() > 1) {
             text.append(String.format(Locale.ROOT, "ALO / EO throughput per pair: %s (median %.2f; target >= 1)%n",
-                    aloOverEoPerPair().stream().map(r -> String.format(Locale.ROOT, "%.2f", r)).toList(),
-                    median(aloOverEoPerPair())));
+                    aloOverEoPerPair.stream().map(r -> String.format(Locale.ROOT, "%.2f", r)).toList(),
+                    median(aloOverEoPerPair)));
         }
         throughputRatio(EXACTLY_ONCE, RAW_LIMIT).ifPresent(ratio -> text.append(String.format(Locale.ROOT,
                 "EO / raw limit throughput: %.2f (target >= %.2f: %s)%n", ratio, TARGET_EO_VS_RAW, verdict(ratio >= TARGET_EO_VS_RAW))));
@@ -220,8 +221,9 @@ final class Report {
         json.put("scenarios", scenarios);
         Map<String, Object> ratios = new LinkedHashMap<>();
         throughputRatio(EXACTLY_ONCE, AT_LEAST_ONCE).ifPresent(ratio -> ratios.put("eoOverAlo", ratio));
-        if (aloOverEoPerPair().size() > 1) {
-            ratios.put("aloOverEoMedianOfPairs", median(aloOverEoPerPair()));
+        List<Double> aloOverEoPerPair = aloOverEoPerPair();
+        if (aloOverEoPerPair.size() > 1) {
+            ratios.put("aloOverEoMedianOfPairs", median(aloOverEoPerPair));
         }
         throughputRatio(EXACTLY_ONCE, RAW_LIMIT).ifPresent(ratio -> ratios.put("eoOverRawLimit", ratio));
         throughputRatio(EXACTLY_ONCE_FAST_CHECKPOINTS, EXACTLY_ONCE).ifPresent(ratio -> ratios.put("eoFastOverEo", ratio));

@@ -1,21 +1,21 @@
 package io.onceflow.tools.bench;
 
 import io.onceflow.dedup.DeduplicateByMessageId;
-import io.onceflow.dedup.PreloadedDedupState;
 import io.onceflow.dedup.MessageIdKey;
 import io.onceflow.dedup.MessageIdKeyTypeInfo;
+import io.onceflow.dedup.PreloadedDedupState;
 import io.onceflow.ingest.Event;
 import io.onceflow.job.OnceflowPipeline;
-import java.time.Duration;
-import java.util.stream.Stream;
-import java.util.Map;
-import java.nio.file.Path;
-import java.nio.file.NoSuchFileException;
-import java.nio.file.Files;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.time.Duration;
 import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
+import java.util.stream.Stream;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
@@ -27,10 +27,10 @@ import org.apache.flink.connector.datagen.source.GeneratorFunction;
 import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.core.execution.SavepointFormatType;
 import org.apache.flink.runtime.minicluster.MiniCluster;
+import org.apache.flink.state.rocksdb.RocksDBOptions;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
 import org.apache.flink.streaming.util.TestStreamEnvironment;
-import org.apache.flink.state.rocksdb.RocksDBOptions;
 
 /**
  * Fills the dedup state with N random UUID ids, fast, and leaves it in a native-format savepoint that
@@ -38,8 +38,8 @@ import org.apache.flink.state.rocksdb.RocksDBOptions;
  * through Kafka and both sinks would take longer than the rest of the benchmark. Two steps, each
  * timed: the State Processor API writes a canonical savepoint with the ids
  * ({@link PreloadedDedupState}); a small job with the job's keying and dedup operator (same uid,
- * same TTL) restores it and stops with a native savepoint. A trickle source keeps that job running
- * until it is stopped.
+ * same TTL) restores it, waits until RocksDB's compactions have settled and stops with a native
+ * savepoint. A trickle source keeps that job running until it is stopped.
  */
 final class StatePreloader {
     /** Different from the generator's seeds, so preloaded ids never meet the input's. */
@@ -103,19 +103,21 @@ final class StatePreloader {
         double settledSeconds = (System.nanoTime() - start) / 1e9;
         String savepoint = cluster.stopWithSavepoint(
                 job.getJobID(), savepointDirectory, false, SavepointFormatType.NATIVE).get();
+        double totalSeconds = (System.nanoTime() - start) / 1e9;
         Benchmark.deleteRecursively(rocksDbDirectory);
         Benchmark.say(String.format("preloaded %,d ids into dedup state in %.0f s (State Processor API bootstrap %.0f s, "
-                        + "restore %.0f s, compactions %.0f s, native savepoint %.0f s): %s", ids,
-                (System.nanoTime() - start) / 1e9, bootstrapSeconds, restoredSeconds - bootstrapSeconds,
-                settledSeconds - restoredSeconds, (System.nanoTime() - start) / 1e9 - settledSeconds, savepoint));
+                        + "restore %.0f s, compactions %.0f s, native savepoint %.0f s): %s", ids, totalSeconds,
+                bootstrapSeconds, restoredSeconds - bootstrapSeconds, settledSeconds - restoredSeconds,
+                totalSeconds - settledSeconds, savepoint));
         return savepoint;
     }
 
     /**
      * Holds once the files under a directory (names and sizes) have not changed for {@code quiet}:
-     * RocksDB has finished the compactions that a restore's freshly written files set off. Without
-     * this wait the state scenario measured that compaction instead of the dedup (10M ids: 0.28 x
-     * the empty state's records/s, against 0.73 when the state had settled).
+     * RocksDB has finished the compactions that a restore's freshly written files set off, so that
+     * the state scenario does not measure them. (It did not close the gap: 10M ids measured 0.28 x
+     * the empty state's records/s without the wait and 0.23 x with it, against 0.73 x over state the
+     * dedup wrote itself; docs/benchmarks.md, "Preloading with the State Processor API".)
      */
     private static final class FilesUnchanged implements JobScenario.Condition {
         private final Path directory;
