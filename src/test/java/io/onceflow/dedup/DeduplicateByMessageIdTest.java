@@ -158,7 +158,8 @@ class DeduplicateByMessageIdTest {
 
         Configuration cluster = ProjectFlinkConf.rocksDbSettings();
         assertThat(cluster.toMap()).containsEntry("state.backend.rocksdb.compaction.style", "UNIVERSAL")
-                .containsEntry("state.backend.rocksdb.use-bloom-filter", "true");
+                .containsEntry("state.backend.rocksdb.use-bloom-filter", "true")
+                .containsEntry("state.backend.rocksdb.memory.partitioned-index-filters", "true");
         harness = newHarness();
         harness.setStateBackend(new EmbeddedRocksDBStateBackend(true).configure(cluster, getClass().getClassLoader()));
         harness.initializeState(snapshot);

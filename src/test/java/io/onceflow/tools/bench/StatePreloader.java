@@ -115,9 +115,9 @@ final class StatePreloader {
     /**
      * Holds once the files under a directory (names and sizes) have not changed for {@code quiet}:
      * RocksDB has finished the compactions that a restore's freshly written files set off, so that
-     * the state scenario does not measure them. (It did not close the gap: 10M ids measured 0.28 x
-     * the empty state's records/s without the wait and 0.23 x with it, against 0.73 x over state the
-     * dedup wrote itself; docs/benchmarks.md, "Preloading with the State Processor API".)
+     * the state scenario does not measure them. (They were not what made restored state slow: that
+     * was whole-file filter blocks too big to stay in the block cache, fixed by partitioned filters
+     * in flink-conf/config.yaml; docs/benchmarks.md, "Preloading with the State Processor API".)
      */
     private static final class FilesUnchanged implements JobScenario.Condition {
         private final Path directory;
