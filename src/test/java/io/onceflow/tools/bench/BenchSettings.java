@@ -7,12 +7,14 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.stream.Collectors;
+import java.util.stream.Stream;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.util.TimeUtils;
 
@@ -26,11 +28,13 @@ import org.apache.flink.util.TimeUtils;
  * bench.duplicate.ratio    share of re-sent records (default 0.10)
  * bench.checkpoint.interval the jobs' checkpoint interval, a job duration such as 1s (default 1s)
  * bench.parallelism        the jobs' parallelism (default 2)
- * bench.scenarios          comma-separated subset of raw,alo,jdbc-alo,eo,eo-200ms,effect,streams,copier,state
+ * bench.scenarios          comma-separated subset of raw,alo,jdbc-alo,eo,eo-200ms,effect,streams,copier,payloads,state
  *                          (default all; jdbc-alo: alo with flink-connector-jdbc's JdbcSink as the PostgreSQL sink;
  *                          eo-200ms: eo with 200 ms checkpoints; effect:
  *                          eo with the ledger's effect function, one UPDATE per payment; streams: a Kafka Streams
- *                          exactly-once dedup, Kafka only; copier: Kafka's TransactionalMessageCopier, Kafka only)
+ *                          exactly-once dedup, Kafka only; copier: Kafka's TransactionalMessageCopier, Kafka only;
+ *                          payloads: raw and eo again over inputs of each of bench.payload.sizes)
+ * bench.payload.sizes      payload sizes of the "payloads" scenario (default 1024,10240)
  * bench.state.ids          ids preloaded into dedup state for the "state" scenario (default 1000000,10000000)
  * bench.latency.rate       records/s of the paced latency phase (default 1000)
  * bench.latency.seconds    length of the latency phase (default 10)
@@ -56,7 +60,8 @@ record BenchSettings(
         Optional<Path> json,
         boolean postgresDurable,
         Map<String, String> flinkSettings,
-        int aloEoPairs) {
+        int aloEoPairs,
+        List<Integer> payloadSizes) {
 
     static final String RAW = "raw";
     static final String AT_LEAST_ONCE = "alo";
@@ -69,12 +74,14 @@ record BenchSettings(
     static final String EFFECT = "effect";
     static final String STREAMS = "streams";
     static final String COPIER = "copier";
+    static final String PAYLOADS = "payloads";
     private static final List<String> ALL_SCENARIOS =
             List.of(RAW, AT_LEAST_ONCE, JDBC_AT_LEAST_ONCE, EXACTLY_ONCE, EXACTLY_ONCE_FAST_CHECKPOINTS, EFFECT, STREAMS,
-                    COPIER, STATE);
+                    COPIER, PAYLOADS, STATE);
     /** The scenarios that run the onceflow job, which a discarded run warms up for. */
     static final Set<String> JOB_SCENARIOS =
-            Set.of(AT_LEAST_ONCE, JDBC_AT_LEAST_ONCE, EXACTLY_ONCE, EXACTLY_ONCE_FAST_CHECKPOINTS, EFFECT, STATE);
+            Set.of(AT_LEAST_ONCE, JDBC_AT_LEAST_ONCE, EXACTLY_ONCE, EXACTLY_ONCE_FAST_CHECKPOINTS, EFFECT, PAYLOADS,
+                    STATE);
 
     /** The job scenarios that run at-least-once; every other job scenario runs exactly-once. */
     private static final Set<String> AT_LEAST_ONCE_SCENARIOS = Set.of(AT_LEAST_ONCE, JDBC_AT_LEAST_ONCE);
@@ -89,15 +96,19 @@ record BenchSettings(
                 Integer.parseInt(property("bench.parallelism", "2")),
                 Arrays.stream(property("bench.scenarios", String.join(",", ALL_SCENARIOS)).split(","))
                         .map(s -> s.trim().toLowerCase(Locale.ROOT))
-                        .collect(Collectors.toCollection(java.util.LinkedHashSet::new)),
-                Arrays.stream(property("bench.state.ids", "1000000,10000000").split(","))
-                        .map(String::trim).filter(s -> !s.isEmpty()).map(Long::parseLong).toList(),
+                        .collect(Collectors.toCollection(LinkedHashSet::new)),
+                numbers(property("bench.state.ids", "1000000,10000000")).map(Long::parseLong).toList(),
                 Integer.parseInt(property("bench.latency.rate", "1000")),
                 Integer.parseInt(property("bench.latency.seconds", "10")),
                 json.isBlank() ? Optional.empty() : Optional.of(Path.of(json)),
                 Boolean.parseBoolean(property("bench.postgres.durable", "true")),
                 keyValues(property("bench.flink.settings", "")),
-                Integer.parseInt(property("bench.pairs", "1")));
+                Integer.parseInt(property("bench.pairs", "1")),
+                numbers(property("bench.payload.sizes", "1024,10240")).map(Integer::parseInt).toList());
+    }
+
+    private static Stream<String> numbers(String list) {
+        return Arrays.stream(list.split(",")).map(String::trim).filter(s -> !s.isEmpty());
     }
 
     private static Map<String, String> keyValues(String list) {
@@ -122,9 +133,9 @@ record BenchSettings(
                     + ", got " + scenarios);
         }
         if (events <= 0 || payloadBytes < 0 || parallelism <= 0 || latencyRate <= 0 || latencySeconds < 0
-                || aloEoPairs <= 0) {
-            throw new IllegalArgumentException(
-                    "bench.events, bench.parallelism, bench.latency.rate and bench.pairs must be positive");
+                || aloEoPairs <= 0 || payloadSizes.stream().anyMatch(size -> size <= 0)) {
+            throw new IllegalArgumentException("bench.events, bench.parallelism, bench.latency.rate, bench.pairs and"
+                    + " bench.payload.sizes must be positive");
         }
     }
 
@@ -149,6 +160,13 @@ record BenchSettings(
         return guarantees;
     }
 
+    /** These settings with another payload size: the "payloads" scenario's inputs. */
+    BenchSettings withPayloadBytes(int bytes) {
+        return new BenchSettings(events, bytes, duplicateRatio, checkpointInterval, parallelism, scenarios,
+                preloadedIds, latencyRate, latencySeconds, json, postgresDurable, flinkSettings, aloEoPairs,
+                payloadSizes);
+    }
+
     /** The checkpoint interval as the job will read it (Flink's duration syntax: 1s, 500ms, 1min). */
     Duration checkpointIntervalDuration() {
         return TimeUtils.parseDuration(checkpointInterval);
@@ -168,9 +186,10 @@ record BenchSettings(
     @Override
     public String toString() {
         return String.format(Locale.ROOT, "events=%,d payload=%dB duplicates=%.0f%% checkpoint=%s parallelism=%d"
-                        + " scenarios=%s alo/eo pairs=%d preloaded ids=%s latency=%d/s for %ds postgres=%s flink settings=%s",
+                        + " scenarios=%s alo/eo pairs=%d preloaded ids=%s payload sizes=%s latency=%d/s for %ds postgres=%s"
+                        + " flink settings=%s",
                 events, payloadBytes, duplicateRatio * 100, checkpointInterval, parallelism, scenarios, aloEoPairs,
-                preloadedIds, latencyRate, latencySeconds,
+                preloadedIds, payloadSizes, latencyRate, latencySeconds,
                 postgresDurable ? "durable (fsync, synchronous_commit on)" : "fsync off, synchronous_commit off",
                 flinkSettings.isEmpty() ? "the job's" : flinkSettings);
     }

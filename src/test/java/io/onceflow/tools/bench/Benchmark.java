@@ -34,8 +34,10 @@ import org.apache.kafka.clients.producer.KafkaProducer;
  * The benchmark command ({@code mvn -Pbench verify}, see docs/benchmarks.md): on one machine, in one
  * run, over the same generated input, measures the raw limit (Kafka copy + COPY, no Flink), the job
  * with at-least-once sinks (ours, and flink-connector-jdbc's JdbcSink for PostgreSQL), the job with
- * exactly-once sinks, the exactly-once job with 1M and 10M ids already tracked in dedup state, and
- * two Kafka-only exactly-once systems (a Kafka Streams dedup, Kafka's transactional copier); prints
+ * exactly-once sinks (also with 200 ms checkpoints and with a business effect), two Kafka-only
+ * exactly-once systems (a Kafka Streams dedup, Kafka's transactional copier), the raw limit and
+ * exactly-once again with 1 KB and 10 KB payloads, and the exactly-once job with 1M and 10M ids
+ * already tracked in dedup state; prints
  * a table and the ratios, and optionally writes JSON.
  *
  * <p>Everything runs on embedded services: the Kafka broker and the Flink MiniCluster inside this
@@ -90,7 +92,7 @@ public final class Benchmark {
 
         List<ScenarioResult> results = new ArrayList<>();
         if (settings.scenarios().contains(BenchSettings.RAW)) {
-            results.add(rawLimit(kafka, inputTopic, settings.events(), meter));
+            results.add(rawLimit(Report.RAW_LIMIT, kafka, inputTopic, settings.events(), meter));
         }
         MiniCluster cluster = startMiniCluster(settings.parallelism());
         try {
@@ -138,6 +140,11 @@ public final class Benchmark {
             }
             if (settings.scenarios().contains(BenchSettings.COPIER)) {
                 results.add(kafkaOnly.copier());
+            }
+            if (settings.scenarios().contains(BenchSettings.PAYLOADS)) {
+                for (int bytes : settings.payloadSizes()) {
+                    results.addAll(payloadRun(kafka, cluster, settings.withPayloadBytes(bytes), meter, work));
+                }
             }
             if (settings.scenarios().contains(BenchSettings.STATE)) {
                 StatePreloader preloader =
@@ -200,14 +207,33 @@ public final class Benchmark {
         }
     }
 
-    private static ScenarioResult rawLimit(TestKafka kafka, String inputTopic, long records, ResourceMeter meter)
-            throws Exception {
-        say("raw limit: copying the input topic and COPYing its rows, at the same time...");
+    /**
+     * The raw limit and exactly-once over an input of their own with {@code sized}'s payload size: with
+     * large records the bytes, not the per-record work, bound both.
+     */
+    private static List<ScenarioResult> payloadRun(TestKafka kafka, MiniCluster cluster, BenchSettings sized,
+            ResourceMeter meter, Path work) throws Exception {
+        String topic = TestKafka.uniqueTopic("bench-in-" + sized.payloadBytes() + "b");
+        GeneratedInput input = produceInput(kafka, topic, sized, sized.events(), INPUT_SEED + 2);
+        say("produced the input of " + sized.payloadBytes() + " B payloads: " + input);
+        List<ScenarioResult> results = new ArrayList<>();
+        results.add(rawLimit(Report.withPayload(Report.RAW_LIMIT, sized.payloadBytes()), kafka, topic, input.records(),
+                meter));
+        JobScenario jobs = new JobScenario(cluster,
+                new Workload(sized, topic, input.records(), input.uniqueIds().size(), meter, work));
+        results.add(jobs.run(Report.withPayload(Report.EXACTLY_ONCE, sized.payloadBytes()),
+                jobs.newScenario("bench-eo-payload", "exactly-once"), Optional.empty(), 0));
+        return results;
+    }
+
+    private static ScenarioResult rawLimit(String name, TestKafka kafka, String inputTopic, long records,
+            ResourceMeter meter) throws Exception {
+        say(name + ": copying the input topic and COPYing its rows, at the same time...");
         Measurement measurement = Measurement.start(meter);
         double seconds = new RawLimit(kafka, inputTopic, records).run();
         // the COPY's backend exits after its connection closes; its CPU time counts once it is reaped
         Thread.sleep(BACKEND_EXIT_MILLIS);
-        return measurement.throughputOnly(Report.RAW_LIMIT, records, seconds, measurement.cpuSoFar(),
+        return measurement.throughputOnly(name, records, seconds, measurement.cpuSoFar(),
                 ResourceMeter.peakRssBytes());
     }
 

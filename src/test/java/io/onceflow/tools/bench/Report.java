@@ -74,6 +74,11 @@ final class Report {
         return sorted.size() % 2 == 1 ? sorted.get(middle) : (sorted.get(middle - 1) + sorted.get(middle)) / 2;
     }
 
+    /** The name of scenario {@code name} run over an input of {@code bytes} payloads: "exactly-once, 1 KB payloads". */
+    static String withPayload(String name, int bytes) {
+        return name + ", " + (bytes % 1024 == 0 ? bytes / 1024 + " KB" : bytes + " B") + " payloads";
+    }
+
     static String preloadedName(long ids) {
         return EXACTLY_ONCE + ", " + compact(ids) + " ids preloaded";
     }
@@ -166,6 +171,13 @@ final class Report {
             }
             text.append(String.format(Locale.ROOT, "EO payload throughput: %.1f MB/s (%d B payloads)%n",
                     eo.recordsPerSecond() * settings.payloadBytes() / 1e6, settings.payloadBytes()));
+            for (int bytes : settings.payloadSizes()) {
+                result(withPayload(EXACTLY_ONCE, bytes)).ifPresent(sized -> text.append(String.format(Locale.ROOT,
+                        "EO with %d B payloads: %,.0f records/s, %.1f MB/s; / raw limit at that size: %s%n", bytes,
+                        sized.recordsPerSecond(), sized.recordsPerSecond() * bytes / 1e6,
+                        throughputRatio(sized.name(), withPayload(RAW_LIMIT, bytes))
+                                .map(ratio -> String.format(Locale.ROOT, "%.2f", ratio)).orElse("-"))));
+            }
             result(EXACTLY_ONCE_FAST_CHECKPOINTS).ifPresent(fast -> {
                 long fastBound = TimeUtils.parseDuration(BenchSettings.FAST_CHECKPOINT_INTERVAL).toMillis()
                         + FAST_CHECKPOINT_SLACK_MILLIS;
@@ -233,6 +245,12 @@ final class Report {
         cpuRatio(COPIER, EXACTLY_ONCE).ifPresent(ratio -> ratios.put("copierCpuOverEoCpu", ratio));
         throughputRatio(JDBC_AT_LEAST_ONCE, AT_LEAST_ONCE).ifPresent(ratio -> ratios.put("jdbcAloOverAlo", ratio));
         cpuRatio(JDBC_AT_LEAST_ONCE, AT_LEAST_ONCE).ifPresent(ratio -> ratios.put("jdbcAloCpuOverAloCpu", ratio));
+        for (int bytes : settings.payloadSizes()) {
+            result(withPayload(EXACTLY_ONCE, bytes)).ifPresent(sized -> ratios.put("eoMegabytesPerSecondWith" + bytes
+                    + "ByteRecords", sized.recordsPerSecond() * bytes / 1e6));
+            throughputRatio(withPayload(EXACTLY_ONCE, bytes), withPayload(RAW_LIMIT, bytes))
+                    .ifPresent(ratio -> ratios.put("eoOverRawLimitWith" + bytes + "ByteRecords", ratio));
+        }
         for (long preloaded : settings.preloadedIds()) {
             throughputRatio(preloadedName(preloaded), EXACTLY_ONCE)
                     .ifPresent(ratio -> ratios.put("eoWith" + compact(preloaded) + "IdsOverEo", ratio));
