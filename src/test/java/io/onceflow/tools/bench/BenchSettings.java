@@ -97,17 +97,17 @@ record BenchSettings(
                 Arrays.stream(property("bench.scenarios", String.join(",", ALL_SCENARIOS)).split(","))
                         .map(s -> s.trim().toLowerCase(Locale.ROOT))
                         .collect(Collectors.toCollection(LinkedHashSet::new)),
-                numbers(property("bench.state.ids", "1000000,10000000")).map(Long::parseLong).toList(),
+                commaSeparated(property("bench.state.ids", "1000000,10000000")).map(Long::parseLong).toList(),
                 Integer.parseInt(property("bench.latency.rate", "1000")),
                 Integer.parseInt(property("bench.latency.seconds", "10")),
                 json.isBlank() ? Optional.empty() : Optional.of(Path.of(json)),
                 Boolean.parseBoolean(property("bench.postgres.durable", "true")),
                 keyValues(property("bench.flink.settings", "")),
                 Integer.parseInt(property("bench.pairs", "1")),
-                numbers(property("bench.payload.sizes", "1024,10240")).map(Integer::parseInt).toList());
+                commaSeparated(property("bench.payload.sizes", "1024,10240")).map(Integer::parseInt).toList());
     }
 
-    private static Stream<String> numbers(String list) {
+    private static Stream<String> commaSeparated(String list) {
         return Arrays.stream(list.split(",")).map(String::trim).filter(s -> !s.isEmpty());
     }
 

@@ -81,6 +81,11 @@ final class Report {
         return name + ", " + (bytes % 1024 == 0 ? bytes / 1024 + " KB" : bytes + " B") + " payloads";
     }
 
+    /** Payload bytes per second, in MB: what the payload rows report besides records/s. */
+    private static double megabytesPerSecond(ScenarioResult result, int payloadBytes) {
+        return result.recordsPerSecond() * payloadBytes / 1e6;
+    }
+
     static String preloadedName(long ids) {
         return EXACTLY_ONCE + ", " + compact(ids) + " ids preloaded";
     }
@@ -173,11 +178,11 @@ final class Report {
                         r.recordsPerSecond() / eo.recordsPerSecond())));
             }
             text.append(String.format(Locale.ROOT, "EO payload throughput: %.1f MB/s (%d B payloads)%n",
-                    eo.recordsPerSecond() * settings.payloadBytes() / 1e6, settings.payloadBytes()));
+                    megabytesPerSecond(eo, settings.payloadBytes()), settings.payloadBytes()));
             for (int bytes : settings.payloadSizes()) {
                 result(withPayload(EXACTLY_ONCE, bytes)).ifPresent(sized -> text.append(String.format(Locale.ROOT,
                         "EO with %d B payloads: %,.0f records/s, %.1f MB/s; / raw limit at that size: %s%n", bytes,
-                        sized.recordsPerSecond(), sized.recordsPerSecond() * bytes / 1e6,
+                        sized.recordsPerSecond(), megabytesPerSecond(sized, bytes),
                         throughputRatio(sized.name(), withPayload(RAW_LIMIT, bytes))
                                 .map(ratio -> String.format(Locale.ROOT, "%.2f", ratio)).orElse("-"))));
             }
@@ -250,7 +255,7 @@ final class Report {
         cpuRatio(JDBC_AT_LEAST_ONCE, AT_LEAST_ONCE).ifPresent(ratio -> ratios.put("jdbcAloCpuOverAloCpu", ratio));
         for (int bytes : settings.payloadSizes()) {
             result(withPayload(EXACTLY_ONCE, bytes)).ifPresent(sized -> ratios.put("eoMegabytesPerSecondWith" + bytes
-                    + "ByteRecords", sized.recordsPerSecond() * bytes / 1e6));
+                    + "ByteRecords", megabytesPerSecond(sized, bytes)));
             throughputRatio(withPayload(EXACTLY_ONCE, bytes), withPayload(RAW_LIMIT, bytes))
                     .ifPresent(ratio -> ratios.put("eoOverRawLimitWith" + bytes + "ByteRecords", ratio));
         }
