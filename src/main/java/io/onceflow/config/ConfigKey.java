@@ -47,7 +47,7 @@ enum ConfigKey {
     PROCESSOR_CLASS(
             "processor.class",
             Presence.OPTIONAL,
-            "Your business logic: a class implementing io.onceflow.job.EventProcessor with a public"
+            "Your business logic: a class implementing io.onceflow.api.EventProcessor with a public"
                     + " no-argument constructor, in the job jar or Flink's lib/; default: events pass"
                     + " unchanged."),
     PROCESSOR_MAX_ATTEMPTS(

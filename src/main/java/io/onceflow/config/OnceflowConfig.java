@@ -464,7 +464,7 @@ public final class OnceflowConfig implements Serializable {
      * Creates an instance of the class {@code processor.class} names, with its public no-argument
      * constructor.
      *
-     * @param type the type the class must implement ({@code io.onceflow.job.EventProcessor})
+     * @param type the type the class must implement ({@code io.onceflow.api.EventProcessor})
      * @return a new instance; empty when {@code processor.class} is not set
      * @throws ConfigException naming {@code processor.class}, when the class cannot be used or its
      *     constructor throws

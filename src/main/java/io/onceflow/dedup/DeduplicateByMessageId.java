@@ -1,6 +1,6 @@
 package io.onceflow.dedup;
 
-import io.onceflow.ingest.Event;
+import io.onceflow.api.Event;
 import java.time.Duration;
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.state.StateTtlConfig;

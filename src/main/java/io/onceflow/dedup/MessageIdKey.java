@@ -1,6 +1,6 @@
 package io.onceflow.dedup;
 
-import io.onceflow.ingest.Event;
+import io.onceflow.api.Event;
 import java.util.Objects;
 import java.util.UUID;
 import org.apache.flink.api.java.functions.KeySelector;

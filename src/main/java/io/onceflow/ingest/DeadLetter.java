@@ -1,5 +1,6 @@
 package io.onceflow.ingest;
 
+import io.onceflow.api.Event;
 import java.util.HashMap;
 import java.util.Map;
 

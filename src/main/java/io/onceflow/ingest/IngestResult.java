@@ -1,5 +1,7 @@
 package io.onceflow.ingest;
 
+import io.onceflow.api.Event;
+
 /**
  * What deserialising one Kafka record yields: exactly one of an accepted {@link Event} or a
  * {@link DeadLetter}. Deserialisation never throws; the pipeline splits the two kinds right after

@@ -1,5 +1,7 @@
 package io.onceflow.job;
 
+import io.onceflow.api.Event;
+import io.onceflow.api.EventProcessor;
 import io.onceflow.cli.CannotRunException;
 import io.onceflow.cli.CommandLineTool;
 import io.onceflow.cli.ExitCode;
@@ -7,7 +9,6 @@ import io.onceflow.config.OnceflowConfig;
 import io.onceflow.config.PostgresSettings;
 import io.onceflow.config.ProgramArguments;
 import io.onceflow.config.StateBackendKind;
-import io.onceflow.ingest.Event;
 import io.onceflow.ingest.IngestDeserializer;
 import io.onceflow.ingest.IngestResult;
 import io.onceflow.ingest.KafkaInput;

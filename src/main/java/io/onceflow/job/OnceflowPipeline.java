@@ -1,11 +1,12 @@
 package io.onceflow.job;
 
+import io.onceflow.api.Event;
+import io.onceflow.api.EventProcessor;
 import io.onceflow.config.ProcessorRetries;
 import io.onceflow.dedup.DeduplicateByMessageId;
 import io.onceflow.dedup.MessageIdKey;
 import io.onceflow.dedup.MessageIdKeyTypeInfo;
 import io.onceflow.ingest.DeadLetter;
-import io.onceflow.ingest.Event;
 import io.onceflow.ingest.IngestResult;
 import java.time.Duration;
 import java.util.Objects;

@@ -1,12 +1,13 @@
 package io.onceflow.job;
 
-import static java.nio.charset.StandardCharsets.UTF_8;
-
+import io.onceflow.api.Event;
+import io.onceflow.api.EventProcessor;
+import io.onceflow.api.EventRejectedException;
+import io.onceflow.api.TransientProcessingException;
 import io.onceflow.config.ProcessorRetries;
 import io.onceflow.ingest.DeadLetter;
 import io.onceflow.ingest.DeadLetterReason;
 import io.onceflow.ingest.ErrorText;
-import io.onceflow.ingest.Event;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -28,6 +29,8 @@ import org.apache.flink.util.Collector;
 import org.apache.flink.util.OutputTag;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import static java.nio.charset.StandardCharsets.UTF_8;
+
 
 /**
  * Runs the job's {@link EventProcessor} on each event so that no single event can stop the job:

@@ -1,7 +1,7 @@
 package io.onceflow.job;
 
+import io.onceflow.api.Event;
 import io.onceflow.ingest.DeadLetter;
-import io.onceflow.ingest.Event;
 import io.onceflow.ingest.IngestResult;
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.metrics.Counter;

@@ -3,7 +3,7 @@ package io.onceflow.dedup;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import io.onceflow.ingest.Event;
+import io.onceflow.api.Event;
 import io.onceflow.testing.ProjectFlinkConf;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;

@@ -211,7 +211,7 @@ class EntryPointsIT {
     @Test
     void anOwnMainMethodRunsTheJobAsItsMainDoes() throws Exception {
         List<String> args = secretBearingArguments(nobodyListens(), "jdbc:postgresql://" + nobodyListens() + "/x");
-        args.addAll(List.of("--processor.class", "io.onceflow.job.EventProcessor$PassThrough"));
+        args.addAll(List.of("--processor.class", "io.onceflow.api.EventProcessor$PassThrough"));
         String withTheTeamsClasses = jobJarAndFlink + File.pathSeparator + Path.of("target", "test-classes").toAbsolutePath();
 
         Run run = run(OwnJobMain.class.getName(), withTheTeamsClasses, args, Map.of());

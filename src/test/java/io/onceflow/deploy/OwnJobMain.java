@@ -1,6 +1,6 @@
 package io.onceflow.deploy;
 
-import io.onceflow.job.EventProcessor;
+import io.onceflow.api.EventProcessor;
 import io.onceflow.job.OnceflowJob;
 
 /** A team's own main method, as a jar holding onceflow and the team's processor would have it. */

@@ -1,12 +1,8 @@
 package io.onceflow.ingest;
 
-import static io.onceflow.ingest.TestRecords.ingest;
-import static io.onceflow.ingest.TestRecords.record;
-import static io.onceflow.ingest.TestRecords.utf8;
-import static org.assertj.core.api.Assertions.assertThat;
-
 import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.onceflow.api.Event;
 import java.io.ByteArrayOutputStream;
 import java.util.Arrays;
 import java.util.EnumSet;
@@ -16,6 +12,11 @@ import java.util.Set;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.junit.jupiter.api.Test;
+import static io.onceflow.ingest.TestRecords.ingest;
+import static io.onceflow.ingest.TestRecords.record;
+import static io.onceflow.ingest.TestRecords.utf8;
+import static org.assertj.core.api.Assertions.assertThat;
+
 
 /**
  * Feeds thousands of seeded random records (random bytes, random JSON-like text, mutations of valid

@@ -1,8 +1,6 @@
 package io.onceflow.ingest;
 
-import static io.onceflow.ingest.TestRecords.utf8;
-import static org.assertj.core.api.Assertions.assertThat;
-
+import io.onceflow.api.Event;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -19,6 +17,9 @@ import org.apache.flink.api.java.typeutils.PojoTypeInfo;
 import org.apache.flink.core.memory.DataInputDeserializer;
 import org.apache.flink.core.memory.DataOutputSerializer;
 import org.junit.jupiter.api.Test;
+import static io.onceflow.ingest.TestRecords.utf8;
+import static org.assertj.core.api.Assertions.assertThat;
+
 
 /** The produced type must be serialised by Flink's own serialisers, never by Kryo. */
 class IngestResultTypeTest {

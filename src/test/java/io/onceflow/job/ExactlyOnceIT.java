@@ -1,8 +1,6 @@
 package io.onceflow.job;
 
-import static java.nio.charset.StandardCharsets.UTF_8;
-import static org.assertj.core.api.Assertions.assertThat;
-
+import io.onceflow.api.EventProcessor;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.ingest.DeadLetterReason;
 import io.onceflow.sink.kafka.OnceflowHeaders;
@@ -25,6 +23,9 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
+import static java.nio.charset.StandardCharsets.UTF_8;
+import static org.assertj.core.api.Assertions.assertThat;
+
 
 /**
  * Kafka in; Kafka and PostgreSQL out, exactly once, with a failure injected at each point of the

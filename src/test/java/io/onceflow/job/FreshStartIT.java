@@ -1,8 +1,6 @@
 package io.onceflow.job;
 
-import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
-
+import io.onceflow.api.EventProcessor;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.testing.FailureInjector;
 import io.onceflow.testing.MiniClusters;
@@ -27,6 +25,9 @@ import org.apache.flink.test.junit5.MiniClusterExtension;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.api.io.TempDir;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
 
 /**
  * After a crash, the last completed checkpoint's output may still be pending in the sinks while the

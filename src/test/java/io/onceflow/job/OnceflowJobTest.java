@@ -1,8 +1,6 @@
 package io.onceflow.job;
 
-import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
-
+import io.onceflow.api.EventProcessor;
 import io.onceflow.config.ConfigException;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.config.ProgramArguments;
@@ -15,9 +13,9 @@ import java.util.stream.Stream;
 import org.apache.flink.api.common.JobID;
 import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
-import org.apache.flink.configuration.HighAvailabilityOptions;
 import org.apache.flink.configuration.CoreOptions;
 import org.apache.flink.configuration.ExternalizedCheckpointRetention;
+import org.apache.flink.configuration.HighAvailabilityOptions;
 import org.apache.flink.configuration.PipelineOptions;
 import org.apache.flink.configuration.PipelineOptionsInternal;
 import org.apache.flink.configuration.StateBackendOptions;
@@ -25,6 +23,9 @@ import org.apache.flink.core.execution.CheckpointingMode;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.graph.StreamGraph;
 import org.junit.jupiter.api.Test;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
 
 class OnceflowJobTest {
     private static final String KAFKA_SECRET = "kafka-secret-value";
@@ -113,8 +114,8 @@ class OnceflowJobTest {
 
         assertThatThrownBy(() -> jobConfig(settings, false))
                 .isInstanceOf(ConfigException.class)
-                .hasMessageContaining("processor.class: 'java.lang.Thread' does not implement io.onceflow.job.EventProcessor."
-                        + " Name a class that implements io.onceflow.job.EventProcessor.");
+                .hasMessageContaining("processor.class: 'java.lang.Thread' does not implement io.onceflow.api.EventProcessor."
+                        + " Name a class that implements io.onceflow.api.EventProcessor.");
     }
 
     /** The configuration as {@link OnceflowJob#main} (processor not given) or {@code run} reads it. */

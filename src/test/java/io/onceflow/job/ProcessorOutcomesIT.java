@@ -1,11 +1,11 @@
 package io.onceflow.job;
 
-import static java.nio.charset.StandardCharsets.UTF_8;
-import static org.assertj.core.api.Assertions.assertThat;
-
+import io.onceflow.api.Event;
+import io.onceflow.api.EventProcessor;
+import io.onceflow.api.EventRejectedException;
+import io.onceflow.api.TransientProcessingException;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.ingest.DeadLetterReason;
-import io.onceflow.ingest.Event;
 import io.onceflow.sink.kafka.OnceflowHeaders;
 import io.onceflow.testing.FailureInjector;
 import io.onceflow.testing.MiniClusters;
@@ -28,6 +28,9 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
+import static java.nio.charset.StandardCharsets.UTF_8;
+import static org.assertj.core.api.Assertions.assertThat;
+
 
 /**
  * An {@link EventProcessor} that rejects some ids, always fails on others and fails once,

@@ -1,12 +1,11 @@
 package io.onceflow.job;
 
-import static java.nio.charset.StandardCharsets.UTF_8;
-import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
-
+import io.onceflow.api.Event;
+import io.onceflow.api.EventProcessor;
+import io.onceflow.api.EventRejectedException;
+import io.onceflow.api.TransientProcessingException;
 import io.onceflow.config.ProcessorRetries;
 import io.onceflow.ingest.DeadLetter;
-import io.onceflow.ingest.Event;
 import java.io.IOException;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -39,6 +38,10 @@ import org.apache.flink.streaming.util.OneInputStreamOperatorTestHarness;
 import org.apache.flink.util.Collector;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import static java.nio.charset.StandardCharsets.UTF_8;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
 
 class RunEventProcessorTest {
     private static final ProcessorRetries THREE_FAST_ATTEMPTS =

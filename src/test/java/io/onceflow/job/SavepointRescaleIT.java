@@ -1,7 +1,6 @@
 package io.onceflow.job;
 
-import static org.assertj.core.api.Assertions.assertThat;
-
+import io.onceflow.api.EventProcessor;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.testing.MiniClusters;
 import io.onceflow.testing.PipelineScenario;
@@ -19,6 +18,8 @@ import org.apache.flink.test.junit5.MiniClusterExtension;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.api.io.TempDir;
+import static org.assertj.core.api.Assertions.assertThat;
+
 
 /**
  * Stop with a savepoint, then resume from it at another parallelism (2 -> 3 -> 1), re-sending

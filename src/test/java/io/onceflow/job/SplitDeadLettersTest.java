@@ -2,9 +2,9 @@ package io.onceflow.job;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.onceflow.api.Event;
 import io.onceflow.ingest.DeadLetter;
 import io.onceflow.ingest.DeadLetterReason;
-import io.onceflow.ingest.Event;
 import io.onceflow.ingest.IngestResult;
 import java.nio.charset.StandardCharsets;
 import java.util.Map;

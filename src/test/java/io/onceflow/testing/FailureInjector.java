@@ -1,7 +1,7 @@
 package io.onceflow.testing;
 
-import io.onceflow.ingest.Event;
-import io.onceflow.job.EventProcessor;
+import io.onceflow.api.Event;
+import io.onceflow.api.EventProcessor;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;

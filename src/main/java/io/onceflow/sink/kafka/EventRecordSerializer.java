@@ -2,7 +2,7 @@ package io.onceflow.sink.kafka;
 
 import static java.nio.charset.StandardCharsets.UTF_8;
 
-import io.onceflow.ingest.Event;
+import io.onceflow.api.Event;
 import java.util.List;
 import org.apache.flink.connector.kafka.sink.KafkaRecordSerializationSchema;
 import org.apache.kafka.clients.producer.ProducerRecord;

@@ -1,7 +1,7 @@
 package io.onceflow.sink.kafka;
 
+import io.onceflow.api.Event;
 import io.onceflow.ingest.DeadLetter;
-import io.onceflow.ingest.Event;
 import java.time.Duration;
 import java.util.List;
 import java.util.Properties;

@@ -1,6 +1,6 @@
 package io.onceflow.sink.postgres;
 
-import io.onceflow.ingest.Event;
+import io.onceflow.api.Event;
 import java.io.IOException;
 import org.apache.flink.annotation.Internal;
 import org.apache.flink.api.connector.sink2.Sink;

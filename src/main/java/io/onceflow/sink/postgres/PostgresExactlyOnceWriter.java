@@ -1,6 +1,6 @@
 package io.onceflow.sink.postgres;
 
-import io.onceflow.ingest.Event;
+import io.onceflow.api.Event;
 import java.io.IOException;
 import java.sql.Connection;
 import java.sql.PreparedStatement;

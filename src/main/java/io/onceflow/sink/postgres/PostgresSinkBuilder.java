@@ -1,6 +1,6 @@
 package io.onceflow.sink.postgres;
 
-import io.onceflow.ingest.Event;
+import io.onceflow.api.Event;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;

@@ -3,9 +3,9 @@ package io.onceflow.sink.kafka;
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.onceflow.api.Event;
 import io.onceflow.ingest.DeadLetter;
 import io.onceflow.ingest.DeadLetterReason;
-import io.onceflow.ingest.Event;
 import java.util.HashMap;
 import java.util.Map;
 import org.apache.kafka.clients.producer.ProducerRecord;

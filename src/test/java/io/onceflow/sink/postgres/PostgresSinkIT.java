@@ -3,7 +3,7 @@ package io.onceflow.sink.postgres;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import io.onceflow.ingest.Event;
+import io.onceflow.api.Event;
 import io.onceflow.sink.postgres.ProtocolHooks.Step;
 import java.io.IOException;
 import java.nio.file.Files;

@@ -5,7 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import io.onceflow.ingest.Event;
+import io.onceflow.api.Event;
 import io.onceflow.sink.postgres.RecordingCommitRequest.Outcome;
 import io.onceflow.testing.TestPostgres;
 import java.io.IOException;

@@ -4,7 +4,7 @@ import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.commit;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.entry;
 
-import io.onceflow.ingest.Event;
+import io.onceflow.api.Event;
 import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
 import java.util.Map;

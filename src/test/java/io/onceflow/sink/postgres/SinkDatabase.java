@@ -1,8 +1,8 @@
 package io.onceflow.sink.postgres;
 
-import io.onceflow.ingest.Event;
-import io.onceflow.testing.TestPostgres;
+import io.onceflow.api.Event;
 import io.onceflow.testing.TestPostgres.TestDatabase;
+import io.onceflow.testing.TestPostgres;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;

@@ -2,9 +2,9 @@ package io.onceflow.tools.bench;
 
 import static java.nio.charset.StandardCharsets.UTF_8;
 
+import io.onceflow.api.Event;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.config.PostgresSettings;
-import io.onceflow.ingest.Event;
 import io.onceflow.job.OnceflowPipeline;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;

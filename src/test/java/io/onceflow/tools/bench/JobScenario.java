@@ -2,9 +2,9 @@ package io.onceflow.tools.bench;
 
 import static java.nio.charset.StandardCharsets.UTF_8;
 
+import io.onceflow.api.EventProcessor;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.config.PostgresSettings;
-import io.onceflow.job.EventProcessor;
 import io.onceflow.job.OnceflowJob;
 import io.onceflow.job.OnceflowPipeline;
 import io.onceflow.testing.PipelineScenario;

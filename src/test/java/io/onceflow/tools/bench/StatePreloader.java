@@ -1,10 +1,10 @@
 package io.onceflow.tools.bench;
 
+import io.onceflow.api.Event;
 import io.onceflow.dedup.DeduplicateByMessageId;
 import io.onceflow.dedup.MessageIdKey;
 import io.onceflow.dedup.MessageIdKeyTypeInfo;
 import io.onceflow.dedup.PreloadedDedupState;
-import io.onceflow.ingest.Event;
 import io.onceflow.job.OnceflowPipeline;
 import java.io.IOException;
 import java.io.UncheckedIOException;

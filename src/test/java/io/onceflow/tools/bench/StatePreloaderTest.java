@@ -2,10 +2,10 @@ package io.onceflow.tools.bench;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.onceflow.api.Event;
 import io.onceflow.dedup.DeduplicateByMessageId;
 import io.onceflow.dedup.MessageIdKey;
 import io.onceflow.dedup.MessageIdKeyTypeInfo;
-import io.onceflow.ingest.Event;
 import io.onceflow.job.OnceflowPipeline;
 import java.nio.file.Path;
 import java.time.Duration;

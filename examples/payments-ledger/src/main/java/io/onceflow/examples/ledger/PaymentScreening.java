@@ -2,9 +2,9 @@ package io.onceflow.examples.ledger;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import io.onceflow.ingest.Event;
-import io.onceflow.job.EventProcessor;
-import io.onceflow.job.EventRejectedException;
+import io.onceflow.api.Event;
+import io.onceflow.api.EventProcessor;
+import io.onceflow.api.EventRejectedException;
 import java.io.IOException;
 import java.util.Set;
 import org.apache.flink.util.Collector;

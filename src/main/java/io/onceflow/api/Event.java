@@ -1,4 +1,4 @@
-package io.onceflow.ingest;
+package io.onceflow.api;
 
 import java.util.Arrays;
 import java.util.HashMap;

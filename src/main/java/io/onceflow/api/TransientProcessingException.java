@@ -1,4 +1,4 @@
-package io.onceflow.job;
+package io.onceflow.api;
 
 /**
  * Thrown by an {@link EventProcessor} for a failure that is expected to pass, such as a service it

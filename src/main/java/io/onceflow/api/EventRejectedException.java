@@ -1,4 +1,4 @@
-package io.onceflow.job;
+package io.onceflow.api;
 
 import java.util.Objects;
 

@@ -1,6 +1,5 @@
-package io.onceflow.job;
+package io.onceflow.api;
 
-import io.onceflow.ingest.Event;
 import org.apache.flink.api.common.functions.FlatMapFunction;
 import org.apache.flink.util.Collector;
 
