@@ -1,5 +1,8 @@
 package io.onceflow.sink.postgres;
 
+import io.onceflow.sink.postgres.internal.commit.PendingEffects;
+import io.onceflow.sink.postgres.internal.schema.SqlIdentifiers;
+import io.onceflow.sink.postgres.internal.writer.EventUpsertBatch;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -125,7 +128,7 @@ public final class EffectFunction {
      *
      * @throws IllegalStateException naming the setting and the fix, if {@link #problem} finds one
      */
-    static void check(Connection connection, String function) throws SQLException {
+    public static void check(Connection connection, String function) throws SQLException {
         Optional<String> problem = problem(connection, function);
         if (problem.isPresent()) {
             throw new IllegalStateException("the effect function (postgres.effect.function) " + problem.get());

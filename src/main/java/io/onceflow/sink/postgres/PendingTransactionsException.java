@@ -14,7 +14,7 @@ public final class PendingTransactionsException extends IllegalStateException {
     private final int preparedTransactions;
     private final String previousJobId;
 
-    PendingTransactionsException(String message, int preparedTransactions, String previousJobId) {
+    public PendingTransactionsException(String message, int preparedTransactions, String previousJobId) {
         super(message);
         this.preparedTransactions = preparedTransactions;
         this.previousJobId = previousJobId;

@@ -1,6 +1,21 @@
 package io.onceflow.sink.postgres;
 
 import io.onceflow.api.Event;
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
+import io.onceflow.sink.postgres.internal.commit.PendingEffects;
+import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
+import io.onceflow.sink.postgres.internal.commit.PostgresCommittableSerializer;
+import io.onceflow.sink.postgres.internal.commit.PostgresCommitter;
+import io.onceflow.sink.postgres.internal.commit.PostgresWriterState;
+import io.onceflow.sink.postgres.internal.commit.PostgresWriterStateSerializer;
+import io.onceflow.sink.postgres.internal.commit.TransactionId;
+import io.onceflow.sink.postgres.internal.fencing.ClaimToken;
+import io.onceflow.sink.postgres.internal.fencing.SinkRuns;
+import io.onceflow.sink.postgres.internal.fencing.WriterFence;
+import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
+import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
+import io.onceflow.sink.postgres.internal.writer.WriterStart;
 import java.io.IOException;
 import java.sql.SQLException;
 import java.util.ArrayList;

@@ -1,6 +1,11 @@
 package io.onceflow.sink.postgres;
 
 import io.onceflow.api.Event;
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.commit.TransactionId;
+import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
+import io.onceflow.sink.postgres.internal.schema.SqlIdentifiers;
+import io.onceflow.sink.postgres.internal.writer.PostgresAtLeastOnceSink;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;

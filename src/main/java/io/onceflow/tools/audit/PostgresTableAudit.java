@@ -2,7 +2,7 @@ package io.onceflow.tools.audit;
 
 import io.onceflow.config.PostgresSettings;
 import io.onceflow.sink.postgres.EffectFunction;
-import io.onceflow.sink.postgres.TransactionId;
+import io.onceflow.sink.postgres.internal.commit.TransactionId;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.PreparedStatement;

@@ -1,9 +1,8 @@
 package io.onceflow.sink.postgres;
 
-import static io.onceflow.sink.postgres.SinkDatabase.event;
-import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
-
+import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
+import io.onceflow.sink.postgres.internal.writer.BackgroundUpserts;
+import io.onceflow.sink.postgres.internal.writer.EventUpsertBatch;
 import java.io.IOException;
 import java.sql.SQLException;
 import java.util.List;
@@ -13,6 +12,10 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import static io.onceflow.sink.postgres.SinkDatabase.event;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
 
 /**
  * The mechanism of {@link BackgroundUpserts} with stand-in upserts (no database): order, the bound

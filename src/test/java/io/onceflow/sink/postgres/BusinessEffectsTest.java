@@ -1,14 +1,17 @@
 package io.onceflow.sink.postgres;
 
-import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.checkpoint;
-import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.commit;
-import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
-import static org.assertj.core.api.Assertions.entry;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
-
 import io.onceflow.api.Event;
 import io.onceflow.sink.postgres.RecordingCommitRequest.Outcome;
+import io.onceflow.sink.postgres.internal.PostgresConnections;
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
+import io.onceflow.sink.postgres.internal.ProtocolHooks;
+import io.onceflow.sink.postgres.internal.commit.PendingEffects;
+import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
+import io.onceflow.sink.postgres.internal.commit.PostgresCommitter;
+import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
+import io.onceflow.sink.postgres.internal.writer.PostgresAtLeastOnceWriter;
+import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
 import io.onceflow.testing.TestPostgres;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -25,6 +28,13 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.checkpoint;
+import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.commit;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.entry;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
 
 /**
  * The transactional inbox against a real server: a test ledger whose {@code apply_payment} moves

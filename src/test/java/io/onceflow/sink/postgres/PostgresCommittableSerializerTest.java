@@ -1,11 +1,14 @@
 package io.onceflow.sink.postgres;
 
-import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
-
+import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
+import io.onceflow.sink.postgres.internal.commit.PostgresCommittableSerializer;
+import io.onceflow.sink.postgres.internal.commit.TransactionId;
 import java.io.IOException;
 import org.apache.flink.core.memory.DataOutputSerializer;
 import org.junit.jupiter.api.Test;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
 
 class PostgresCommittableSerializerTest {
     private final PostgresCommittableSerializer serializer = new PostgresCommittableSerializer();

@@ -1,13 +1,15 @@
 package io.onceflow.sink.postgres;
 
-import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.checkpoint;
-import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.commit;
-import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.write;
-import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
-
 import io.onceflow.sink.postgres.RecordingCommitRequest.Outcome;
+import io.onceflow.sink.postgres.internal.PostgresConnections;
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.ProtocolHooks;
+import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
+import io.onceflow.sink.postgres.internal.commit.PostgresCommitter;
+import io.onceflow.sink.postgres.internal.commit.PostgresWriterState;
+import io.onceflow.sink.postgres.internal.fencing.WriterFence;
+import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
+import io.onceflow.sink.postgres.internal.writer.WriterStart;
 import io.onceflow.testing.TestPostgres;
 import java.io.IOException;
 import java.sql.Connection;
@@ -23,6 +25,13 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
+import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.checkpoint;
+import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.commit;
+import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.write;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
 
 /**
  * Attempts that overlap, against a real PostgreSQL server: a writer attempt that Flink gave up on

@@ -1,10 +1,9 @@
 package io.onceflow.sink.postgres;
 
-import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
-
 import io.onceflow.api.Event;
-import io.onceflow.sink.postgres.ProtocolHooks.Step;
+import io.onceflow.sink.postgres.internal.ProtocolHooks.Step;
+import io.onceflow.sink.postgres.internal.ProtocolHooks;
+import io.onceflow.sink.postgres.internal.commit.TransactionId;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -43,6 +42,9 @@ import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
 
 /**
  * {@link PostgresSink} in real Flink jobs (MiniCluster) against a real PostgreSQL server, with

@@ -1,12 +1,16 @@
 package io.onceflow.sink.postgres;
 
-import static io.onceflow.sink.postgres.SinkDatabase.event;
-import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
-
 import io.onceflow.api.Event;
 import io.onceflow.sink.postgres.RecordingCommitRequest.Outcome;
+import io.onceflow.sink.postgres.internal.PostgresConnections;
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
+import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
+import io.onceflow.sink.postgres.internal.commit.PostgresCommitter;
+import io.onceflow.sink.postgres.internal.commit.PreparedTransactionRecovery;
+import io.onceflow.sink.postgres.internal.commit.TransactionId;
+import io.onceflow.sink.postgres.internal.writer.PostgresAtLeastOnceWriter;
+import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
 import io.onceflow.testing.TestPostgres;
 import java.io.IOException;
 import java.sql.Connection;
@@ -22,6 +26,11 @@ import java.util.OptionalLong;
 import java.util.stream.IntStream;
 import org.apache.flink.api.connector.sink2.SinkWriter;
 import org.junit.jupiter.api.Test;
+import static io.onceflow.sink.postgres.SinkDatabase.event;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
 
 /**
  * The protocol of {@link PostgresSink} against a real PostgreSQL server, driving writers and

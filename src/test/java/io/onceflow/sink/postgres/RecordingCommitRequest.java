@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres;
 
+import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
 import org.apache.flink.api.connector.sink2.Committer.CommitRequest;
 
 /** A commit request outside Flink's runtime, remembering how the committer answered it. */

@@ -1,10 +1,11 @@
 package io.onceflow.sink.postgres;
 
-import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.commit;
-import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.entry;
-
 import io.onceflow.api.Event;
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
+import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
+import io.onceflow.sink.postgres.internal.writer.PostgresAtLeastOnceWriter;
+import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
 import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
 import java.util.Map;
@@ -13,6 +14,10 @@ import java.util.Random;
 import org.apache.flink.api.connector.sink2.SinkWriter;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.commit;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.entry;
+
 
 /**
  * No input may stop the job: rows that PostgreSQL refuses for their data (a value the column type

@@ -1,6 +1,12 @@
 package io.onceflow.sink.postgres;
 
 import io.onceflow.api.Event;
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
+import io.onceflow.sink.postgres.internal.commit.PostgresWriterState;
+import io.onceflow.sink.postgres.internal.commit.TransactionId;
+import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
+import io.onceflow.sink.postgres.internal.writer.WriterStart;
 import io.onceflow.testing.TestPostgres.TestDatabase;
 import io.onceflow.testing.TestPostgres;
 import java.io.IOException;

@@ -4,9 +4,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.config.PostgresSettings;
-import io.onceflow.sink.postgres.PostgresSchema;
-import io.onceflow.testing.TestPostgres;
+import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
 import io.onceflow.testing.TestPostgres.TestDatabase;
+import io.onceflow.testing.TestPostgres;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.sql.Statement;

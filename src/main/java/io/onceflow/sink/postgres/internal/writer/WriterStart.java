@@ -1,5 +1,7 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.internal.writer;
 
+import io.onceflow.sink.postgres.internal.commit.PostgresWriterState;
+import io.onceflow.sink.postgres.internal.fencing.ClaimToken;
 import java.util.List;
 import java.util.OptionalLong;
 import org.apache.flink.annotation.Internal;
@@ -15,7 +17,7 @@ import org.apache.flink.api.connector.sink2.InitContext;
  *     also none, after rescaling)
  */
 @Internal
-record WriterStart(
+public record WriterStart(
         int subtaskIndex,
         int parallelism,
         int maxParallelism,
@@ -24,7 +26,7 @@ record WriterStart(
         OptionalLong restoredCheckpointId,
         List<PostgresWriterState> restoredState) {
 
-    static WriterStart of(InitContext context, List<PostgresWriterState> restoredState) {
+    public static WriterStart of(InitContext context, List<PostgresWriterState> restoredState) {
         return new WriterStart(
                 context.getTaskInfo().getIndexOfThisSubtask(),
                 context.getTaskInfo().getNumberOfParallelSubtasks(),
@@ -36,12 +38,12 @@ record WriterStart(
     }
 
     /** The fencing token of this attempt (see {@link ClaimToken}). */
-    ClaimToken token(long run) {
+    public ClaimToken token(long run) {
         return new ClaimToken(run, restoredCheckpointId.orElse(ClaimToken.NO_CHECKPOINT), subtaskIndex, attemptNumber);
     }
 
     /** Whether {@code subtask} of an earlier parallelism is this subtask's to recover. */
-    boolean covers(int subtask) {
+    public boolean covers(int subtask) {
         return subtask % parallelism == subtaskIndex;
     }
 
@@ -49,7 +51,7 @@ record WriterStart(
      * The lowest restored horizon, if any element was restored: every horizon is a valid bound
      * (see {@link PostgresWriterState}), the lowest rolls back the most orphans.
      */
-    OptionalLong restoredHorizon() {
+    public OptionalLong restoredHorizon() {
         return restoredState.isEmpty()
                 ? OptionalLong.empty()
                 : OptionalLong.of(restoredState.stream().mapToLong(PostgresWriterState::horizon).min().getAsLong());

@@ -1,6 +1,10 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.internal.writer;
 
 import io.onceflow.api.Event;
+import io.onceflow.sink.postgres.EffectFunction;
+import io.onceflow.sink.postgres.internal.PostgresConnections;
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import java.io.IOException;
 import java.sql.Connection;
 import java.sql.SQLException;
@@ -16,11 +20,11 @@ import org.apache.flink.api.connector.sink2.SinkWriter;
  * never runs an effect again.
  */
 @Internal
-final class PostgresAtLeastOnceWriter implements SinkWriter<Event> {
+public final class PostgresAtLeastOnceWriter implements SinkWriter<Event> {
     private final Connection connection;
     private final BackgroundUpserts upserts;
 
-    PostgresAtLeastOnceWriter(PostgresSinkConfig config, int subtaskIndex, PostgresSinkMetrics metrics) throws IOException {
+    public PostgresAtLeastOnceWriter(PostgresSinkConfig config, int subtaskIndex, PostgresSinkMetrics metrics) throws IOException {
         try {
             connection = PostgresConnections.open(config, "writer-" + subtaskIndex);
         } catch (SQLException e) {

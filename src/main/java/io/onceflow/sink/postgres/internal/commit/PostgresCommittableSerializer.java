@@ -1,4 +1,4 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.internal.commit;
 
 import java.io.IOException;
 import org.apache.flink.annotation.Internal;
@@ -13,8 +13,8 @@ import org.apache.flink.core.memory.DataOutputSerializer;
  * <p>Version 1 is the gid as a UTF string: the exact text that {@code COMMIT PREPARED} needs.
  */
 @Internal
-final class PostgresCommittableSerializer implements SimpleVersionedSerializer<PostgresCommittable> {
-    static final int VERSION = 1;
+public final class PostgresCommittableSerializer implements SimpleVersionedSerializer<PostgresCommittable> {
+    public static final int VERSION = 1;
 
     @Override
     public int getVersion() {

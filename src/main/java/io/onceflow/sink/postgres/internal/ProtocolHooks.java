@@ -1,5 +1,6 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.internal;
 
+import io.onceflow.sink.postgres.internal.commit.TransactionId;
 import java.io.IOException;
 import org.apache.flink.annotation.Internal;
 import org.apache.flink.annotation.VisibleForTesting;
@@ -12,9 +13,9 @@ import org.apache.flink.annotation.VisibleForTesting;
  */
 @Internal
 @VisibleForTesting
-final class ProtocolHooks {
+public final class ProtocolHooks {
     /** The steps, in protocol order. */
-    enum Step {
+    public enum Step {
         /**
          * A writer's lease keeper is about to renew its session's lease (the hook gets the
          * writer's transaction id space: its prefix, epoch and subtask, checkpoint 0).
@@ -36,7 +37,7 @@ final class ProtocolHooks {
     }
 
     @FunctionalInterface
-    interface Hook {
+    public interface Hook {
         void reached(Step step, TransactionId transaction) throws Exception;
     }
 
@@ -45,15 +46,15 @@ final class ProtocolHooks {
 
     private ProtocolHooks() {}
 
-    static void install(Hook hook) {
+    public static void install(Hook hook) {
         installed = hook;
     }
 
-    static void reset() {
+    public static void reset() {
         installed = NONE;
     }
 
-    static void reached(Step step, TransactionId transaction) throws IOException {
+    public static void reached(Step step, TransactionId transaction) throws IOException {
         try {
             installed.reached(step, transaction);
         } catch (IOException | RuntimeException e) {

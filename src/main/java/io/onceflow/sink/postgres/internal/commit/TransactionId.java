@@ -1,4 +1,4 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.internal.commit;
 
 import java.util.Objects;
 import java.util.Optional;
@@ -93,7 +93,7 @@ public final class TransactionId {
     }
 
     /** What every gid of {@code sinkPrefix} starts with, and no gid of another prefix. */
-    static String gidPrefix(String sinkPrefix) {
+    public static String gidPrefix(String sinkPrefix) {
         return NAMESPACE + ":" + sinkPrefix + ":";
     }
 

@@ -1,5 +1,9 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.internal;
 
+import io.onceflow.sink.postgres.EffectFunction;
+import io.onceflow.sink.postgres.PostgresSink;
+import io.onceflow.sink.postgres.PostgresSinkBuilder;
+import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
 import java.io.Serializable;
 import java.time.Duration;
 import org.apache.flink.annotation.Internal;
@@ -13,7 +17,7 @@ import org.apache.flink.annotation.Internal;
  * @param run the run registered by {@link PostgresSink#startRun}; {@link #NO_RUN} before
  */
 @Internal
-record PostgresSinkConfig(
+public record PostgresSinkConfig(
         String jdbcUrl,
         String user,
         String password,
@@ -32,14 +36,14 @@ record PostgresSinkConfig(
         long run)
         implements Serializable {
 
-    static final long NO_RUN = 0;
+    public static final long NO_RUN = 0;
 
-    PostgresSchema schema() {
+    public PostgresSchema schema() {
         return new PostgresSchema(table, rejectsTable, commitLogTable, runsTable, writersTable)
                 .withEffectFunction(effectFunction);
     }
 
-    PostgresSinkConfig withRun(long newRun) {
+    public PostgresSinkConfig withRun(long newRun) {
         return new PostgresSinkConfig(jdbcUrl, user, password, table, rejectsTable, commitLogTable, runsTable,
                 writersTable, effectFunction, sinkPrefix, batchSize, lockTimeout, statementTimeout,
                 tolerableCheckpointFailures, writerLease, newRun);

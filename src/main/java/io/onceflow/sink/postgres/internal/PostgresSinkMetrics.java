@@ -1,5 +1,6 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.internal;
 
+import io.onceflow.sink.postgres.EffectFunction;
 import org.apache.flink.annotation.Internal;
 import org.apache.flink.metrics.Counter;
 import org.apache.flink.metrics.Histogram;
@@ -34,19 +35,19 @@ import org.apache.flink.runtime.metrics.DescriptiveStatisticsHistogram;
  * rows whose transaction was rolled back) counts them again, though the database holds each once.
  */
 @Internal
-final class PostgresSinkMetrics {
+public final class PostgresSinkMetrics {
     /** Samples the histograms keep: about eight minutes of transactions at one checkpoint a second. */
     private static final int HISTOGRAM_WINDOW = 500;
 
-    final Counter rowsRejected;
-    final Counter effectsApplied;
-    final Counter effectsRejected;
-    final Counter effectsFailed;
-    final Counter transactionsPrepared;
-    final Histogram rowsPerTransaction;
-    final Histogram commitLatencyMs;
-    final Counter transactionsRolledBackOnRecovery;
-    final Counter olderAttemptsFenced;
+    public final Counter rowsRejected;
+    public final Counter effectsApplied;
+    public final Counter effectsRejected;
+    public final Counter effectsFailed;
+    public final Counter transactionsPrepared;
+    public final Histogram rowsPerTransaction;
+    public final Histogram commitLatencyMs;
+    public final Counter transactionsRolledBackOnRecovery;
+    public final Counter olderAttemptsFenced;
 
     private PostgresSinkMetrics(MetricGroup group) {
         rowsRejected = group.counter("rowsRejected");
@@ -60,12 +61,12 @@ final class PostgresSinkMetrics {
         olderAttemptsFenced = group.counter("olderAttemptsFenced");
     }
 
-    static PostgresSinkMetrics register(MetricGroup group) {
+    public static PostgresSinkMetrics register(MetricGroup group) {
         return new PostgresSinkMetrics(group);
     }
 
     /** Metrics that no reporter sees, for writers built outside Flink (tests). */
-    static PostgresSinkMetrics unregistered() {
+    public static PostgresSinkMetrics unregistered() {
         return new PostgresSinkMetrics(new UnregisteredMetricsGroup());
     }
 }

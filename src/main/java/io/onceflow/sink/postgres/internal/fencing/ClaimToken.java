@@ -1,5 +1,6 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.internal.fencing;
 
+import io.onceflow.sink.postgres.PostgresSink;
 import org.apache.flink.annotation.Internal;
 
 /**
@@ -44,12 +45,12 @@ import org.apache.flink.annotation.Internal;
  * @param attempt Flink's attempt number of that subtask
  */
 @Internal
-record ClaimToken(long run, long restoredCheckpoint, int claimer, int attempt) {
+public record ClaimToken(long run, long restoredCheckpoint, int claimer, int attempt) {
     /** Sorts before every checkpoint id (Flink's start at 1). */
-    static final long NO_CHECKPOINT = 0;
+    public static final long NO_CHECKPOINT = 0;
 
     /** How a claimant relates to the current claim of an index. */
-    enum Verdict {
+    public enum Verdict {
         /** No claim yet, or the claimant is newer: it takes the index, terminating the holder. */
         NEWER,
         /** The claimant is older: a zombie. It must not touch the index. */
@@ -59,7 +60,7 @@ record ClaimToken(long run, long restoredCheckpoint, int claimer, int attempt) {
     }
 
     /** How this token relates to {@code current}, the token of the index's current claim (null: none). */
-    Verdict against(ClaimToken current) {
+    public Verdict against(ClaimToken current) {
         if (current == null) {
             return Verdict.NEWER;
         }

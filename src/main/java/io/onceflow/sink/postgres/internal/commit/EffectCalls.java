@@ -1,5 +1,9 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.internal.commit;
 
+import io.onceflow.sink.postgres.EffectFunction;
+import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
+import io.onceflow.sink.postgres.internal.schema.SqlIdentifiers;
+import io.onceflow.sink.postgres.internal.writer.EventUpsertBatch;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -21,7 +25,7 @@ import org.slf4j.LoggerFactory;
  * the SET list again, which would call the function twice).
  */
 @Internal
-final class EffectCalls {
+public final class EffectCalls {
     private static final Logger LOG = LoggerFactory.getLogger(EffectCalls.class);
 
     private final String table;
@@ -30,7 +34,7 @@ final class EffectCalls {
     private final String markFailedSql;
     private final PostgresSinkMetrics metrics;
 
-    EffectCalls(String table, String effectFunction, PostgresSinkMetrics metrics) {
+    public EffectCalls(String table, String effectFunction, PostgresSinkMetrics metrics) {
         SqlIdentifiers.requireTableName("table", table);
         this.table = table;
         SqlIdentifiers.requireFunctionName("effect function", effectFunction);
@@ -54,7 +58,7 @@ final class EffectCalls {
      * Takes the lock that serialises the effect transactions of the events table. Call it first in
      * the transaction, before locking any row.
      */
-    void serialize(Connection connection) throws SQLException {
+    public void serialize(Connection connection) throws SQLException {
         try (PreparedStatement lock = connection.prepareStatement(serializeSql)) {
             lock.setString(1, table);
             lock.execute();
@@ -65,7 +69,7 @@ final class EffectCalls {
      * Calls the effect for the rows of {@code rows}' ids, in {@code connection}'s open transaction,
      * after {@link #serialize}.
      */
-    void call(Connection connection, EventUpsertBatch.Rows rows) throws SQLException {
+    public void call(Connection connection, EventUpsertBatch.Rows rows) throws SQLException {
         EventUpsertBatch.isolatingFailingRows(connection, rows, this::callOnce, EffectCalls::isAboutTheRows,
                 this::recordFailure);
     }
@@ -100,7 +104,7 @@ final class EffectCalls {
      * serialization, deadlock and lock errors (tried again), nor 42 (a missing table, column or
      * privilege: a configuration mistake that would otherwise mark every message failed).
      */
-    static boolean isAboutTheRows(SQLException e) {
+    public static boolean isAboutTheRows(SQLException e) {
         String state = e.getSQLState();
         if (EventUpsertBatch.isRowDataError(e) || "57014".equals(state)) {
             return true;

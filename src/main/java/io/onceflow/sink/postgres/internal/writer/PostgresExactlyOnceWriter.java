@@ -1,6 +1,20 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.internal.writer;
 
 import io.onceflow.api.Event;
+import io.onceflow.sink.postgres.EffectFunction;
+import io.onceflow.sink.postgres.PostgresSink;
+import io.onceflow.sink.postgres.internal.PostgresConnections;
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
+import io.onceflow.sink.postgres.internal.ProtocolHooks;
+import io.onceflow.sink.postgres.internal.commit.PendingEffects;
+import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
+import io.onceflow.sink.postgres.internal.commit.PostgresWriterState;
+import io.onceflow.sink.postgres.internal.commit.PreparedTransactionRecovery;
+import io.onceflow.sink.postgres.internal.commit.TransactionId;
+import io.onceflow.sink.postgres.internal.fencing.SinkRuns;
+import io.onceflow.sink.postgres.internal.fencing.WriterFence;
+import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
 import java.io.IOException;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -56,7 +70,7 @@ import org.postgresql.core.QueryExecutor;
  * by the checkpoint's transaction: effects run after its commit.
  */
 @Internal
-final class PostgresExactlyOnceWriter
+public final class PostgresExactlyOnceWriter
         implements CommittingSinkWriter<Event, PostgresCommittable>, StatefulSinkWriter<Event, PostgresWriterState> {
     private final String sinkPrefix;
     private final WriterStart start;
@@ -72,7 +86,7 @@ final class PostgresExactlyOnceWriter
     /** Events written into the open transaction since the last prepare. */
     private int transactionRows;
 
-    PostgresExactlyOnceWriter(PostgresSinkConfig config, WriterStart start, PostgresSinkMetrics metrics)
+    public PostgresExactlyOnceWriter(PostgresSinkConfig config, WriterStart start, PostgresSinkMetrics metrics)
             throws IOException {
         this.sinkPrefix = config.sinkPrefix();
         this.start = start;
@@ -225,7 +239,7 @@ final class PostgresExactlyOnceWriter
     }
 
     /** The restored checkpoint, for tests. */
-    OptionalLong restoredCheckpointId() {
+    public OptionalLong restoredCheckpointId() {
         return start.restoredCheckpointId();
     }
 

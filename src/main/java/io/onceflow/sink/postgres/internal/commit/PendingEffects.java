@@ -1,5 +1,10 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.internal.commit;
 
+import io.onceflow.sink.postgres.internal.PostgresConnections;
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
+import io.onceflow.sink.postgres.internal.schema.SqlIdentifiers;
+import io.onceflow.sink.postgres.internal.writer.EventUpsertBatch;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -42,7 +47,7 @@ import org.slf4j.LoggerFactory;
  * deadlock with each other on shared rows; PostgreSQL detects it (40P01) and the committer retries.
  */
 @Internal
-final class PendingEffects {
+public final class PendingEffects {
     private static final Logger LOG = LoggerFactory.getLogger(PendingEffects.class);
 
     private final String lockPendingSql;
@@ -50,7 +55,7 @@ final class PendingEffects {
     private final int chunk;
     private final EffectCalls calls;
 
-    PendingEffects(String table, String effectFunction, int chunk, PostgresSinkMetrics metrics) {
+    public PendingEffects(String table, String effectFunction, int chunk, PostgresSinkMetrics metrics) {
         SqlIdentifiers.requireTableName("table", table);
         this.lockPendingSql = "SELECT id FROM " + table + " WHERE effect_transaction = ? AND result IS NULL"
                 + " ORDER BY id LIMIT ? FOR UPDATE";
@@ -61,7 +66,7 @@ final class PendingEffects {
     }
 
     /** The effects of the sink configured by {@code config}, or null when it has none. */
-    static PendingEffects of(PostgresSinkConfig config, PostgresSinkMetrics metrics) {
+    public static PendingEffects of(PostgresSinkConfig config, PostgresSinkMetrics metrics) {
         return config.effectFunction() == null ? null
                 : new PendingEffects(config.table(), config.effectFunction(), config.batchSize(), metrics);
     }
@@ -72,7 +77,7 @@ final class PendingEffects {
      * @param connection in autocommit mode; left in autocommit mode
      * @return how many rows' effects this call made
      */
-    long callFor(Connection connection, TransactionId transaction) throws SQLException {
+    public long callFor(Connection connection, TransactionId transaction) throws SQLException {
         long called = 0;
         while (true) {
             List<String> ids = new ArrayList<>();
@@ -111,7 +116,7 @@ final class PendingEffects {
      *
      * @param connection in autocommit mode; left in autocommit mode
      */
-    void callLeftOvers(Connection connection, String sinkPrefix, IntPredicate covers, String writerName)
+    public void callLeftOvers(Connection connection, String sinkPrefix, IntPredicate covers, String writerName)
             throws SQLException {
         List<TransactionId> pending = new ArrayList<>();
         try (PreparedStatement query = connection.prepareStatement(pendingTransactionsSql)) {

@@ -1,6 +1,10 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.internal.writer;
 
 import io.onceflow.api.Event;
+import io.onceflow.sink.postgres.PostgresSink;
+import io.onceflow.sink.postgres.PostgresSinkBuilder;
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import java.io.IOException;
 import org.apache.flink.annotation.Internal;
 import org.apache.flink.api.connector.sink2.Sink;
@@ -18,12 +22,12 @@ import org.apache.flink.api.connector.sink2.WriterInitContext;
  * upsert, one connection setup (timeouts) and one schema without another dependency.
  */
 @Internal
-final class PostgresAtLeastOnceSink implements Sink<Event> {
+public final class PostgresAtLeastOnceSink implements Sink<Event> {
     private static final long serialVersionUID = 1L;
 
     private final PostgresSinkConfig config;
 
-    PostgresAtLeastOnceSink(PostgresSinkConfig config) {
+    public PostgresAtLeastOnceSink(PostgresSinkConfig config) {
         this.config = config;
     }
 

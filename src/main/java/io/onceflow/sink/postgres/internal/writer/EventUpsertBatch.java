@@ -1,6 +1,14 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.internal.writer;
 
 import io.onceflow.api.Event;
+import io.onceflow.sink.postgres.EffectFunction;
+import io.onceflow.sink.postgres.internal.PostgresConnections;
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
+import io.onceflow.sink.postgres.internal.commit.EffectCalls;
+import io.onceflow.sink.postgres.internal.commit.PendingEffects;
+import io.onceflow.sink.postgres.internal.commit.TransactionId;
+import io.onceflow.sink.postgres.internal.schema.SqlIdentifiers;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -70,7 +78,7 @@ import org.slf4j.LoggerFactory;
  * object reuse on, an upstream operator may legitimately change an event after emitting it.
  */
 @Internal
-final class EventUpsertBatch {
+public final class EventUpsertBatch {
     private static final Logger LOG = LoggerFactory.getLogger(EventUpsertBatch.class);
 
     /** The columns of a batch, bound as one array each. */
@@ -102,7 +110,7 @@ final class EventUpsertBatch {
      *     it inserted ({@link PendingEffects}, the exactly-once sink), rather than in the batch (the
      *     at-least-once sink); ignored without an effect
      */
-    EventUpsertBatch(String table, String rejectsTable, String effectFunction, boolean effectsAtCommit,
+    public EventUpsertBatch(String table, String rejectsTable, String effectFunction, boolean effectsAtCommit,
             int capacity, PostgresSinkMetrics metrics) {
         SqlIdentifiers.requireTableName("table", table);
         SqlIdentifiers.requireTableName("rejects table", rejectsTable);
@@ -131,7 +139,7 @@ final class EventUpsertBatch {
     }
 
     /** The batch of a writer of the sink configured by {@code config}; see the constructor for {@code effectsAtCommit}. */
-    static EventUpsertBatch of(PostgresSinkConfig config, boolean effectsAtCommit, PostgresSinkMetrics metrics) {
+    public static EventUpsertBatch of(PostgresSinkConfig config, boolean effectsAtCommit, PostgresSinkMetrics metrics) {
         return new EventUpsertBatch(config.table(), config.rejectsTable(), config.effectFunction(), effectsAtCommit,
                 config.batchSize(), metrics);
     }
@@ -140,12 +148,12 @@ final class EventUpsertBatch {
      * Tags the rows that the next upserts insert with the gid of the transaction they go into (with
      * effects at commit; ignored otherwise). Call before the first row of each transaction.
      */
-    void effectsBelongTo(TransactionId transaction) {
+    public void effectsBelongTo(TransactionId transaction) {
         effectTransaction = transaction.encode();
     }
 
     /** @return true if the batch is now full and should be written */
-    boolean add(Event event) {
+    public boolean add(Event event) {
         PendingRow row = rowsById.get(event.messageId);
         if (row == null) {
             row = new PendingRow(event);
@@ -155,7 +163,7 @@ final class EventUpsertBatch {
         return rowsById.size() >= capacity;
     }
 
-    boolean isEmpty() {
+    public boolean isEmpty() {
         return rowsById.isEmpty();
     }
 
@@ -163,7 +171,7 @@ final class EventUpsertBatch {
      * Empties the batch into an upsert that no longer depends on it, so that the batch can fill
      * again while another thread executes the upsert.
      */
-    Upsert take() {
+    public Upsert take() {
         Rows rows = new Rows(rowsById.size());
         int i = 0;
         for (Map.Entry<String, PendingRow> entry : rowsById.entrySet()) {
@@ -232,20 +240,20 @@ final class EventUpsertBatch {
 
     /** One batch's upsert, detached from the batch. */
     @FunctionalInterface
-    interface Upsert {
+    public interface Upsert {
         /** Runs in {@code connection}'s current transaction (or autocommit). */
         void executeOn(Connection connection) throws SQLException;
     }
 
     /** One statement over some rows of a batch. */
     @FunctionalInterface
-    interface RowsStatement {
+    public interface RowsStatement {
         void execute(Connection connection, Rows rows) throws SQLException;
     }
 
     /** What becomes of a row that a {@link RowsStatement} failed on with a data error. */
     @FunctionalInterface
-    interface RefusedRow {
+    public interface RefusedRow {
         void record(Connection connection, Rows row, SQLException refusal) throws SQLException;
     }
 
@@ -253,13 +261,13 @@ final class EventUpsertBatch {
      * Executes {@code statement} on {@code rows} under a savepoint; on a data error, on each half,
      * until the rows it fails on stand alone and go to {@code refusedRow}.
      */
-    static void writeIsolatingRefusedRows(Connection connection, Rows rows, RowsStatement statement,
+    public static void writeIsolatingRefusedRows(Connection connection, Rows rows, RowsStatement statement,
             RefusedRow refusedRow) throws SQLException {
         isolatingFailingRows(connection, rows, statement, EventUpsertBatch::isRowDataError, refusedRow);
     }
 
     /** As {@link #writeIsolatingRefusedRows}, splitting on the errors {@code aboutTheRows} accepts. */
-    static void isolatingFailingRows(Connection connection, Rows rows, RowsStatement statement,
+    public static void isolatingFailingRows(Connection connection, Rows rows, RowsStatement statement,
             Predicate<SQLException> aboutTheRows, RefusedRow refusedRow) throws SQLException {
         if (rows.size() == 0) {
             return;
@@ -358,7 +366,7 @@ final class EventUpsertBatch {
     }
 
     /** The server's message and the constraint it names, without the DETAIL (which quotes the row). */
-    static String describe(SQLException refusal) {
+    public static String describe(SQLException refusal) {
         ServerErrorMessage server = refusal instanceof PSQLException ? ((PSQLException) refusal).getServerErrorMessage() : null;
         if (server == null || server.getMessage() == null) {
             return String.valueOf(refusal.getMessage());
@@ -372,7 +380,7 @@ final class EventUpsertBatch {
      * exceeded, e.g. an index row too large), P0 (raised by PL/pgSQL, e.g. in a trigger), and 2F, 38,
      * 39 (exceptions in SQL or external routines).
      */
-    static boolean isRowDataError(SQLException e) {
+    public static boolean isRowDataError(SQLException e) {
         String state = e.getSQLState();
         if (state == null || state.length() != 5) {
             return false;
@@ -392,8 +400,8 @@ final class EventUpsertBatch {
     }
 
     /** A batch as one array per column, so that a range of it can be written alone. */
-    static final class Rows {
-        final String[] ids;
+    public static final class Rows {
+        public final String[] ids;
         final String[] payloads;
         final String[] topics;
         final int[] partitions;
@@ -401,7 +409,7 @@ final class EventUpsertBatch {
         final int[] deliveries;
 
         /** Rows that only have their ids, e.g. to call the effect for rows already in the table. */
-        static Rows ofIds(List<String> ids) {
+        public static Rows ofIds(List<String> ids) {
             Rows rows = new Rows(ids.size());
             for (int i = 0; i < rows.size(); i++) {
                 rows.ids[i] = ids.get(i);
@@ -427,7 +435,7 @@ final class EventUpsertBatch {
             deliveries[i] = row.deliveries;
         }
 
-        int size() {
+        public int size() {
             return ids.length;
         }
 

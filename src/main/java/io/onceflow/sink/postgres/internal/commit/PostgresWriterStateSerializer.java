@@ -1,4 +1,4 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.internal.commit;
 
 import java.io.IOException;
 import org.apache.flink.annotation.Internal;
@@ -14,8 +14,8 @@ import org.apache.flink.core.memory.DataOutputSerializer;
  * nothing of version 1 to read). Version 2 is the horizon as 8 bytes.
  */
 @Internal
-final class PostgresWriterStateSerializer implements SimpleVersionedSerializer<PostgresWriterState> {
-    static final int VERSION = 2;
+public final class PostgresWriterStateSerializer implements SimpleVersionedSerializer<PostgresWriterState> {
+    public static final int VERSION = 2;
 
     @Override
     public int getVersion() {

@@ -1,5 +1,6 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.internal.commit;
 
+import io.onceflow.sink.postgres.internal.fencing.WriterFence;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -34,17 +35,17 @@ import org.slf4j.LoggerFactory;
  * old index after any rescaling (2 -> 3 -> 1), and a zombie can never reach them.
  */
 @Internal
-final class PreparedTransactionRecovery {
+public final class PreparedTransactionRecovery {
     private static final Logger LOG = LoggerFactory.getLogger(PreparedTransactionRecovery.class);
     /** SQLSTATE undefined_object: "prepared transaction with identifier ... does not exist". */
-    static final String UNDEFINED_OBJECT = "42704";
+    public static final String UNDEFINED_OBJECT = "42704";
     /** SQLSTATE insufficient_privilege: "permission denied to finish prepared transaction". */
-    static final String INSUFFICIENT_PRIVILEGE = "42501";
+    public static final String INSUFFICIENT_PRIVILEGE = "42501";
 
     private PreparedTransactionRecovery() {}
 
     /** The prepared transactions of {@code sinkPrefix} in this database. */
-    static List<TransactionId> prepared(Connection connection, String sinkPrefix) throws SQLException {
+    public static List<TransactionId> prepared(Connection connection, String sinkPrefix) throws SQLException {
         List<TransactionId> prepared = new ArrayList<>();
         try (Statement statement = connection.createStatement();
                 ResultSet gids = statement.executeQuery(
@@ -62,7 +63,7 @@ final class PreparedTransactionRecovery {
      * @param candidates prepared transactions of indices this writer holds
      * @return the gids rolled back
      */
-    static List<TransactionId> rollBackAbandoned(Connection connection, List<TransactionId> candidates,
+    public static List<TransactionId> rollBackAbandoned(Connection connection, List<TransactionId> candidates,
             OptionalLong restoredCheckpointId, OptionalLong restoredHorizon, String writerName) throws SQLException {
         List<TransactionId> rolledBack = new ArrayList<>();
         try (Statement statement = connection.createStatement()) {
@@ -93,7 +94,7 @@ final class PreparedTransactionRecovery {
         return rolledBack;
     }
 
-    static boolean isAbandoned(TransactionId id, OptionalLong restoredCheckpointId, OptionalLong restoredHorizon) {
+    public static boolean isAbandoned(TransactionId id, OptionalLong restoredCheckpointId, OptionalLong restoredHorizon) {
         return restoredCheckpointId.isEmpty()
                 || id.checkpointId() > restoredCheckpointId.getAsLong()
                 || (restoredHorizon.isPresent() && id.epoch() >= restoredHorizon.getAsLong());
@@ -103,7 +104,7 @@ final class PreparedTransactionRecovery {
      * PostgreSQL lets only the role that prepared a transaction (or a superuser) finish it: after a
      * change of role across a restore, say which role owns it.
      */
-    static SQLException wrongRole(Connection connection, TransactionId id, String action, SQLException cause) {
+    public static SQLException wrongRole(Connection connection, TransactionId id, String action, SQLException cause) {
         String owner = "unknown";
         try (PreparedStatement query = connection.prepareStatement("SELECT owner FROM pg_prepared_xacts WHERE gid = ?")) {
             query.setString(1, id.encode());

@@ -1,4 +1,4 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.internal.writer;
 
 import io.onceflow.api.Event;
 import java.io.IOException;
@@ -30,9 +30,9 @@ import org.apache.flink.annotation.Internal;
  * {@link #awaitAll} returns; the writer must not use it in between.
  */
 @Internal
-final class BackgroundUpserts implements AutoCloseable {
+public final class BackgroundUpserts implements AutoCloseable {
     /** One upsert runs while the next batch fills and, at most, one more waits. */
-    static final int MAX_IN_FLIGHT = 2;
+    public static final int MAX_IN_FLIGHT = 2;
 
     private final EventUpsertBatch batch;
     private final Connection connection;
@@ -46,7 +46,7 @@ final class BackgroundUpserts implements AutoCloseable {
      * @param writerName for error messages and the thread's name, e.g. {@code PostgreSQL sink writer 3}
      * @param maxInFlight upserts queued or running at most
      */
-    BackgroundUpserts(EventUpsertBatch batch, Connection connection, String writerName, int maxInFlight) {
+    public BackgroundUpserts(EventUpsertBatch batch, Connection connection, String writerName, int maxInFlight) {
         if (maxInFlight < 1) {
             throw new IllegalArgumentException("maxInFlight must be at least 1, was " + maxInFlight);
         }
@@ -63,7 +63,7 @@ final class BackgroundUpserts implements AutoCloseable {
     }
 
     /** Adds {@code event} to the batch and queues the batch's upsert when it is full. */
-    void add(Event event) throws IOException {
+    public void add(Event event) throws IOException {
         throwIfFailed();
         if (batch.add(event)) {
             submit(batch.take());
@@ -71,7 +71,7 @@ final class BackgroundUpserts implements AutoCloseable {
     }
 
     /** Queues the rest of the batch and waits until every upsert so far has been executed. */
-    void flush() throws IOException {
+    public void flush() throws IOException {
         if (!batch.isEmpty()) {
             submit(batch.take());
         }
@@ -79,7 +79,7 @@ final class BackgroundUpserts implements AutoCloseable {
     }
 
     /** Queues {@code upsert}; waits while {@code maxInFlight} are queued or running. */
-    void submit(EventUpsertBatch.Upsert upsert) throws IOException {
+    public void submit(EventUpsertBatch.Upsert upsert) throws IOException {
         throwIfFailed();
         acquire(1);
         thread.execute(() -> {
@@ -96,7 +96,7 @@ final class BackgroundUpserts implements AutoCloseable {
     }
 
     /** Fails with the first background failure, if there was one. */
-    void throwIfFailed() throws IOException {
+    public void throwIfFailed() throws IOException {
         Throwable failed = failure;
         if (failed != null) {
             throw new IOException(writerName + " could not write a batch", failed);
@@ -104,7 +104,7 @@ final class BackgroundUpserts implements AutoCloseable {
     }
 
     /** Waits until every submitted upsert has been executed, then fails if any of them failed. */
-    void awaitAll() throws IOException {
+    public void awaitAll() throws IOException {
         acquire(maxInFlight);
         freeSlots.release(maxInFlight);
         throwIfFailed();

@@ -1,5 +1,9 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.internal.schema;
 
+import io.onceflow.sink.postgres.EffectFunction;
+import io.onceflow.sink.postgres.internal.PostgresConnections;
+import io.onceflow.sink.postgres.internal.commit.PendingEffects;
+import io.onceflow.sink.postgres.internal.fencing.WriterFence;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -90,7 +94,7 @@ public final class PostgresSchema {
      *
      * @return a message naming the first name used twice, or null
      */
-    static String sameTableProblem(List<String> names) {
+    public static String sameTableProblem(List<String> names) {
         Set<String> seen = new LinkedHashSet<>();
         for (String name : names) {
             if (name != null && !seen.add(name.toLowerCase(Locale.ROOT))) {
@@ -218,7 +222,7 @@ public final class PostgresSchema {
     }
 
     /** The statement that adds the effect's columns to an events table created before it. */
-    String addResultColumnStatement() {
+    public String addResultColumnStatement() {
         return "ALTER TABLE " + table + " ADD COLUMN IF NOT EXISTS result jsonb,"
                 + " ADD COLUMN IF NOT EXISTS effect_transaction text";
     }
@@ -380,23 +384,23 @@ public final class PostgresSchema {
         return new ArrayList<>(tables());
     }
 
-    String table() {
+    public String table() {
         return table;
     }
 
-    String rejectsTable() {
+    public String rejectsTable() {
         return rejectsTable;
     }
 
-    String commitLogTable() {
+    public String commitLogTable() {
         return commitLogTable;
     }
 
-    String runsTable() {
+    public String runsTable() {
         return runsTable;
     }
 
-    String writersTable() {
+    public String writersTable() {
         return writersTable;
     }
 }

@@ -1,4 +1,4 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.internal.fencing;
 
 import org.apache.flink.annotation.Internal;
 
@@ -7,10 +7,10 @@ import org.apache.flink.annotation.Internal;
  * touch: it is a zombie and must stop without writing (see {@link WriterFence}).
  */
 @Internal
-final class StaleWriterException extends IllegalStateException {
+public final class StaleWriterException extends IllegalStateException {
     private static final long serialVersionUID = 1L;
 
-    StaleWriterException(String message) {
+    public StaleWriterException(String message) {
         super(message);
     }
 }

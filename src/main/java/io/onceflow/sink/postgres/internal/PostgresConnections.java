@@ -1,5 +1,6 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.internal;
 
+import io.onceflow.sink.postgres.internal.fencing.WriterFence;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.SQLException;
@@ -31,7 +32,7 @@ import org.postgresql.PGProperty;
  * </ul>
  */
 @Internal
-final class PostgresConnections {
+public final class PostgresConnections {
     /** How much longer than statement_timeout the client waits for a reply before giving up. */
     private static final Duration SOCKET_TIMEOUT_MARGIN = Duration.ofSeconds(30);
     /** {@code transaction_timeout} exists from PostgreSQL 17 on. */
@@ -43,7 +44,7 @@ final class PostgresConnections {
      * @param role shown in {@code pg_stat_activity.application_name}, e.g. {@code writer-3}
      * @return a connection in autocommit mode
      */
-    static Connection open(PostgresSinkConfig config, String role) throws SQLException {
+    public static Connection open(PostgresSinkConfig config, String role) throws SQLException {
         Properties properties = new Properties();
         PGProperty.USER.set(properties, config.user());
         PGProperty.PASSWORD.set(properties, config.password());
@@ -99,13 +100,13 @@ final class PostgresConnections {
      * {@code onceflow-<prefix>-<role>}: at most 9 + 40 + 1 + 12 characters, under PostgreSQL's 63.
      * The fence reads it back to tell its own sessions from others (see {@link WriterFence}).
      */
-    static String applicationName(String sinkPrefix, String role) {
+    public static String applicationName(String sinkPrefix, String role) {
         return "onceflow" + (sinkPrefix == null ? "" : "-" + sinkPrefix) + "-" + role;
     }
 
     /** Work on a connection, for {@link #inTransaction}. */
     @FunctionalInterface
-    interface SqlWork {
+    public interface SqlWork {
         void run() throws SQLException;
     }
 
@@ -113,7 +114,7 @@ final class PostgresConnections {
      * Runs {@code work} as one transaction of its own on a connection in autocommit mode: commits
      * it, or rolls it back and rethrows. Leaves the connection in autocommit mode, unless it broke.
      */
-    static void inTransaction(Connection connection, SqlWork work) throws SQLException {
+    public static void inTransaction(Connection connection, SqlWork work) throws SQLException {
         connection.setAutoCommit(false);
         try {
             work.run();
@@ -131,7 +132,7 @@ final class PostgresConnections {
     }
 
     /** Closes {@code connection} after {@code failure}, keeping any close error as suppressed. */
-    static void closeQuietly(Connection connection, Exception failure) {
+    public static void closeQuietly(Connection connection, Exception failure) {
         try {
             connection.close();
         } catch (SQLException e) {

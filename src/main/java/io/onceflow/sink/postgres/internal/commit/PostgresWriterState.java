@@ -1,4 +1,4 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.internal.commit;
 
 import org.apache.flink.annotation.Internal;
 
@@ -24,7 +24,7 @@ import org.apache.flink.annotation.Internal;
 public record PostgresWriterState(long horizon) {
 
     /** Copies per snapshot, so that any new parallelism up to {@code maxParallelism} gets one each. */
-    static int copiesPerSubtask(int parallelism, int maxParallelism) {
+    public static int copiesPerSubtask(int parallelism, int maxParallelism) {
         return Math.max(1, (maxParallelism + parallelism - 1) / parallelism);
     }
 }

@@ -1,5 +1,11 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.internal.commit;
 
+import io.onceflow.sink.postgres.EffectFunction;
+import io.onceflow.sink.postgres.PostgresSink;
+import io.onceflow.sink.postgres.internal.PostgresConnections;
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
+import io.onceflow.sink.postgres.internal.ProtocolHooks;
 import java.io.IOException;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -29,7 +35,7 @@ import org.slf4j.LoggerFactory;
  * task, which restarts from the last checkpoint and commits the restored committables.
  */
 @Internal
-final class PostgresCommitter implements Committer<PostgresCommittable> {
+public final class PostgresCommitter implements Committer<PostgresCommittable> {
     private static final Logger LOG = LoggerFactory.getLogger(PostgresCommitter.class);
     /** SQLSTATEs worth another attempt besides connection exceptions (class 08). */
     private static final Set<String> TRANSIENT_STATES = Set.of(
@@ -44,7 +50,7 @@ final class PostgresCommitter implements Committer<PostgresCommittable> {
             "53300"); // too_many_connections
 
     /** Below the default lock_timeout, so that a zombie's locks go before its successor gives up. */
-    static final Duration EFFECT_IDLE_LIMIT = Duration.ofSeconds(5);
+    public static final Duration EFFECT_IDLE_LIMIT = Duration.ofSeconds(5);
 
     private final PostgresSinkConfig config;
     private final String isLoggedSql;
@@ -53,7 +59,7 @@ final class PostgresCommitter implements Committer<PostgresCommittable> {
     private final PostgresSinkMetrics metrics;
     private Connection connection;
 
-    PostgresCommitter(PostgresSinkConfig config, PostgresSinkMetrics metrics) {
+    public PostgresCommitter(PostgresSinkConfig config, PostgresSinkMetrics metrics) {
         this.config = config;
         this.isLoggedSql = "SELECT 1 FROM " + config.commitLogTable() + " WHERE gid = ?";
         this.pendingEffects = PendingEffects.of(config, metrics);
@@ -136,7 +142,7 @@ final class PostgresCommitter implements Committer<PostgresCommittable> {
         }
     }
 
-    static boolean isTransient(SQLException e) {
+    public static boolean isTransient(SQLException e) {
         String state = e.getSQLState();
         return state != null && (state.startsWith("08") || TRANSIENT_STATES.contains(state));
     }

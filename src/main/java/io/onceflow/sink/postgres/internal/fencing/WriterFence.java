@@ -1,5 +1,10 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.internal.fencing;
 
+import io.onceflow.sink.postgres.internal.PostgresConnections;
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.ProtocolHooks;
+import io.onceflow.sink.postgres.internal.commit.TransactionId;
+import io.onceflow.sink.postgres.internal.writer.WriterStart;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.sql.Connection;
@@ -67,7 +72,7 @@ import org.slf4j.LoggerFactory;
  * the writer fails and says so.
  */
 @Internal
-final class WriterFence implements AutoCloseable {
+public final class WriterFence implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(WriterFence.class);
     /** pg_advisory_lock(int, int) shows as objsubid 2 in pg_locks. */
     private static final int TWO_KEY_ADVISORY_LOCK = 2;
@@ -115,7 +120,7 @@ final class WriterFence implements AutoCloseable {
      * @param connection in autocommit mode, the writer's only connection
      * @throws StaleWriterException if a newer run or attempt owns the prefix or the index
      */
-    static WriterFence open(PostgresSinkConfig config, Connection connection, WriterStart start,
+    public static WriterFence open(PostgresSinkConfig config, Connection connection, WriterStart start,
             Counter olderAttemptsFenced) throws SQLException {
         SinkRuns.requireNewestRun(connection, config);
         WriterFence fence = new WriterFence(config, connection, start, newEpoch(connection), olderAttemptsFenced);
@@ -138,16 +143,16 @@ final class WriterFence implements AutoCloseable {
     }
 
     /** The advisory lock key of a prefix; String.hashCode is specified, so every JVM agrees. */
-    static int lockKey(String sinkPrefix) {
+    public static int lockKey(String sinkPrefix) {
         return ("onceflow-writer:" + sinkPrefix).hashCode();
     }
 
-    long epoch() {
+    public long epoch() {
         return epoch;
     }
 
     /** The indices this writer holds; its recovery may act on these only. */
-    Set<Integer> claimed() {
+    public Set<Integer> claimed() {
         return Collections.unmodifiableSet(claimed);
     }
 
@@ -155,7 +160,7 @@ final class WriterFence implements AutoCloseable {
      * Claims every index this subtask covers that earlier writers of the prefix recorded, so that
      * their zombies are fenced even where they left no transaction behind yet.
      */
-    void claimCoveredIndices() throws SQLException {
+    public void claimCoveredIndices() throws SQLException {
         for (int index : recordedIndices()) {
             if (start.covers(index)) {
                 claim(index);
@@ -184,7 +189,7 @@ final class WriterFence implements AutoCloseable {
      * @throws StaleWriterException if a newer attempt has claimed the index
      * @throws IllegalStateException if a live session that cannot be ordered keeps the index
      */
-    void claim(int index) throws SQLException {
+    public void claim(int index) throws SQLException {
         if (claimed.contains(index)) {
             return;
         }
@@ -389,7 +394,7 @@ final class WriterFence implements AutoCloseable {
      * The sessions (other than this one) holding the prefix's lock of {@code index}, or of any
      * index when empty.
      */
-    static List<LockHolder> holders(Connection connection, String sinkPrefix, OptionalInt index) throws SQLException {
+    public static List<LockHolder> holders(Connection connection, String sinkPrefix, OptionalInt index) throws SQLException {
         List<LockHolder> holders = new ArrayList<>();
         try (PreparedStatement query = connection.prepareStatement(HOLDERS_SQL)) {
             query.setLong(1, Integer.toUnsignedLong(lockKey(sinkPrefix))); // pg_locks shows keys as oids
@@ -410,7 +415,7 @@ final class WriterFence implements AutoCloseable {
      * A session holding an index's lock, as {@code pg_stat_activity} shows it. State and idle time
      * are null where the server hides them (another role without pg_read_all_stats).
      */
-    record LockHolder(int pid, int index, String applicationName, String clientAddress, String state,
+    public record LockHolder(int pid, int index, String applicationName, String clientAddress, String state,
             Double idleSeconds) {
 
         /** Not running a statement, and idle for longer than the lease: paused or gone. */
@@ -459,7 +464,7 @@ final class WriterFence implements AutoCloseable {
      * session asynchronously, and its locks would otherwise look held (by a live writer) for a moment
      * after the job stopped. Best effort: a broken connection releases them anyway.
      */
-    void releaseLocks() {
+    public void releaseLocks() {
         try (Statement statement = connection.createStatement()) {
             statement.unwrap(BaseStatement.class).executeWithFlags("SELECT pg_advisory_unlock_all()",
                     QueryExecutor.QUERY_SUPPRESS_BEGIN);

@@ -1,5 +1,13 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.internal.fencing;
 
+import io.onceflow.sink.postgres.PendingTransactionsException;
+import io.onceflow.sink.postgres.PostgresSink;
+import io.onceflow.sink.postgres.StartMode;
+import io.onceflow.sink.postgres.internal.PostgresConnections;
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.commit.PreparedTransactionRecovery;
+import io.onceflow.sink.postgres.internal.commit.TransactionId;
+import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -21,7 +29,7 @@ import org.apache.flink.annotation.Internal;
  * zombies of a replaced job (see {@link WriterFence}).
  */
 @Internal
-final class SinkRuns {
+public final class SinkRuns {
     private SinkRuns() {}
 
     /**
@@ -31,7 +39,7 @@ final class SinkRuns {
      * @throws PendingTransactionsException on a {@link StartMode#FRESH} start when the prefix has
      *     prepared transactions
      */
-    static long start(PostgresSinkConfig config, int parallelism, StartMode mode, String jobName, String flinkJobId)
+    public static long start(PostgresSinkConfig config, int parallelism, StartMode mode, String jobName, String flinkJobId)
             throws SQLException {
         try (Connection connection = PostgresConnections.open(config, "run-start")) {
             checkDatabase(connection, config, parallelism);
@@ -65,7 +73,7 @@ final class SinkRuns {
      *
      * @throws IllegalStateException if a newer run replaced it: that job must not run on
      */
-    static OptionalLong continued(PostgresSinkConfig config, int parallelism, String flinkJobId) throws SQLException {
+    public static OptionalLong continued(PostgresSinkConfig config, int parallelism, String flinkJobId) throws SQLException {
         try (Connection connection = PostgresConnections.open(config, "run-start")) {
             checkDatabase(connection, config, parallelism);
             try (PreparedStatement query = connection.prepareStatement("SELECT max(run) FILTER (WHERE flink_job_id = ?),"
@@ -102,7 +110,7 @@ final class SinkRuns {
      * @throws PendingTransactionsException if the prefix has prepared transactions and
      *     {@code discardPending} is false
      */
-    static void startAtLeastOnce(PostgresSinkConfig config, boolean discardPending) throws SQLException {
+    public static void startAtLeastOnce(PostgresSinkConfig config, boolean discardPending) throws SQLException {
         try (Connection connection = PostgresConnections.open(config, "run-start")) {
             PostgresSchema.checkServerEncoding(connection);
             config.schema().prepare(connection);
@@ -171,7 +179,7 @@ final class SinkRuns {
         }
     }
 
-    static String transactionPoolingMessage() {
+    public static String transactionPoolingMessage() {
         return "consecutive transactions of one connection ran in different server sessions: the connection goes"
                 + " through a transaction-pooling proxy (PgBouncer with pool_mode = transaction?), which cannot carry"
                 + " prepared transactions, session locks and session settings. Point postgres.url at PostgreSQL"
@@ -215,7 +223,7 @@ final class SinkRuns {
     }
 
     /** E.g. "job 1f3c... of run 7301 'onceflow orders -> out', registered at ... from 10.0.0.5". */
-    static String describeOwner(Connection connection, PostgresSinkConfig config) throws SQLException {
+    public static String describeOwner(Connection connection, PostgresSinkConfig config) throws SQLException {
         try (PreparedStatement query = connection.prepareStatement(
                 "SELECT w.job_id, r.run, r.job_name, r.registered_at, r.registered_from FROM " + config.runsTable()
                         + " r LEFT JOIN " + config.writersTable() + " w ON w.sink_prefix = r.sink_prefix AND w.run = r.run"
@@ -280,7 +288,7 @@ final class SinkRuns {
      *
      * @throws StaleWriterException if a newer run was registered (this job was replaced)
      */
-    static void requireNewestRun(Connection connection, PostgresSinkConfig config) throws SQLException {
+    public static void requireNewestRun(Connection connection, PostgresSinkConfig config) throws SQLException {
         try (PreparedStatement query = connection.prepareStatement(
                 "SELECT max(run) FROM " + config.runsTable() + " WHERE sink_prefix = ?")) {
             query.setString(1, config.sinkPrefix());

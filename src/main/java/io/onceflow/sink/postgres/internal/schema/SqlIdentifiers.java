@@ -1,4 +1,4 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.internal.schema;
 
 import java.util.regex.Pattern;
 import org.apache.flink.annotation.Internal;
@@ -9,24 +9,24 @@ import org.apache.flink.annotation.Internal;
  * could end a name and start another statement.
  */
 @Internal
-final class SqlIdentifiers {
+public final class SqlIdentifiers {
     private static final String PART = "[a-zA-Z_][a-zA-Z0-9_]{0,62}";
     private static final Pattern QUALIFIED_NAME = Pattern.compile(PART + "(\\." + PART + ")?");
 
     private SqlIdentifiers() {}
 
     /** Whether {@code name} is {@code name} or {@code schema.name}, each part a plain identifier. */
-    static boolean isQualifiedName(String name) {
+    public static boolean isQualifiedName(String name) {
         return name != null && QUALIFIED_NAME.matcher(name).matches();
     }
 
     /** Why {@code name} is rejected and what to use instead, for builder and schema messages. */
-    static String tableNameProblem(String setting, String name) {
+    public static String tableNameProblem(String setting, String name) {
         return nameProblem(setting, name, "table");
     }
 
     /** As {@link #tableNameProblem}, for a function. */
-    static String functionNameProblem(String setting, String name) {
+    public static String functionNameProblem(String setting, String name) {
         return nameProblem(setting, name, "function");
     }
 
@@ -36,11 +36,11 @@ final class SqlIdentifiers {
                 + " PostgreSQL folds it to lower case)";
     }
 
-    static String requireTableName(String setting, String name) {
+    public static String requireTableName(String setting, String name) {
         return require(name, tableNameProblem(setting, name));
     }
 
-    static String requireFunctionName(String setting, String name) {
+    public static String requireFunctionName(String setting, String name) {
         return require(name, functionNameProblem(setting, name));
     }
 
