@@ -3,6 +3,7 @@ package io.onceflow.sink.postgres;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
+import io.onceflow.sink.postgres.internal.schema.ServerChecks;
 import io.onceflow.testing.TestPostgres;
 import java.sql.Connection;
 import java.util.ArrayList;
@@ -111,7 +112,7 @@ class PostgresSchemaTest {
         assertThatThrownBy(() -> db.builder("check").setTolerableCheckpointFailures(2).build()
                         .startRun(20, StartMode.FRESH, "job"))
                 .hasMessageContaining("parallelism 20 and 2 tolerated checkpoint failures needs at least 80");
-        assertThat(PostgresSchema.preparedTransactionsNeeded(3, 1)).isEqualTo(9);
+        assertThat(ServerChecks.preparedTransactionsNeeded(3, 1)).isEqualTo(9);
     }
 
     @Test

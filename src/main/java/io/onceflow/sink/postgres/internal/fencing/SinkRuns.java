@@ -8,6 +8,7 @@ import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.commit.PreparedTransactionRecovery;
 import io.onceflow.sink.postgres.internal.commit.TransactionId;
 import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
+import io.onceflow.sink.postgres.internal.schema.ServerChecks;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -59,9 +60,9 @@ public final class SinkRuns {
      */
     private static void checkDatabase(Connection connection, PostgresSinkConfig config, int parallelism)
             throws SQLException {
-        PostgresSchema.checkServerEncoding(connection);
+        ServerChecks.checkServerEncoding(connection);
         requireOneSessionPerConnection(connection);
-        PostgresSchema.checkMaxPreparedTransactions(connection, parallelism, config.tolerableCheckpointFailures());
+        ServerChecks.checkMaxPreparedTransactions(connection, parallelism, config.tolerableCheckpointFailures());
         config.schema().prepare(connection);
         refuseUniqueIndexesAcrossSubtasks(connection, config, parallelism);
     }
@@ -112,7 +113,7 @@ public final class SinkRuns {
      */
     public static void startAtLeastOnce(PostgresSinkConfig config, boolean discardPending) throws SQLException {
         try (Connection connection = PostgresConnections.open(config, "run-start")) {
-            PostgresSchema.checkServerEncoding(connection);
+            ServerChecks.checkServerEncoding(connection);
             config.schema().prepare(connection);
             refuseWhileLiveWritersHoldThePrefix(connection, config);
             List<TransactionId> prepared = PreparedTransactionRecovery.prepared(connection, config.sinkPrefix());

@@ -46,11 +46,11 @@ public final class PostgresSchema {
     /** Serialises concurrent creation by several subtasks; the value is arbitrary but fixed. */
     private static final long SCHEMA_LOCK_KEY = 0x6f6e6365666c6f77L; // "onceflow"
 
-    private final String table;
-    private final String rejectsTable;
-    private final String commitLogTable;
-    private final String runsTable;
-    private final String writersTable;
+    private final EventsTable events;
+    private final RejectsTable rejects;
+    private final CommitLogTable commitLog;
+    private final RunsTable runs;
+    private final WritersTable writers;
     /** Null without an effect. */
     private final String effectFunction;
 
@@ -69,11 +69,11 @@ public final class PostgresSchema {
             String writersTable, String effectFunction) {
         this.effectFunction = effectFunction == null ? null
                 : SqlIdentifiers.requireFunctionName("effect function", effectFunction);
-        this.table = SqlIdentifiers.requireTableName("table", table);
-        this.rejectsTable = SqlIdentifiers.requireTableName("rejects table", rejectsTable);
-        this.commitLogTable = SqlIdentifiers.requireTableName("commit log table", commitLogTable);
-        this.runsTable = SqlIdentifiers.requireTableName("runs table", runsTable);
-        this.writersTable = SqlIdentifiers.requireTableName("writers table", writersTable);
+        this.events = new EventsTable(table);
+        this.rejects = new RejectsTable(rejectsTable);
+        this.commitLog = new CommitLogTable(commitLogTable);
+        this.runs = new RunsTable(runsTable);
+        this.writers = new WritersTable(writersTable);
         String clash = sameTableProblem(List.of(table, rejectsTable, commitLogTable, runsTable, writersTable));
         if (clash != null) {
             throw new IllegalArgumentException(clash);
@@ -86,7 +86,8 @@ public final class PostgresSchema {
      * column and checks the function.
      */
     public PostgresSchema withEffectFunction(String effectFunction) {
-        return new PostgresSchema(table, rejectsTable, commitLogTable, runsTable, writersTable, effectFunction);
+        return new PostgresSchema(events.name(), rejects.name(), commitLog.name(), runs.name(), writers.name(),
+                effectFunction);
     }
 
     /**
@@ -111,59 +112,9 @@ public final class PostgresSchema {
     }
 
     private List<String> createStatements() {
-        return List.of(
-                "CREATE TABLE IF NOT EXISTS " + table + " (\n"
-                        + "    id text PRIMARY KEY,\n"
-                        + "    payload jsonb,\n"
-                        + "    source_topic text,\n"
-                        + "    source_partition int,\n"
-                        + "    source_offset bigint,\n"
-                        + "    first_processed_at timestamptz NOT NULL DEFAULT now(),\n"
-                        + "    deliveries int NOT NULL DEFAULT 1,\n"
-                        + "    result jsonb,\n"
-                        + "    effect_transaction text\n"
-                        + ")",
-                createPendingEffectsIndexStatement(),
-                // Payload as text: the database refused the row, perhaps its payload as jsonb. Keyed by
-                // a hash of the id: the id itself may be what the event table's index refused.
-                "CREATE TABLE IF NOT EXISTS " + rejectsTable + " (\n"
-                        + "    id_hash uuid GENERATED ALWAYS AS (md5(id)::uuid) STORED PRIMARY KEY,\n"
-                        + "    id text NOT NULL,\n"
-                        + "    payload text,\n"
-                        + "    source_topic text,\n"
-                        + "    source_partition int,\n"
-                        + "    source_offset bigint,\n"
-                        + "    sql_state text NOT NULL,\n"
-                        + "    error text NOT NULL,\n"
-                        + "    first_rejected_at timestamptz NOT NULL DEFAULT now(),\n"
-                        + "    deliveries int NOT NULL DEFAULT 1\n"
-                        + ")",
-                "CREATE TABLE IF NOT EXISTS " + commitLogTable + " (\n"
-                        + "    gid text PRIMARY KEY,\n"
-                        + "    committed_at timestamptz NOT NULL DEFAULT clock_timestamp()\n"
-                        + ")",
-                "CREATE TABLE IF NOT EXISTS " + runsTable + " (\n"
-                        + "    sink_prefix text NOT NULL,\n"
-                        + "    run bigint NOT NULL,\n"
-                        + "    job_name text NOT NULL,\n"
-                        + "    start_mode text NOT NULL,\n"
-                        + "    registered_at timestamptz NOT NULL DEFAULT clock_timestamp(),\n"
-                        + "    registered_from text,\n"
-                        + "    flink_job_id text,\n"
-                        + "    PRIMARY KEY (sink_prefix, run)\n"
-                        + ")",
-                "CREATE TABLE IF NOT EXISTS " + writersTable + " (\n"
-                        + "    sink_prefix text NOT NULL,\n"
-                        + "    subtask_index int NOT NULL,\n"
-                        + "    run bigint NOT NULL,\n"
-                        + "    restored_checkpoint bigint,\n"
-                        + "    claimed_by_subtask int NOT NULL,\n"
-                        + "    attempt int NOT NULL,\n"
-                        + "    epoch bigint NOT NULL,\n"
-                        + "    job_id text NOT NULL,\n"
-                        + "    claimed_at timestamptz NOT NULL DEFAULT clock_timestamp(),\n"
-                        + "    PRIMARY KEY (sink_prefix, subtask_index)\n"
-                        + ")");
+        return List.of(events.createStatement(), events.createPendingEffectsIndexStatement(),
+                rejects.createStatement(), commitLog.createStatement(), runs.createStatement(),
+                writers.createStatement());
     }
 
     /**
@@ -203,38 +154,22 @@ public final class PostgresSchema {
      */
     public void prepare(Connection connection) throws SQLException {
         createIfMissing(connection);
-        if (columnType(connection, runsTable, "flink_job_id") == null) {
+        if (columnType(connection, runs.name(), "flink_job_id") == null) {
             addRunsJobIdColumn(connection);
         }
         if (effectFunction == null) {
             return;
         }
-        if (columnType(connection, table, "result") == null) {
+        if (columnType(connection, events.name(), "result") == null) {
             addResultColumn(connection);
         }
-        String type = columnType(connection, table, "result");
+        String type = columnType(connection, events.name(), "result");
         if (!"jsonb".equals(type)) {
-            throw new IllegalStateException("the column result of " + table + " has the type " + type + ", but the"
+            throw new IllegalStateException("the column result of " + events.name() + " has the type " + type + ", but the"
                     + " effect function (postgres.effect.function) stores its jsonb results there: rename that"
                     + " column, then start again (the sink adds its own)");
         }
         EffectFunction.check(connection, effectFunction);
-    }
-
-    /** The statement that adds the effect's columns to an events table created before it. */
-    public String addResultColumnStatement() {
-        return "ALTER TABLE " + table + " ADD COLUMN IF NOT EXISTS result jsonb,"
-                + " ADD COLUMN IF NOT EXISTS effect_transaction text";
-    }
-
-    /**
-     * The rows whose effect is still to be called, by the transaction that inserted them
-     * ({@code PendingEffects}): small, as a row leaves it when its result is stored.
-     */
-    private String createPendingEffectsIndexStatement() {
-        String unqualified = table.substring(table.indexOf('.') + 1);
-        return "CREATE INDEX IF NOT EXISTS " + unqualified + "_pending_effects ON " + table
-                + " (effect_transaction) WHERE result IS NULL AND effect_transaction IS NOT NULL";
     }
 
     private void addResultColumn(Connection connection) throws SQLException {
@@ -243,9 +178,9 @@ public final class PostgresSchema {
                 try (Statement statement = connection.createStatement()) {
                     lockSchema(statement);
                     // ALTER TABLE locks the table exclusively even when the column exists: check again
-                    if (columnType(connection, table, "result") == null) {
-                        statement.execute(addResultColumnStatement());
-                        statement.execute(createPendingEffectsIndexStatement());
+                    if (columnType(connection, events.name(), "result") == null) {
+                        statement.execute(events.addResultColumnStatement());
+                        statement.execute(events.createPendingEffectsIndexStatement());
                     }
                 }
             });
@@ -257,10 +192,10 @@ public final class PostgresSchema {
             if (cause == null) {
                 throw e;
             }
-            throw new IllegalStateException("the table " + table + " has no result column, which the effect function"
+            throw new IllegalStateException("the table " + events.name() + " has no result column, which the effect function"
                     + " (postgres.effect.function) needs, and the sink could not add it: " + cause + " ("
-                    + e.getMessage() + "). Have the table's owner run " + addResultColumnStatement() + "; "
-                    + createPendingEffectsIndexStatement() + "; (it"
+                    + e.getMessage() + "). Have the table's owner run " + events.addResultColumnStatement() + "; "
+                    + events.createPendingEffectsIndexStatement() + "; (it"
                     + " waits for the job's prepared transactions, see pg_prepared_xacts), then start the job again.",
                     e);
         }
@@ -271,12 +206,12 @@ public final class PostgresSchema {
      * of a job's {@code main} finds its run by.
      */
     private void addRunsJobIdColumn(Connection connection) throws SQLException {
-        String alter = "ALTER TABLE " + runsTable + " ADD COLUMN IF NOT EXISTS flink_job_id text";
+        String alter = runs.addJobIdColumnStatement();
         try {
             PostgresConnections.inTransaction(connection, () -> {
                 try (Statement statement = connection.createStatement()) {
                     lockSchema(statement);
-                    if (columnType(connection, runsTable, "flink_job_id") == null) {
+                    if (columnType(connection, runs.name(), "flink_job_id") == null) {
                         statement.execute(alter);
                     }
                 }
@@ -285,7 +220,7 @@ public final class PostgresSchema {
             if (!"42501".equals(e.getSQLState())) {
                 throw e;
             }
-            throw new IllegalStateException("the table " + runsTable + " of an earlier version has no flink_job_id"
+            throw new IllegalStateException("the table " + runs.name() + " of an earlier version has no flink_job_id"
                     + " column, and the user may not add it (only the table's owner may): have the owner run " + alter
                     + "; then start the job again (" + e.getMessage() + ")", e);
         }
@@ -321,62 +256,7 @@ public final class PostgresSchema {
     }
 
     private List<String> tables() {
-        return List.of(table, rejectsTable, commitLogTable, runsTable, writersTable);
-    }
-
-    /**
-     * How many prepared transactions one exactly-once job can have waiting at once: per writer
-     * subtask, one for each checkpoint that may fail in a row without failing the job (their
-     * transactions wait for the next completed checkpoint), one for the checkpoint that completes
-     * and one being prepared for the next.
-     */
-    public static int preparedTransactionsNeeded(int parallelism, int tolerableCheckpointFailures) {
-        return (tolerableCheckpointFailures + 2) * parallelism;
-    }
-
-    /**
-     * Checks that the server lets the sink prepare enough transactions (see
-     * {@link #preparedTransactionsNeeded}). Other jobs on the same server need more.
-     *
-     * @throws IllegalStateException saying how to raise the setting, if it is too low
-     */
-    public static void checkMaxPreparedTransactions(Connection connection, int parallelism,
-            int tolerableCheckpointFailures) throws SQLException {
-        int available = Integer.parseInt(setting(connection, "max_prepared_transactions"));
-        int needed = preparedTransactionsNeeded(parallelism, tolerableCheckpointFailures);
-        if (available < needed) {
-            throw new IllegalStateException("PostgreSQL allows max_prepared_transactions = " + available
-                    + " but the exactly-once sink with parallelism " + parallelism + " and " + tolerableCheckpointFailures
-                    + " tolerated checkpoint failures needs at least " + needed + " ((" + tolerableCheckpointFailures
-                    + " + 2) per writer subtask: one per tolerated failed checkpoint, one waiting for its checkpoint,"
-                    + " one being prepared). Set max_prepared_transactions = " + needed + " or more in postgresql.conf"
-                    + " (or run ALTER SYSTEM SET max_prepared_transactions = " + needed + ") and restart PostgreSQL:"
-                    + " the setting only takes effect at server start. Count other jobs using the same server too.");
-        }
-    }
-
-    /**
-     * Checks that the server stores text as UTF-8.
-     *
-     * @throws IllegalStateException naming the encoding and the fix
-     */
-    public static void checkServerEncoding(Connection connection) throws SQLException {
-        String encoding = setting(connection, "server_encoding");
-        if (!"UTF8".equalsIgnoreCase(encoding)) {
-            throw new IllegalStateException("the database's server_encoding is " + encoding + ", but onceflow writes"
-                    + " UTF-8 JSON that " + encoding + " may not represent: create the database with"
-                    + " ENCODING 'UTF8' (CREATE DATABASE ... TEMPLATE template0 ENCODING 'UTF8')");
-        }
-    }
-
-    private static String setting(Connection connection, String name) throws SQLException {
-        try (PreparedStatement query = connection.prepareStatement("SELECT current_setting(?)")) {
-            query.setString(1, name);
-            try (ResultSet result = query.executeQuery()) {
-                result.next();
-                return result.getString(1);
-            }
-        }
+        return List.of(events.name(), rejects.name(), commitLog.name(), runs.name(), writers.name());
     }
 
     /** The names of the five tables, in DDL order, for messages and checks. */
@@ -384,23 +264,24 @@ public final class PostgresSchema {
         return new ArrayList<>(tables());
     }
 
-    public String table() {
-        return table;
+    /** The events table (the inbox, with an effect). */
+    public EventsTable events() {
+        return events;
     }
 
-    public String rejectsTable() {
-        return rejectsTable;
+    public RejectsTable rejects() {
+        return rejects;
     }
 
-    public String commitLogTable() {
-        return commitLogTable;
+    public CommitLogTable commitLog() {
+        return commitLog;
     }
 
-    public String runsTable() {
-        return runsTable;
+    public RunsTable runs() {
+        return runs;
     }
 
-    public String writersTable() {
-        return writersTable;
+    public WritersTable writers() {
+        return writers;
     }
 }

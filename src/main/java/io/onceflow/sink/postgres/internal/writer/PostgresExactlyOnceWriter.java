@@ -15,6 +15,7 @@ import io.onceflow.sink.postgres.internal.commit.TransactionId;
 import io.onceflow.sink.postgres.internal.fencing.SinkRuns;
 import io.onceflow.sink.postgres.internal.fencing.WriterFence;
 import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
+import io.onceflow.sink.postgres.internal.schema.ServerChecks;
 import java.io.IOException;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -107,7 +108,7 @@ public final class PostgresExactlyOnceWriter
         }
         WriterFence openedFence = null;
         try {
-            PostgresSchema.checkMaxPreparedTransactions(connection, start.parallelism(),
+            ServerChecks.checkMaxPreparedTransactions(connection, start.parallelism(),
                     config.tolerableCheckpointFailures());
             config.schema().prepare(connection);
             backendPid = backendPid(connection);

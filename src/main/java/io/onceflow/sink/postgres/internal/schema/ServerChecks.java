@@ -1,0 +1,72 @@
+package io.onceflow.sink.postgres.internal.schema;
+
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import org.apache.flink.annotation.Internal;
+
+/**
+ * Internal. The server settings the sink needs: {@code max_prepared_transactions} (PostgreSQL's
+ * default of 0 forbids prepared transactions) and {@code server_encoding} UTF8 (the events are JSON
+ * text in UTF-8; another server encoding would refuse, or mangle, characters it cannot represent).
+ */
+@Internal
+public final class ServerChecks {
+    private ServerChecks() {}
+
+    /**
+     * How many prepared transactions one exactly-once job can have waiting at once: per writer
+     * subtask, one for each checkpoint that may fail in a row without failing the job (their
+     * transactions wait for the next completed checkpoint), one for the checkpoint that completes
+     * and one being prepared for the next.
+     */
+    public static int preparedTransactionsNeeded(int parallelism, int tolerableCheckpointFailures) {
+        return (tolerableCheckpointFailures + 2) * parallelism;
+    }
+
+    /**
+     * Checks that the server lets the sink prepare enough transactions (see
+     * {@link #preparedTransactionsNeeded}). Other jobs on the same server need more.
+     *
+     * @throws IllegalStateException saying how to raise the setting, if it is too low
+     */
+    public static void checkMaxPreparedTransactions(Connection connection, int parallelism,
+            int tolerableCheckpointFailures) throws SQLException {
+        int available = Integer.parseInt(setting(connection, "max_prepared_transactions"));
+        int needed = preparedTransactionsNeeded(parallelism, tolerableCheckpointFailures);
+        if (available < needed) {
+            throw new IllegalStateException("PostgreSQL allows max_prepared_transactions = " + available
+                    + " but the exactly-once sink with parallelism " + parallelism + " and " + tolerableCheckpointFailures
+                    + " tolerated checkpoint failures needs at least " + needed + " ((" + tolerableCheckpointFailures
+                    + " + 2) per writer subtask: one per tolerated failed checkpoint, one waiting for its checkpoint,"
+                    + " one being prepared). Set max_prepared_transactions = " + needed + " or more in postgresql.conf"
+                    + " (or run ALTER SYSTEM SET max_prepared_transactions = " + needed + ") and restart PostgreSQL:"
+                    + " the setting only takes effect at server start. Count other jobs using the same server too.");
+        }
+    }
+
+    /**
+     * Checks that the server stores text as UTF-8.
+     *
+     * @throws IllegalStateException naming the encoding and the fix
+     */
+    public static void checkServerEncoding(Connection connection) throws SQLException {
+        String encoding = setting(connection, "server_encoding");
+        if (!"UTF8".equalsIgnoreCase(encoding)) {
+            throw new IllegalStateException("the database's server_encoding is " + encoding + ", but onceflow writes"
+                    + " UTF-8 JSON that " + encoding + " may not represent: create the database with"
+                    + " ENCODING 'UTF8' (CREATE DATABASE ... TEMPLATE template0 ENCODING 'UTF8')");
+        }
+    }
+
+    private static String setting(Connection connection, String name) throws SQLException {
+        try (PreparedStatement query = connection.prepareStatement("SELECT current_setting(?)")) {
+            query.setString(1, name);
+            try (ResultSet result = query.executeQuery()) {
+                result.next();
+                return result.getString(1);
+            }
+        }
+    }
+}
