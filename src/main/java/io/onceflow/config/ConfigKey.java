@@ -2,6 +2,8 @@ package io.onceflow.config;
 
 import static java.util.Comparator.comparingInt;
 
+import io.onceflow.sink.postgres.PostgresTableOptions;
+import io.onceflow.sink.postgres.PostgresWriterOptions;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
@@ -141,26 +143,26 @@ enum ConfigKey {
             "Database password (secret; pass it as ${ENV_VAR}); default: empty."),
     POSTGRES_TABLE(
             "postgres.table",
-            "onceflow_events",
+            PostgresTableOptions.DEFAULT_EVENTS,
             "Table for deduplicated events, as table or schema.table."),
     POSTGRES_REJECTS_TABLE(
             "postgres.rejects.table",
-            "onceflow_rejects",
+            PostgresTableOptions.DEFAULT_REJECTS,
             "Table for rows the database refused (with the SQLSTATE and message), as table or"
                     + " schema.table."),
     POSTGRES_COMMIT_LOG_TABLE(
             "postgres.commit.log.table",
-            "onceflow_commit_log",
+            PostgresTableOptions.DEFAULT_COMMIT_LOG,
             "Table in which the sink records its committed transactions, as table or"
                     + " schema.table."),
     POSTGRES_RUNS_TABLE(
             "postgres.runs.table",
-            "onceflow_runs",
+            PostgresTableOptions.DEFAULT_RUNS,
             "Table in which the sink records each start of a job (a run), as table or"
                     + " schema.table."),
     POSTGRES_WRITERS_TABLE(
             "postgres.writers.table",
-            "onceflow_writers",
+            PostgresTableOptions.DEFAULT_WRITERS,
             "Table in which the sink records which attempt of which run holds each writer"
                     + " subtask, as table or schema.table."),
     POSTGRES_SINK_PREFIX(
@@ -169,7 +171,20 @@ enum ConfigKey {
             "Names this job's transactions ([a-zA-Z0-9_], at most 40 characters); required when"
                     + " postgres.url is set. Unique among the jobs using the database, and the same"
                     + " across restarts and upgrades of one job."),
-    POSTGRES_BATCH_SIZE("postgres.batch.size", "1000", "Rows per JDBC batch (1..100000)."),
+    POSTGRES_BATCH_SIZE(
+            "postgres.batch.size",
+            String.valueOf(PostgresWriterOptions.DEFAULT_BATCH_SIZE),
+            "Rows per JDBC batch (1.." + PostgresWriterOptions.MAX_BATCH_SIZE + ")."),
+    POSTGRES_LOCK_TIMEOUT(
+            "postgres.lock.timeout",
+            ValueParsers.format(PostgresWriterOptions.DEFAULT_LOCK_TIMEOUT),
+            "Longest wait of the sink's statements for a lock (PostgreSQL lock_timeout; 1ms..24d):"
+                    + " a stuck lock becomes a restart instead of a hang."),
+    POSTGRES_STATEMENT_TIMEOUT(
+            "postgres.statement.timeout",
+            ValueParsers.format(PostgresWriterOptions.DEFAULT_STATEMENT_TIMEOUT),
+            "Longest statement of the sink (PostgreSQL statement_timeout; 1ms..24d), effect calls"
+                    + " included."),
     POSTGRES_EFFECT_FUNCTION(
             "postgres.effect.function",
             Presence.OPTIONAL,

@@ -3,71 +3,68 @@ package io.onceflow.config;
 import static io.onceflow.config.ConfigKey.POSTGRES_BATCH_SIZE;
 import static io.onceflow.config.ConfigKey.POSTGRES_COMMIT_LOG_TABLE;
 import static io.onceflow.config.ConfigKey.POSTGRES_EFFECT_FUNCTION;
+import static io.onceflow.config.ConfigKey.POSTGRES_LOCK_TIMEOUT;
 import static io.onceflow.config.ConfigKey.POSTGRES_PASSWORD;
 import static io.onceflow.config.ConfigKey.POSTGRES_REJECTS_TABLE;
 import static io.onceflow.config.ConfigKey.POSTGRES_RUNS_TABLE;
 import static io.onceflow.config.ConfigKey.POSTGRES_SINK_PREFIX;
+import static io.onceflow.config.ConfigKey.POSTGRES_STATEMENT_TIMEOUT;
 import static io.onceflow.config.ConfigKey.POSTGRES_TABLE;
 import static io.onceflow.config.ConfigKey.POSTGRES_URL;
 import static io.onceflow.config.ConfigKey.POSTGRES_USER;
 import static io.onceflow.config.ConfigKey.POSTGRES_WRITERS_TABLE;
 
+import io.onceflow.sink.postgres.PostgresConnectionOptions;
+import io.onceflow.sink.postgres.PostgresSinkBuilder;
+import io.onceflow.sink.postgres.PostgresTableOptions;
+import io.onceflow.sink.postgres.PostgresWriterOptions;
 import java.io.Serializable;
 import java.util.Arrays;
 import java.util.List;
-import java.util.Locale;
 import java.util.Objects;
 import java.util.Optional;
-import java.util.regex.Pattern;
 
 /**
- * Settings of the PostgreSQL sink, present iff {@code postgres.url} is set. Immutable; table names
- * are validated identifiers, safe to put into SQL text.
+ * Settings of the PostgreSQL sink, present iff {@code postgres.url} is set: the sink's three option
+ * groups (connection, tables, writer tuning) and its prefix, read from the {@code postgres.*} keys.
+ * Immutable; table names are validated identifiers, safe to put into SQL text. The rules and
+ * defaults are the option classes'; this class maps keys to them and names the key in each problem.
  */
 public final class PostgresSettings implements Serializable {
     private static final long serialVersionUID = 1L;
 
-    private static final int SINK_PREFIX_MAX_LENGTH = 40;
-    private static final Pattern SINK_PREFIX =
-            Pattern.compile("[a-zA-Z0-9_]{1," + SINK_PREFIX_MAX_LENGTH + "}");
-    private static final Pattern NOT_ALLOWED_IN_SINK_PREFIX = Pattern.compile("[^a-zA-Z0-9_]");
-
-    private final String url;
-    private final String user;
-    private final String password;
-    private final String table;
-    private final String rejectsTable;
-    private final String commitLogTable;
-    private final String runsTable;
-    private final String writersTable;
+    private final PostgresConnectionOptions connection;
+    private final PostgresTableOptions tables;
+    private final PostgresWriterOptions writer;
     private final String sinkPrefix;
-    private final Integer batchSize;
-    private final String effectFunction;
 
     private PostgresSettings(ConfigReader settings, String kafkaTransactionalIdPrefix) {
-        url = settings.parsed(POSTGRES_URL, ValueParsers::postgresUrl);
-        user = settings.text(POSTGRES_USER);
-        password = Objects.requireNonNullElse(settings.text(POSTGRES_PASSWORD), "");
-        table = settings.parsed(POSTGRES_TABLE, ValueParsers::sqlTableName);
-        rejectsTable = settings.parsed(POSTGRES_REJECTS_TABLE, ValueParsers::sqlTableName);
-        commitLogTable = settings.parsed(POSTGRES_COMMIT_LOG_TABLE, ValueParsers::sqlTableName);
-        runsTable = settings.parsed(POSTGRES_RUNS_TABLE, ValueParsers::sqlTableName);
-        writersTable = settings.parsed(POSTGRES_WRITERS_TABLE, ValueParsers::sqlTableName);
-        sinkPrefix =
-                settings.parsed(
-                        POSTGRES_SINK_PREFIX,
-                        ValueParsers.matching(
-                                SINK_PREFIX,
-                                "is not a valid sink prefix",
-                                "Use 1 to 40 of the characters a-z, A-Z, 0-9 and '_'."));
+        connection = new PostgresConnectionOptions(settings.parsed(POSTGRES_URL, ValueParsers::postgresUrl),
+                settings.text(POSTGRES_USER), settings.text(POSTGRES_PASSWORD));
+        tables = new PostgresTableOptions(
+                settings.parsed(POSTGRES_TABLE, ValueParsers::sqlTableName),
+                settings.parsed(POSTGRES_REJECTS_TABLE, ValueParsers::sqlTableName),
+                settings.parsed(POSTGRES_COMMIT_LOG_TABLE, ValueParsers::sqlTableName),
+                settings.parsed(POSTGRES_RUNS_TABLE, ValueParsers::sqlTableName),
+                settings.parsed(POSTGRES_WRITERS_TABLE, ValueParsers::sqlTableName),
+                settings.parsed(POSTGRES_EFFECT_FUNCTION, ValueParsers::sqlFunctionName));
+        PostgresWriterOptions defaults = PostgresWriterOptions.defaults();
+        // an invalid value is reported and fails the configuration; its default only fills the slot
+        writer = new PostgresWriterOptions(
+                Objects.requireNonNullElse(settings.parsed(POSTGRES_BATCH_SIZE,
+                        ValueParsers.integerBetween(1, PostgresWriterOptions.MAX_BATCH_SIZE)), defaults.batchSize()),
+                settings.parsed(POSTGRES_LOCK_TIMEOUT, ValueParsers.timeout()),
+                settings.parsed(POSTGRES_STATEMENT_TIMEOUT, ValueParsers.timeout()),
+                defaults.writerLease());
+        sinkPrefix = settings.parsed(POSTGRES_SINK_PREFIX, ValueParsers.accepting(
+                PostgresSinkBuilder::isValidSinkPrefix, "is not a valid sink prefix",
+                "Use 1 to 40 of the characters a-z, A-Z, 0-9 and '_'."));
         if (!settings.isSet(POSTGRES_SINK_PREFIX)) {
             settings.problem(
                     POSTGRES_SINK_PREFIX,
                     "is required when postgres.url is set",
                     requiredSinkPrefixAdvice(kafkaTransactionalIdPrefix));
         }
-        batchSize = settings.parsed(POSTGRES_BATCH_SIZE, ValueParsers.integerBetween(1, 100_000));
-        effectFunction = settings.parsed(POSTGRES_EFFECT_FUNCTION, ValueParsers::sqlFunctionName);
         checkTablesAreDistinct(settings);
     }
 
@@ -83,21 +80,21 @@ public final class PostgresSettings implements Serializable {
         if (kafkaTransactionalIdPrefix == null) {
             return advice;
         }
-        String derived = NOT_ALLOWED_IN_SINK_PREFIX.matcher(kafkaTransactionalIdPrefix).replaceAll("_");
-        derived = derived.substring(0, Math.min(derived.length(), SINK_PREFIX_MAX_LENGTH));
+        // 0.1's derivation, frozen: it must give what 0.1 gave even if the prefix rule changes
+        String derived = kafkaTransactionalIdPrefix.replaceAll("[^a-zA-Z0-9_]", "_");
+        derived = derived.substring(0, Math.min(derived.length(), 40));
         return advice + " A job that ran with onceflow 0.1, which derived the prefix from"
                 + " kafka.transactional.id.prefix, must keep what it derived: postgres.sink.prefix=" + derived + ".";
     }
 
-    /** Unquoted identifiers are case-insensitive in PostgreSQL. */
+    /** Each key whose table another key names too (see {@link PostgresTableOptions#sameTable}). */
     private void checkTablesAreDistinct(ConfigReader settings) {
         List<ConfigKey> keys = List.of(POSTGRES_TABLE, POSTGRES_REJECTS_TABLE, POSTGRES_COMMIT_LOG_TABLE,
                 POSTGRES_RUNS_TABLE, POSTGRES_WRITERS_TABLE);
-        List<String> names = Arrays.asList(table, rejectsTable, commitLogTable, runsTable, writersTable);
+        List<String> names = tables.tableNames();
         for (int i = 1; i < keys.size(); i++) {
             String name = names.get(i);
-            if (name != null && names.subList(0, i).stream()
-                    .anyMatch(earlier -> earlier != null && earlier.toLowerCase(Locale.ROOT).equals(name.toLowerCase(Locale.ROOT)))) {
+            if (names.subList(0, i).stream().anyMatch(earlier -> PostgresTableOptions.sameTable(earlier, name))) {
                 settings.problem(keys.get(i), "names a table that another postgres.*table key names too",
                         "Give each of the sink's tables its own name.");
             }
@@ -124,79 +121,63 @@ public final class PostgresSettings implements Serializable {
         return null;
     }
 
+    /** The URL, user and password ({@code postgres.url}, {@code postgres.user}, {@code postgres.password}). */
+    public PostgresConnectionOptions connection() {
+        return connection;
+    }
+
+    /** The five tables and the effect function ({@code postgres.*table}, {@code postgres.effect.function}). */
+    public PostgresTableOptions tables() {
+        return tables;
+    }
+
+    /** The writer tuning ({@code postgres.batch.size}, {@code postgres.lock.timeout}, ...). */
+    public PostgresWriterOptions writer() {
+        return writer;
+    }
+
     /**
      * Returns the JDBC URL ({@code postgres.url}).
      *
      * @return a URL starting with {@code jdbc:postgresql:} and containing no password
      */
     public String url() {
-        return url;
+        return connection.jdbcUrl();
     }
 
-    /**
-     * Returns the database user ({@code postgres.user}).
-     *
-     * @return the user name, never empty
-     */
+    /** Returns the database user ({@code postgres.user}), never empty. */
     public String user() {
-        return user;
+        return connection.user();
     }
 
-    /**
-     * Returns the database password ({@code postgres.password}). A secret: never log it.
-     *
-     * @return the password; empty if none was set
-     */
+    /** Returns the database password ({@code postgres.password}), empty if none: a secret, never log it. */
     public String password() {
-        return password;
+        return connection.password();
     }
 
-    /**
-     * Returns the table for deduplicated events ({@code postgres.table}).
-     *
-     * @return {@code table} or {@code schema.table}, each part matching {@code
-     *     [a-zA-Z_][a-zA-Z0-9_]{0,62}}
-     */
+    /** Returns the table for deduplicated events ({@code postgres.table}). */
     public String table() {
-        return table;
+        return tables.events();
     }
 
-    /**
-     * Returns the table in which the sink records committed transactions ({@code
-     * postgres.commit.log.table}).
-     *
-     * @return {@code table} or {@code schema.table}, each part matching {@code
-     *     [a-zA-Z_][a-zA-Z0-9_]{0,62}}; differs from {@link #table()}
-     */
+    /** Returns the commit log table ({@code postgres.commit.log.table}). */
     public String commitLogTable() {
-        return commitLogTable;
+        return tables.commitLog();
     }
 
-    /**
-     * Returns the rejects table ({@code postgres.rejects.table}).
-     *
-     * @return {@code table} or {@code schema.table}
-     */
+    /** Returns the rejects table ({@code postgres.rejects.table}). */
     public String rejectsTable() {
-        return rejectsTable;
+        return tables.rejects();
     }
 
-    /**
-     * Returns the runs table ({@code postgres.runs.table}).
-     *
-     * @return {@code table} or {@code schema.table}
-     */
+    /** Returns the runs table ({@code postgres.runs.table}). */
     public String runsTable() {
-        return runsTable;
+        return tables.runs();
     }
 
-    /**
-     * Returns the writers table ({@code postgres.writers.table}).
-     *
-     * @return {@code table} or {@code schema.table}
-     */
+    /** Returns the writers table ({@code postgres.writers.table}). */
     public String writersTable() {
-        return writersTable;
+        return tables.writers();
     }
 
     /**
@@ -208,39 +189,20 @@ public final class PostgresSettings implements Serializable {
         return sinkPrefix;
     }
 
-    /**
-     * Returns the number of rows per JDBC batch ({@code postgres.batch.size}).
-     *
-     * @return 1 to 100000
-     */
+    /** Returns the number of rows per batch ({@code postgres.batch.size}). */
     public int batchSize() {
-        return batchSize;
+        return writer.batchSize();
     }
 
-    /**
-     * Returns the business effect's SQL function ({@code postgres.effect.function}).
-     *
-     * @return {@code function} or {@code schema.function}, each part matching {@code
-     *     [a-zA-Z_][a-zA-Z0-9_]{0,62}}; empty if none is set
-     */
+    /** Returns the business effect's SQL function ({@code postgres.effect.function}), empty if none. */
     public Optional<String> effectFunction() {
-        return Optional.ofNullable(effectFunction);
+        return Optional.ofNullable(tables.effectFunction());
     }
 
     /** Shows all settings with the password redacted. */
     @Override
     public String toString() {
-        return "PostgresSettings{url=" + url
-                + ", user=" + user
-                + ", password=" + Secrets.REDACTED
-                + ", table=" + table
-                + ", rejectsTable=" + rejectsTable
-                + ", commitLogTable=" + commitLogTable
-                + ", runsTable=" + runsTable
-                + ", writersTable=" + writersTable
-                + ", sinkPrefix=" + sinkPrefix
-                + ", batchSize=" + batchSize
-                + ", effectFunction=" + effectFunction
-                + "}";
+        return "PostgresSettings{" + connection + ", password=" + Secrets.REDACTED + ", " + tables + ", " + writer
+                + ", sinkPrefix=" + sinkPrefix + "}";
     }
 }

@@ -7,6 +7,9 @@ import static java.time.temporal.ChronoUnit.MINUTES;
 import static java.time.temporal.ChronoUnit.SECONDS;
 
 import io.onceflow.ingest.MessageIdSource;
+import io.onceflow.sink.postgres.PostgresConnectionOptions;
+import io.onceflow.sink.postgres.PostgresTableOptions;
+import io.onceflow.sink.postgres.PostgresWriterOptions;
 import java.lang.reflect.Modifier;
 import java.net.URI;
 import java.net.URISyntaxException;
@@ -19,6 +22,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.function.Function;
+import java.util.function.Predicate;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -48,7 +52,6 @@ final class ValueParsers {
      * An unquoted PostgreSQL identifier (at most 63 bytes). Only these characters are allowed, so
      * table names can be put into SQL text without any way to inject SQL.
      */
-    private static final Pattern SQL_IDENTIFIER = Pattern.compile("[a-zA-Z_][a-zA-Z0-9_]{0,62}");
     /** An '@' in the authority of a URL: {@code //user:password@host}. */
     private static final Pattern USER_INFO_IN_URL = Pattern.compile("//[^/?#]*@");
 
@@ -103,6 +106,22 @@ final class ValueParsers {
             }
         }
         return duration.toString();
+    }
+
+    /**
+     * Returns a parser of a PostgreSQL timeout: {@link PostgresWriterOptions#MIN_TIMEOUT} to
+     * {@link PostgresWriterOptions#MAX_TIMEOUT}.
+     */
+    static Function<String, Duration> timeout() {
+        Function<String, Duration> atLeast = durationAtLeast(PostgresWriterOptions.MIN_TIMEOUT);
+        return text -> {
+            Duration timeout = atLeast.apply(text);
+            if (timeout.compareTo(PostgresWriterOptions.MAX_TIMEOUT) > 0) {
+                throw new InvalidValueException("'" + text + "' is more than "
+                        + format(PostgresWriterOptions.MAX_TIMEOUT), "Use a duration of at most 24 days.");
+            }
+            return timeout;
+        };
     }
 
     /** Returns a parser of whole numbers from {@code minimum} to {@code maximum}. */
@@ -190,11 +209,7 @@ final class ValueParsers {
     }
 
     private static String sqlName(String text, String kind) {
-        String[] parts = text.split("\\.", -1);
-        boolean valid =
-                parts.length <= 2
-                        && List.of(parts).stream()
-                                .allMatch(part -> SQL_IDENTIFIER.matcher(part).matches());
+        boolean valid = PostgresTableOptions.isValidName(text);
         if (!valid) {
             throw new InvalidValueException(
                     "'" + text + "' is not a valid " + kind + " name",
@@ -252,7 +267,7 @@ final class ValueParsers {
                     "Remove it from the URL and set postgres.user and postgres.password (e.g. to"
                             + " ${PGPASSWORD}), which is never shown.");
         }
-        if (!text.startsWith("jdbc:postgresql:")) {
+        if (!text.startsWith(PostgresConnectionOptions.URL_PREFIX)) {
             throw new InvalidValueException(
                     "is not a PostgreSQL JDBC URL (it does not start with jdbc:postgresql:; not quoted: a"
                             + " mistyped URL may hold credentials)",
@@ -263,8 +278,13 @@ final class ValueParsers {
 
     /** Returns a validator accepting text that matches {@code pattern} entirely. */
     static Function<String, String> matching(Pattern pattern, String whatIsWrong, String whatToDo) {
+        return accepting(pattern.asMatchPredicate(), whatIsWrong, whatToDo);
+    }
+
+    /** Returns a validator accepting text that {@code valid} accepts. */
+    static Function<String, String> accepting(Predicate<String> valid, String whatIsWrong, String whatToDo) {
         return text -> {
-            if (!pattern.matcher(text).matches()) {
+            if (!valid.test(text)) {
                 throw new InvalidValueException("'" + text + "' " + whatIsWrong, whatToDo);
             }
             return text;

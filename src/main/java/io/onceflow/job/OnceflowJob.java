@@ -259,17 +259,10 @@ public final class OnceflowJob {
     static PostgresSinkBuilder postgresSink(OnceflowConfig config) {
         PostgresSettings settings = config.postgres().orElseThrow();
         return PostgresSink.builder()
-                .setJdbcUrl(settings.url())
-                .setUser(settings.user())
-                .setPassword(settings.password())
-                .setTable(settings.table())
-                .setRejectsTable(settings.rejectsTable())
-                .setCommitLogTable(settings.commitLogTable())
-                .setRunsTable(settings.runsTable())
-                .setWritersTable(settings.writersTable())
+                .setConnection(settings.connection())
+                .setTables(settings.tables())
+                .setWriterOptions(settings.writer())
                 .setSinkPrefix(settings.sinkPrefix())
-                .setBatchSize(settings.batchSize())
-                .setEffectFunction(settings.effectFunction().orElse(null))
                 .setTolerableCheckpointFailures(config.tolerableCheckpointFailures());
     }
 

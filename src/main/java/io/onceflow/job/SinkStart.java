@@ -7,6 +7,7 @@ import io.onceflow.preflight.Preflight;
 import io.onceflow.sink.kafka.KafkaSinks;
 import io.onceflow.sink.postgres.PendingTransactionsException;
 import io.onceflow.sink.postgres.PostgresSink;
+import io.onceflow.sink.postgres.RegisteredRun;
 import io.onceflow.sink.postgres.StartMode;
 import java.io.IOException;
 import java.sql.SQLException;
@@ -108,7 +109,7 @@ final class SinkStart {
                     : discardPending ? StartMode.FRESH_DISCARDING_PENDING : StartMode.FRESH;
             try {
                 startedPostgres = Optional.of(OnceflowJob.postgresSink(config).build()
-                        .startRun(parallelism, mode, jobName, fixedJobId.orElse(null)));
+                        .startRun(parallelism, mode, jobName, fixedJobId.orElse(null)).sink());
             } catch (PendingTransactionsException e) {
                 throw new FreshStartRefused(e.getMessage() + resumeAdvice(checkpointDir, e.previousJobId()), e);
             }
@@ -148,7 +149,7 @@ final class SinkStart {
         boolean postgresExactlyOnce = config.postgres().isPresent()
                 && config.deliveryGuarantee() == DeliveryGuarantee.EXACTLY_ONCE;
         Optional<PostgresSink> continuedPostgres = postgresExactlyOnce
-                ? OnceflowJob.postgresSink(config).build().continueRun(parallelism, flinkJobId) : Optional.empty();
+                ? OnceflowJob.postgresSink(config).build().continueRun(parallelism, flinkJobId).map(RegisteredRun::sink) : Optional.empty();
         boolean startedBefore = continuedPostgres.isPresent() || checkpointsExist(checkpointDir, flinkJobId);
         if (!startedBefore || (postgresExactlyOnce && continuedPostgres.isEmpty())) {
             // a first execution, or one whose run is not recorded (tables of an older version):

@@ -459,9 +459,9 @@ class BusinessEffectsTest {
      */
     private static SinkDatabase databaseFromBeforeEffects() throws SQLException {
         SinkDatabase old = new SinkDatabase();
-        old.execute(new PostgresSchema(SinkDatabase.TABLE, PostgresSinkBuilder.DEFAULT_REJECTS_TABLE,
-                PostgresSinkBuilder.DEFAULT_COMMIT_LOG_TABLE, PostgresSinkBuilder.DEFAULT_RUNS_TABLE,
-                PostgresSinkBuilder.DEFAULT_WRITERS_TABLE).ddl().replace(",\n    result jsonb,\n    effect_transaction text", "")
+        old.execute(new PostgresSchema(SinkDatabase.TABLE, PostgresTableOptions.DEFAULT_REJECTS,
+                PostgresTableOptions.DEFAULT_COMMIT_LOG, PostgresTableOptions.DEFAULT_RUNS,
+                PostgresTableOptions.DEFAULT_WRITERS).ddl().replace(",\n    result jsonb,\n    effect_transaction text", "")
                 .replaceAll("CREATE INDEX[^;]*;", ""));
         old.execute("CREATE FUNCTION noop(message_id text, payload jsonb) RETURNS jsonb LANGUAGE sql"
                 + " AS $$ SELECT '{\"status\": \"applied\"}'::jsonb $$");

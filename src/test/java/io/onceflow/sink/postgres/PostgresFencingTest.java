@@ -168,14 +168,14 @@ class PostgresFencingTest {
 
     @Test
     void aSecondExecutionOfTheSameJobContinuesItsRunWhileItsWritersRun() throws Exception {
-        PostgresSink sink = db.builder("job").build();
-        PostgresSink first = sink.startRun(1, StartMode.FRESH, "test job", "a1b2");
+        PostgresRunRegistry sink = db.builder("job").build();
+        RegisteredRun first = sink.startRun(1, StartMode.FRESH, "test job", "a1b2");
         assertThat(sink.continueRun(1, "c3d4")).as("another job id registered nothing").isEmpty();
         try (PostgresExactlyOnceWriter running = db.freshWriter(first.config())) {
             checkpoint(running, 1, "a"); // a live writer and a prepared transaction, as after a failover
 
             // main again, under the same job id: no check refuses, no new run stops the writer
-            PostgresSink continued = sink.continueRun(1, "a1b2").orElseThrow();
+            RegisteredRun continued = sink.continueRun(1, "a1b2").orElseThrow();
             assertThat(continued.config().run()).isEqualTo(first.config().run());
             assertThat(db.prepared("job")).hasSize(1);
 
@@ -184,7 +184,7 @@ class PostgresFencingTest {
                     .isInstanceOf(IllegalStateException.class)
                     .hasMessageContaining("is in use by a running job");
         }
-        PostgresSink next = sink.startRun(1, StartMode.RESTORE, "test job", "c3d4");
+        RegisteredRun next = sink.startRun(1, StartMode.RESTORE, "test job", "c3d4");
         assertThat(next.config().run()).isGreaterThan(first.config().run());
         assertThat(sink.continueRun(1, "c3d4").orElseThrow().config().run()).isEqualTo(next.config().run());
         // the replaced job's main, run again by its JobManager, must not run on: its Kafka writers
@@ -206,7 +206,7 @@ class PostgresFencingTest {
             }
             Thread.sleep(1_000); // longer than the lease
 
-            PostgresSink next = new PostgresSink(shortLease).startRun(1, StartMode.FRESH, "next job");
+            RegisteredRun next = new PostgresRunRegistry(shortLease).startRun(1, StartMode.FRESH, "next job");
             try (PostgresExactlyOnceWriter writer = db.freshWriter(next.config())) {
                 commit(next.config(), checkpoint(writer, 1, "a"));
             }
@@ -234,7 +234,7 @@ class PostgresFencingTest {
         try (PostgresExactlyOnceWriter crashed = db.freshWriter(config)) {
             checkpoint(crashed, 1, "a"); // completed or not: nobody can tell from here
         }
-        PostgresSink sink = db.builder("job").build();
+        PostgresRunRegistry sink = db.builder("job").build();
 
         assertThatThrownBy(() -> sink.startRun(1, StartMode.FRESH, "restarted job"))
                 .isInstanceOfSatisfying(PendingTransactionsException.class, e -> {
@@ -247,7 +247,7 @@ class PostgresFencingTest {
         assertThat(db.prepared("job")).hasSize(1);
 
         sink.startRun(1, StartMode.RESTORE, "resumed job"); // the committer commits it
-        PostgresSink discarding = sink.startRun(1, StartMode.FRESH_DISCARDING_PENDING, "discarding job");
+        RegisteredRun discarding = sink.startRun(1, StartMode.FRESH_DISCARDING_PENDING, "discarding job");
         db.freshWriter(discarding.config()).close();
         assertThat(db.prepared("job")).isEmpty();
     }
@@ -322,7 +322,7 @@ class PostgresFencingTest {
     void theWritersTableNamesTheHolderOfEachIndex() throws Exception {
         try (PostgresExactlyOnceWriter writer = SinkDatabase.writer(config, db.attempt(0, 1, OptionalLong.of(5)))) {
             db.query("SELECT run, restored_checkpoint, claimed_by_subtask, job_id FROM "
-                    + PostgresSinkBuilder.DEFAULT_WRITERS_TABLE + " WHERE sink_prefix = 'job'", row -> {
+                    + PostgresTableOptions.DEFAULT_WRITERS + " WHERE sink_prefix = 'job'", row -> {
                         assertThat(row.getLong(1)).isEqualTo(config.run());
                         assertThat(row.getLong(2)).isEqualTo(5);
                         assertThat(row.getInt(3)).isZero();
@@ -410,7 +410,7 @@ class PostgresFencingTest {
         try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
             pending = checkpoint(writer, 1, "a"); // the job dies before the commit
         }
-        PostgresSink atLeastOnce = new PostgresSink(config);
+        PostgresRunRegistry atLeastOnce = new PostgresRunRegistry(config);
 
         assertThatThrownBy(() -> atLeastOnce.startAtLeastOnce(false))
                 .isInstanceOf(PendingTransactionsException.class)
@@ -425,7 +425,7 @@ class PostgresFencingTest {
     @Test
     void aUniqueIndexBesideThePrimaryKeyIsRefusedBeforeItCanDeadlockTwoSubtasksAcrossACheckpoint() throws Exception {
         db.execute("CREATE UNIQUE INDEX one_event_per_order ON onceflow_events ((payload->>'order'))");
-        PostgresSink sink = new PostgresSink(config);
+        PostgresRunRegistry sink = new PostgresRunRegistry(config);
 
         assertThatThrownBy(() -> sink.startRun(2, StartMode.RESTORE, "test job"))
                 .isInstanceOf(IllegalStateException.class)
@@ -441,7 +441,7 @@ class PostgresFencingTest {
         assertThat(WriterFence.lockKey("xAa")).isEqualTo(WriterFence.lockKey("xBB"));
         PostgresSinkConfig first = db.config(colliding);
         try (PostgresExactlyOnceWriter writer = db.freshWriter(first)) {
-            assertThatThrownBy(() -> new PostgresSink(db.builder("xBB").build().config())
+            assertThatThrownBy(() -> new PostgresRunRegistry(db.builder("xBB").build().config())
                             .startRun(1, StartMode.FRESH, "second job"))
                     .isInstanceOf(IllegalStateException.class)
                     .hasMessageContaining("held by another application")

@@ -64,11 +64,11 @@ class PostgresSchemaTest {
     @Test
     void aRunsTableOfAnEarlierVersionGetsTheJobIdColumn() throws Exception {
         SinkDatabase db = new SinkDatabase();
-        PostgresSink sink = db.builder("old").build();
+        PostgresRunRegistry sink = db.builder("old").build();
         sink.startRun(1, StartMode.FRESH, "old version");
         db.execute("ALTER TABLE onceflow_runs DROP COLUMN flink_job_id"); // as an earlier version created it
 
-        PostgresSink started = sink.startRun(1, StartMode.RESTORE, "new version", "e5f6");
+        RegisteredRun started = sink.startRun(1, StartMode.RESTORE, "new version", "e5f6");
         assertThat(sink.continueRun(1, "e5f6").orElseThrow().config().run()).isEqualTo(started.config().run());
     }
 
@@ -99,7 +99,7 @@ class PostgresSchemaTest {
     @Test
     void maxPreparedTransactionsMustCoverTwoPerSubtaskAndOneMorePerToleratedCheckpointFailure() throws Exception {
         SinkDatabase db = new SinkDatabase();
-        PostgresSink sink = db.builder("check").build();
+        PostgresRunRegistry sink = db.builder("check").build();
 
         sink.startRun(32, StartMode.FRESH, "job"); // the test server has 64
 

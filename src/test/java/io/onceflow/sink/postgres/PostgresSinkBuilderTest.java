@@ -127,7 +127,7 @@ class PostgresSinkBuilderTest {
 
     @Test
     void thePasswordAppearsNowhere() {
-        PostgresSink sink = valid().build();
+        PostgresRunRegistry sink = valid().build();
         assertThat(sink.toString()).doesNotContain(SECRET).contains("orders_pg");
         assertThat(sink.config().toString()).doesNotContain(SECRET);
         assertThat(valid().buildAtLeastOnce().toString()).doesNotContain(SECRET);

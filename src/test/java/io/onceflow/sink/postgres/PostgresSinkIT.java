@@ -228,7 +228,7 @@ class PostgresSinkIT {
     /** Each job submission is a run of the sink, as OnceflowJob makes it. */
     private PostgresSink startedSink(boolean restoring) throws SQLException {
         return db.builder(PREFIX).setBatchSize(30).build()
-                .startRun(4, restoring ? StartMode.RESTORE : StartMode.FRESH_DISCARDING_PENDING, "postgres sink it");
+                .startRun(4, restoring ? StartMode.RESTORE : StartMode.FRESH_DISCARDING_PENDING, "postgres sink it").sink();
     }
 
     private static void run(Job job) throws Exception {
@@ -266,7 +266,7 @@ class PostgresSinkIT {
 
     private void assertNeverCommitted(List<TransactionId> transactions) throws SQLException {
         Set<String> logged = new HashSet<>();
-        db.query("SELECT gid FROM " + PostgresSinkBuilder.DEFAULT_COMMIT_LOG_TABLE, row -> logged.add(row.getString(1)));
+        db.query("SELECT gid FROM " + PostgresTableOptions.DEFAULT_COMMIT_LOG, row -> logged.add(row.getString(1)));
         assertThat(transactions).extracting(TransactionId::encode).doesNotContainAnyElementsOf(logged);
     }
 

@@ -25,7 +25,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 /** A fresh database on the shared test server, and what the sink tests ask of it. */
 final class SinkDatabase {
-    static final String TABLE = PostgresSinkBuilder.DEFAULT_TABLE;
+    static final String TABLE = PostgresTableOptions.DEFAULT_EVENTS;
 
     final TestDatabase database = TestPostgres.shared().newDatabase();
     private final AtomicInteger attempts = new AtomicInteger();
@@ -63,7 +63,7 @@ final class SinkDatabase {
     /** The same sink submitted again: a new run. */
     static PostgresSinkConfig newRun(PostgresSinkConfig config) {
         try {
-            return new PostgresSink(config).startRun(1, StartMode.FRESH_DISCARDING_PENDING, "test job").config();
+            return new PostgresRunRegistry(config).startRun(1, StartMode.FRESH_DISCARDING_PENDING, "test job").config();
         } catch (SQLException e) {
             throw new IllegalStateException(e);
         }
@@ -107,7 +107,7 @@ final class SinkDatabase {
     /** id -> SQLSTATE of every row in the rejects table. */
     Map<String, String> rejects() throws SQLException {
         Map<String, String> rejects = new HashMap<>();
-        query("SELECT id, sql_state FROM " + PostgresSinkBuilder.DEFAULT_REJECTS_TABLE,
+        query("SELECT id, sql_state FROM " + PostgresTableOptions.DEFAULT_REJECTS,
                 row -> rejects.put(row.getString(1), row.getString(2)));
         return rejects;
     }

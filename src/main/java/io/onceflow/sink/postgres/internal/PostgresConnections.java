@@ -72,9 +72,10 @@ public final class PostgresConnections {
 
     private static void pinSessionSettings(Connection connection, PostgresSinkConfig config) throws SQLException {
         try (Statement statement = connection.createStatement()) {
-            String pins = "SET lock_timeout = " + config.lockTimeout().toMillis()
-                    + "; SET statement_timeout = " + config.statementTimeout().toMillis()
-                    + "; SET idle_in_transaction_session_timeout = 0"
+            StringBuilder tuned = new StringBuilder();
+            config.writer().sessionSettings().forEach((name, value) ->
+                    tuned.append("SET ").append(name).append(" = ").append(value).append("; "));
+            String pins = tuned + "SET idle_in_transaction_session_timeout = 0"
                     + "; SET idle_session_timeout = 0"
                     + "; SET default_transaction_isolation = 'read committed'"
                     + "; SET default_transaction_read_only = off";

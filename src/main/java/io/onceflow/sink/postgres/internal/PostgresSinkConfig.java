@@ -1,8 +1,10 @@
 package io.onceflow.sink.postgres.internal;
 
-import io.onceflow.sink.postgres.EffectFunction;
-import io.onceflow.sink.postgres.PostgresSink;
+import io.onceflow.sink.postgres.PostgresConnectionOptions;
 import io.onceflow.sink.postgres.PostgresSinkBuilder;
+import io.onceflow.sink.postgres.PostgresTableOptions;
+import io.onceflow.sink.postgres.PostgresWriterOptions;
+import io.onceflow.sink.postgres.RegisteredRun;
 import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
 import java.io.Serializable;
 import java.time.Duration;
@@ -10,51 +12,90 @@ import org.apache.flink.annotation.Internal;
 
 /**
  * Internal. The validated settings of a PostgreSQL sink (see {@link PostgresSinkBuilder}), shipped
- * to the task managers inside the sink. {@link #toString()} leaves the password out.
+ * to the task managers inside the sink: the three option groups as the builder checked them, and
+ * what the start added. {@link #toString()} leaves the password out. The accessors below the
+ * components are shorthands for the internals.
  *
- * @param effectFunction the {@link EffectFunction} to call for each new message id, or null
  * @param sinkPrefix null for the at-least-once sink, which prepares no transactions
- * @param run the run registered by {@link PostgresSink#startRun}; {@link #NO_RUN} before
+ * @param tolerableCheckpointFailures Flink's {@code execution.checkpointing.tolerable-failed-checkpoints}
+ * @param run the run of {@link RegisteredRun}; {@link #NO_RUN} before one is registered
  */
 @Internal
 public record PostgresSinkConfig(
-        String jdbcUrl,
-        String user,
-        String password,
-        String table,
-        String rejectsTable,
-        String commitLogTable,
-        String runsTable,
-        String writersTable,
-        String effectFunction,
+        PostgresConnectionOptions connection,
+        PostgresTableOptions tables,
+        PostgresWriterOptions writer,
         String sinkPrefix,
-        int batchSize,
-        Duration lockTimeout,
-        Duration statementTimeout,
         int tolerableCheckpointFailures,
-        Duration writerLease,
         long run)
         implements Serializable {
 
     public static final long NO_RUN = 0;
 
     public PostgresSchema schema() {
-        return new PostgresSchema(table, rejectsTable, commitLogTable, runsTable, writersTable)
-                .withEffectFunction(effectFunction);
+        return new PostgresSchema(tables);
     }
 
     public PostgresSinkConfig withRun(long newRun) {
-        return new PostgresSinkConfig(jdbcUrl, user, password, table, rejectsTable, commitLogTable, runsTable,
-                writersTable, effectFunction, sinkPrefix, batchSize, lockTimeout, statementTimeout,
-                tolerableCheckpointFailures, writerLease, newRun);
+        return new PostgresSinkConfig(connection, tables, writer, sinkPrefix, tolerableCheckpointFailures, newRun);
+    }
+
+    public String jdbcUrl() {
+        return connection.jdbcUrl();
+    }
+
+    public String user() {
+        return connection.user();
+    }
+
+    public String password() {
+        return connection.password();
+    }
+
+    public String table() {
+        return tables.events();
+    }
+
+    public String rejectsTable() {
+        return tables.rejects();
+    }
+
+    public String commitLogTable() {
+        return tables.commitLog();
+    }
+
+    public String runsTable() {
+        return tables.runs();
+    }
+
+    public String writersTable() {
+        return tables.writers();
+    }
+
+    /** The effect function, or null for none. */
+    public String effectFunction() {
+        return tables.effectFunction();
+    }
+
+    public int batchSize() {
+        return writer.batchSize();
+    }
+
+    public Duration lockTimeout() {
+        return writer.lockTimeout();
+    }
+
+    public Duration statementTimeout() {
+        return writer.statementTimeout();
+    }
+
+    public Duration writerLease() {
+        return writer.writerLease();
     }
 
     @Override
     public String toString() {
-        return "jdbcUrl=" + jdbcUrl + ", user=" + user + ", table=" + table + ", rejectsTable=" + rejectsTable
-                + ", commitLogTable=" + commitLogTable + ", runsTable=" + runsTable + ", writersTable=" + writersTable
-                + ", effectFunction=" + effectFunction + ", sinkPrefix=" + sinkPrefix + ", batchSize=" + batchSize
-                + ", lockTimeout=" + lockTimeout + ", statementTimeout=" + statementTimeout + ", tolerableCheckpointFailures="
-                + tolerableCheckpointFailures + ", writerLease=" + writerLease + ", run=" + run;
+        return connection + ", " + tables + ", " + writer + ", sinkPrefix=" + sinkPrefix
+                + ", tolerableCheckpointFailures=" + tolerableCheckpointFailures + ", run=" + run;
     }
 }

@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal.schema;
 
+import io.onceflow.sink.postgres.PostgresTableOptions;
 import io.onceflow.sink.postgres.internal.commit.PendingEffects;
 import org.apache.flink.annotation.Internal;
 
@@ -14,9 +15,9 @@ import org.apache.flink.annotation.Internal;
 public final class EventsTable {
     private final String name;
 
-    /** @param name {@code table} or {@code schema.table}, a validated identifier */
+    /** @param name {@code table} or {@code schema.table}, validated by {@code PostgresTableOptions} */
     public EventsTable(String name) {
-        this.name = SqlIdentifiers.requireTableName("table", name);
+        this.name = name;
     }
 
     /** The table's name, as configured. */

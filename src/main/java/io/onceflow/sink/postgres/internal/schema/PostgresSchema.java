@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal.schema;
 
+import io.onceflow.sink.postgres.PostgresTableOptions;
 import io.onceflow.sink.postgres.EffectFunction;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.commit.PendingEffects;
@@ -10,10 +11,7 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.ArrayList;
-import java.util.LinkedHashSet;
 import java.util.List;
-import java.util.Locale;
-import java.util.Set;
 
 /**
  * The tables of the PostgreSQL sink and the server settings it needs.
@@ -55,55 +53,23 @@ public final class PostgresSchema {
     private final String effectFunction;
 
     /**
-     * Each name is {@code table} or {@code schema.table}.
-     *
      * @throws IllegalArgumentException if a name is not a plain SQL identifier, or two name the same
      *     table
      */
+    public PostgresSchema(PostgresTableOptions tables) {
+        tables.validated();
+        this.events = new EventsTable(tables.events());
+        this.rejects = new RejectsTable(tables.rejects());
+        this.commitLog = new CommitLogTable(tables.commitLog());
+        this.runs = new RunsTable(tables.runs());
+        this.writers = new WritersTable(tables.writers());
+        this.effectFunction = tables.effectFunction();
+    }
+
+    /** The tables of these names, without an effect; as {@link #PostgresSchema(PostgresTableOptions)}. */
     public PostgresSchema(String table, String rejectsTable, String commitLogTable, String runsTable,
             String writersTable) {
-        this(table, rejectsTable, commitLogTable, runsTable, writersTable, null);
-    }
-
-    private PostgresSchema(String table, String rejectsTable, String commitLogTable, String runsTable,
-            String writersTable, String effectFunction) {
-        this.effectFunction = effectFunction == null ? null
-                : SqlIdentifiers.requireFunctionName("effect function", effectFunction);
-        this.events = new EventsTable(table);
-        this.rejects = new RejectsTable(rejectsTable);
-        this.commitLog = new CommitLogTable(commitLogTable);
-        this.runs = new RunsTable(runsTable);
-        this.writers = new WritersTable(writersTable);
-        String clash = sameTableProblem(List.of(table, rejectsTable, commitLogTable, runsTable, writersTable));
-        if (clash != null) {
-            throw new IllegalArgumentException(clash);
-        }
-    }
-
-    /**
-     * These tables for a sink that calls {@code effectFunction} ({@code name} or {@code schema.name};
-     * null for none): {@link #prepare} also makes sure the events table has the {@code result}
-     * column and checks the function.
-     */
-    public PostgresSchema withEffectFunction(String effectFunction) {
-        return new PostgresSchema(events.name(), rejects.name(), commitLog.name(), runs.name(), writers.name(),
-                effectFunction);
-    }
-
-    /**
-     * Unquoted identifiers fold to lower case, so {@code Events} and {@code events} are one table.
-     *
-     * @return a message naming the first name used twice, or null
-     */
-    public static String sameTableProblem(List<String> names) {
-        Set<String> seen = new LinkedHashSet<>();
-        for (String name : names) {
-            if (name != null && !seen.add(name.toLowerCase(Locale.ROOT))) {
-                return "table name '" + name + "' is used for two of the sink's tables (events, rejects, commit log,"
-                        + " runs, writers): give each its own";
-            }
-        }
-        return null;
+        this(new PostgresTableOptions(table, rejectsTable, commitLogTable, runsTable, writersTable, null));
     }
 
     /** The {@code CREATE TABLE IF NOT EXISTS} statements, each ending with {@code ;}, for DBAs. */

@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal.schema;
 
+import io.onceflow.sink.postgres.PostgresTableOptions;
 import org.apache.flink.annotation.Internal;
 
 /**
@@ -16,9 +17,9 @@ import org.apache.flink.annotation.Internal;
 public final class RejectsTable {
     private final String name;
 
-    /** @param name {@code table} or {@code schema.table}, a validated identifier */
+    /** @param name {@code table} or {@code schema.table}, validated by {@code PostgresTableOptions} */
     public RejectsTable(String name) {
-        this.name = SqlIdentifiers.requireTableName("rejects table", name);
+        this.name = name;
     }
 
     /** The table's name, as configured. */

@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal.schema;
 
+import io.onceflow.sink.postgres.PostgresTableOptions;
 import org.apache.flink.annotation.Internal;
 
 /**
@@ -12,9 +13,9 @@ import org.apache.flink.annotation.Internal;
 public final class RunsTable {
     private final String name;
 
-    /** @param name {@code table} or {@code schema.table}, a validated identifier */
+    /** @param name {@code table} or {@code schema.table}, validated by {@code PostgresTableOptions} */
     public RunsTable(String name) {
-        this.name = SqlIdentifiers.requireTableName("runs table", name);
+        this.name = name;
     }
 
     /** The table's name, as configured. */

@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal.schema;
 
+import io.onceflow.sink.postgres.PostgresTableOptions;
 import io.onceflow.sink.postgres.internal.fencing.WriterFence;
 import org.apache.flink.annotation.Internal;
 
@@ -13,9 +14,9 @@ import org.apache.flink.annotation.Internal;
 public final class WritersTable {
     private final String name;
 
-    /** @param name {@code table} or {@code schema.table}, a validated identifier */
+    /** @param name {@code table} or {@code schema.table}, validated by {@code PostgresTableOptions} */
     public WritersTable(String name) {
-        this.name = SqlIdentifiers.requireTableName("writers table", name);
+        this.name = name;
     }
 
     /** The table's name, as configured. */

@@ -1,0 +1,122 @@
+package io.onceflow.sink.postgres;
+
+import io.onceflow.sink.postgres.internal.schema.SqlIdentifiers;
+import java.io.Serializable;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * The PostgreSQL sink's five tables and its business effect: each name is {@code name} or
+ * {@code schema.name}, a plain unquoted identifier (names are put into SQL text, which cannot bind
+ * identifiers). The defaults are the {@code DEFAULT_*} constants; {@link #problems()} checks the
+ * names and that no two name the same table.
+ *
+ * @param events one row per message id (the inbox, with an effect)
+ * @param rejects one row per message id the database refused
+ * @param commitLog one row per committed transaction; may be shared by sinks
+ * @param runs one row per start of a job (a run); may be shared by sinks
+ * @param writers which attempt of which run holds each writer subtask; may be shared by sinks
+ * @param effectFunction the {@link EffectFunction} to call once per new message id, or null for none
+ */
+public record PostgresTableOptions(String events, String rejects, String commitLog, String runs, String writers,
+        String effectFunction) implements Serializable {
+    public static final String DEFAULT_EVENTS = "onceflow_events";
+    public static final String DEFAULT_REJECTS = "onceflow_rejects";
+    public static final String DEFAULT_COMMIT_LOG = "onceflow_commit_log";
+    public static final String DEFAULT_RUNS = "onceflow_runs";
+    public static final String DEFAULT_WRITERS = "onceflow_writers";
+
+    /** The default tables, without an effect. */
+    public static PostgresTableOptions defaults() {
+        return new PostgresTableOptions(DEFAULT_EVENTS, DEFAULT_REJECTS, DEFAULT_COMMIT_LOG, DEFAULT_RUNS,
+                DEFAULT_WRITERS, null);
+    }
+
+    public PostgresTableOptions withEvents(String name) {
+        return new PostgresTableOptions(name, rejects, commitLog, runs, writers, effectFunction);
+    }
+
+    public PostgresTableOptions withRejects(String name) {
+        return new PostgresTableOptions(events, name, commitLog, runs, writers, effectFunction);
+    }
+
+    public PostgresTableOptions withCommitLog(String name) {
+        return new PostgresTableOptions(events, rejects, name, runs, writers, effectFunction);
+    }
+
+    public PostgresTableOptions withRuns(String name) {
+        return new PostgresTableOptions(events, rejects, commitLog, name, writers, effectFunction);
+    }
+
+    public PostgresTableOptions withWriters(String name) {
+        return new PostgresTableOptions(events, rejects, commitLog, runs, name, effectFunction);
+    }
+
+    /** @param function {@code name} or {@code schema.name}; null for none */
+    public PostgresTableOptions withEffectFunction(String function) {
+        return new PostgresTableOptions(events, rejects, commitLog, runs, writers, function);
+    }
+
+    /** The five table names, in DDL order; a name not set (null) stays null. */
+    public List<String> tableNames() {
+        return Arrays.asList(events, rejects, commitLog, runs, writers);
+    }
+
+    /** Whether {@code name} is {@code name} or {@code schema.name}, each part a plain identifier. */
+    public static boolean isValidName(String name) {
+        return SqlIdentifiers.isQualifiedName(name);
+    }
+
+    /** Unquoted identifiers fold to lower case, so {@code Events} and {@code events} are one table. */
+    public static boolean sameTable(String name, String other) {
+        return name != null && other != null && name.toLowerCase(Locale.ROOT).equals(other.toLowerCase(Locale.ROOT));
+    }
+
+    /** Every problem with these names, each saying what to do; empty when they are valid. */
+    public List<String> problems() {
+        List<String> problems = new ArrayList<>();
+        List<String> settings = List.of("table", "rejects table", "commit log table", "runs table", "writers table");
+        for (int i = 0; i < settings.size(); i++) {
+            if (!isValidName(tableNames().get(i))) {
+                problems.add(SqlIdentifiers.tableNameProblem(settings.get(i), tableNames().get(i)));
+            }
+        }
+        String clash = sameTableProblem();
+        if (clash != null) {
+            problems.add(clash);
+        }
+        if (effectFunction != null && !isValidName(effectFunction)) {
+            problems.add(SqlIdentifiers.functionNameProblem("effect function", effectFunction) + ", or null for none");
+        }
+        return problems;
+    }
+
+    /** A message naming the first name used for two tables, or null. */
+    private String sameTableProblem() {
+        List<String> names = tableNames();
+        for (int i = 1; i < names.size(); i++) {
+            for (int j = 0; j < i; j++) {
+                if (sameTable(names.get(i), names.get(j))) {
+                    return "table name '" + names.get(i) + "' is used for two of the sink's tables (events, rejects,"
+                            + " commit log, runs, writers): give each its own";
+                }
+            }
+        }
+        return null;
+    }
+
+    /**
+     * These options, checked.
+     *
+     * @throws IllegalArgumentException listing every problem
+     */
+    public PostgresTableOptions validated() {
+        List<String> problems = problems();
+        if (!problems.isEmpty()) {
+            throw new IllegalArgumentException(String.join("; ", problems));
+        }
+        return this;
+    }
+}

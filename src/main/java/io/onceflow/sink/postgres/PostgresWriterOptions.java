@@ -1,0 +1,90 @@
+package io.onceflow.sink.postgres;
+
+import java.io.Serializable;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * How the PostgreSQL sink's writers and committer work: batch size, the bounds of every wait, and
+ * the writer lease. The defaults are the {@code DEFAULT_*} constants; {@link #problems()} checks the
+ * ranges.
+ *
+ * <p>To add a tuning setting: a component here (with its default, its range in {@link #problems()}
+ * and, for a PostgreSQL session setting, its entry in {@link #sessionSettings()}), its
+ * {@code postgres.*} key in {@code ConfigKey}, and the line that reads it in {@code PostgresSettings}.
+ *
+ * @param batchSize distinct ids per INSERT statement
+ * @param lockTimeout the longest wait for a row lock (PostgreSQL {@code lock_timeout})
+ * @param statementTimeout the longest statement (PostgreSQL {@code statement_timeout})
+ * @param writerLease how long a writer's session may stay silent before another attempt may presume
+ *     it paused or dead and end it, where Flink's attempt order cannot decide (see the operations
+ *     guide on zombie attempts); writers renew it every third of it
+ */
+public record PostgresWriterOptions(int batchSize, Duration lockTimeout, Duration statementTimeout,
+        Duration writerLease) implements Serializable {
+    public static final int DEFAULT_BATCH_SIZE = 1000;
+    public static final int MAX_BATCH_SIZE = 100_000;
+    public static final Duration DEFAULT_LOCK_TIMEOUT = Duration.ofSeconds(30);
+    public static final Duration DEFAULT_STATEMENT_TIMEOUT = Duration.ofSeconds(120);
+    public static final Duration DEFAULT_WRITER_LEASE = Duration.ofSeconds(30);
+    /** Every timeout bounds a wait, so that a stuck lock becomes a restart instead of a hang. */
+    public static final Duration MIN_TIMEOUT = Duration.ofMillis(1);
+    /** PostgreSQL takes timeouts as {@code int} milliseconds. */
+    public static final Duration MAX_TIMEOUT = Duration.ofMillis(Integer.MAX_VALUE);
+
+    /** The defaults. */
+    public static PostgresWriterOptions defaults() {
+        return new PostgresWriterOptions(DEFAULT_BATCH_SIZE, DEFAULT_LOCK_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT,
+                DEFAULT_WRITER_LEASE);
+    }
+
+    public PostgresWriterOptions withBatchSize(int rows) {
+        return new PostgresWriterOptions(rows, lockTimeout, statementTimeout, writerLease);
+    }
+
+    public PostgresWriterOptions withLockTimeout(Duration timeout) {
+        return new PostgresWriterOptions(batchSize, timeout, statementTimeout, writerLease);
+    }
+
+    public PostgresWriterOptions withStatementTimeout(Duration timeout) {
+        return new PostgresWriterOptions(batchSize, lockTimeout, timeout, writerLease);
+    }
+
+    public PostgresWriterOptions withWriterLease(Duration lease) {
+        return new PostgresWriterOptions(batchSize, lockTimeout, statementTimeout, lease);
+    }
+
+    /**
+     * The PostgreSQL settings that every connection of the sink pins from these options, name to
+     * value, in the order they are set.
+     */
+    public Map<String, String> sessionSettings() {
+        Map<String, String> settings = new LinkedHashMap<>();
+        settings.put("lock_timeout", String.valueOf(lockTimeout.toMillis()));
+        settings.put("statement_timeout", String.valueOf(statementTimeout.toMillis()));
+        return settings;
+    }
+
+    /** Every problem with these options, each saying what to do; empty when they are valid. */
+    public List<String> problems() {
+        List<String> problems = new ArrayList<>();
+        if (batchSize < 1 || batchSize > MAX_BATCH_SIZE) {
+            problems.add("batch size " + batchSize + " is out of range: use 1 to " + MAX_BATCH_SIZE);
+        }
+        checkTimeout(problems, "lock timeout", lockTimeout);
+        checkTimeout(problems, "statement timeout", statementTimeout);
+        checkTimeout(problems, "writer lease", writerLease);
+        return problems;
+    }
+
+    private static void checkTimeout(List<String> problems, String name, Duration timeout) {
+        if (timeout == null || timeout.toMillis() < MIN_TIMEOUT.toMillis()
+                || timeout.toMillis() > MAX_TIMEOUT.toMillis()) {
+            problems.add(name + " " + timeout + " is out of range: use 1 ms to 24 days (a timeout bounds"
+                    + " every wait, so that a stuck lock becomes a restart instead of a hang)");
+        }
+    }
+}
