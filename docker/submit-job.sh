@@ -6,7 +6,7 @@
 #   with the same transactional id prefixes would abort the first one's transactions;
 # - otherwise it resumes from the newest retained checkpoint or savepoint in the state volume (after
 #   `docker compose down` and `up`, or a cancel), and starts without state only when there is none.
-# For a clean hand-over stop the job with a savepoint before `docker compose down` (README).
+# For a clean hand-over stop the job with a savepoint before `docker compose down` (docs/testing.md, "docker-compose").
 #
 # Arguments: the job's settings (--key value ...), passed on unchanged; ${VAR} in them is left for the
 # job to replace, so secrets stay off the command line.

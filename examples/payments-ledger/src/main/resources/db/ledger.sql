@@ -2,7 +2,7 @@
 -- balances, and the effect function that onceflow's PostgreSQL sink calls once per new message id
 -- (postgres.effect.function = ledger.apply_payment). Safe to run again.
 --
--- The function's contract (README, "Business effects"):
+-- The function's contract (docs/effects.md):
 --   * deterministic in (message_id, payload) and the database state; no side effects outside the
 --     database (no HTTP, no dblink, no NOTIFY that someone acts on), no COMMIT, no session state;
 --   * a business rejection is a result, not an error: {"status": "rejected", "reason": "..."}, and

@@ -1,6 +1,6 @@
 package io.onceflow.cli;
 
-/** The exit statuses of every onceflow command, as documented in the README. */
+/** The exit statuses of every onceflow command, as documented in docs/configuration.md. */
 public enum ExitCode {
     /** Done: the job was submitted, the help or DDL printed, or the audit found nothing wrong. */
     CLEAN(0),
