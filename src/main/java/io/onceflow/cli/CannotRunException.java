@@ -1,6 +1,7 @@
 package io.onceflow.cli;
 
 import java.util.List;
+import org.apache.flink.annotation.Internal;
 
 /**
  * A command cannot do its work because a service its configuration names cannot be used: a broker
@@ -9,6 +10,7 @@ import java.util.List;
  * a secret; the command prints the lines, without a stack trace, and exits with {@link
  * ExitCode#CANNOT_RUN}.
  */
+@Internal
 public final class CannotRunException extends RuntimeException {
     private static final long serialVersionUID = 1L;
 

@@ -2,6 +2,7 @@ package io.onceflow.cli;
 
 import io.onceflow.config.ConfigException;
 import java.util.Set;
+import org.apache.flink.annotation.Internal;
 
 /**
  * Runs the main method of an onceflow command the same way for every command: a configuration
@@ -13,6 +14,7 @@ import java.util.Set;
  * runs its main method inside the JobManager, whose JVM must live on: there the failure is thrown,
  * and Flink returns its message to the REST caller.
  */
+@Internal
 public final class CommandLineTool {
     /** The JVM main classes that launch a user's main method in a JVM of its own. */
     private static final Set<String> LAUNCHERS = Set.of("org.apache.flink.client.cli.CliFrontend");

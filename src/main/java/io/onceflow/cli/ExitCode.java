@@ -1,6 +1,9 @@
 package io.onceflow.cli;
 
+import org.apache.flink.annotation.Internal;
+
 /** The exit statuses of every onceflow command, as documented in docs/configuration.md. */
+@Internal
 public enum ExitCode {
     /** Done: the job was submitted, the help or DDL printed, or the audit found nothing wrong. */
     CLEAN(0),

@@ -190,7 +190,7 @@ enum ConfigKey {
             Presence.OPTIONAL,
             "SQL function name(message_id text, payload jsonb) RETURNS jsonb, as function or"
                     + " schema.function, called once per new message id, its changes committed with"
-                    + " the result it stores in the id's row (README, \"Business effects\");"
+                    + " the result it stores in the id's row (docs/effects.md);"
                     + " default: none.");
 
     /** Prefix of keys passed unchecked to the Kafka clients. */

@@ -1,10 +1,14 @@
 package io.onceflow.config;
 
+import org.apache.flink.annotation.Internal;
+
 /**
- * Thrown by a {@link ValueParsers} parser; {@link ConfigReader} turns it into one problem.
- * Unchecked so that parsers can be plain {@link java.util.function.Function}s.
+ * Thrown by a parser of a setting's value (a {@link ValueParsers} parser, or the job's check of
+ * {@code processor.class}); {@link ConfigReader} turns it into one problem. Unchecked so that
+ * parsers can be plain {@link java.util.function.Function}s.
  */
-final class InvalidValueException extends RuntimeException {
+@Internal
+public final class InvalidValueException extends RuntimeException {
     private static final long serialVersionUID = 1L;
 
     private final String whatToDo;
@@ -13,16 +17,18 @@ final class InvalidValueException extends RuntimeException {
      * @param whatIsWrong may quote the value; replaced by a neutral text for secret keys
      * @param whatToDo must not quote the value
      */
-    InvalidValueException(String whatIsWrong, String whatToDo) {
+    public InvalidValueException(String whatIsWrong, String whatToDo) {
         super(whatIsWrong);
         this.whatToDo = whatToDo;
     }
 
-    String whatIsWrong() {
+    /** What is wrong with the value; may quote it. */
+    public String whatIsWrong() {
         return getMessage();
     }
 
-    String whatToDo() {
+    /** What to do about it; never quotes the value. */
+    public String whatToDo() {
         return whatToDo;
     }
 }

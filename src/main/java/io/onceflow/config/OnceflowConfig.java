@@ -30,7 +30,6 @@ import static io.onceflow.config.ConfigKey.TRANSACTION_TIMEOUT;
 import static io.onceflow.config.ValueParsers.format;
 
 import java.io.Serializable;
-import java.lang.reflect.InvocationTargetException;
 import java.time.Duration;
 import java.util.List;
 import java.util.Locale;
@@ -454,43 +453,11 @@ public final class OnceflowConfig implements Serializable {
      * Returns the name of the class holding the job's business logic ({@code processor.class}).
      *
      * @return a class name, checked only when the job reads its configuration ({@link
-     *     ProgramArguments#jobConfig}); empty when events pass unchanged
+     *     ProgramArguments#jobConfig}, with the job's check: only the job loads the class); empty
+     *     when events pass unchanged
      */
     public Optional<String> processorClass() {
         return Optional.ofNullable(processorClass);
-    }
-
-    /**
-     * Creates an instance of the class {@code processor.class} names, with its public no-argument
-     * constructor.
-     *
-     * @param type the type the class must implement ({@code io.onceflow.api.EventProcessor})
-     * @return a new instance; empty when {@code processor.class} is not set
-     * @throws ConfigException naming {@code processor.class}, when the class cannot be used or its
-     *     constructor throws
-     */
-    public <T> Optional<T> newProcessor(Class<T> type) {
-        if (processorClass == null) {
-            return Optional.empty();
-        }
-        Class<? extends T> implementation;
-        try {
-            implementation = ValueParsers.implementationOf(type).apply(processorClass);
-        } catch (InvalidValueException e) {
-            throw new ConfigException(List.of(ConfigException.problem(PROCESSOR_CLASS.key(), e.whatIsWrong(), e.whatToDo())));
-        }
-        try {
-            return Optional.of(implementation.getConstructor().newInstance());
-        } catch (InvocationTargetException | ExceptionInInitializerError e) {
-            throw new ConfigException(List.of(ConfigException.problem(
-                    PROCESSOR_CLASS.key(),
-                    "creating " + processorClass + " threw " + e.getCause(),
-                    "Fix its constructor or static initialisation; the job creates the processor before it"
-                            + " starts.")));
-        } catch (ReflectiveOperationException e) {
-            // the checks above make this unreachable short of a class that changed under the job
-            throw new IllegalStateException("cannot create " + processorClass, e);
-        }
     }
 
     /**

@@ -11,6 +11,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.function.Function;
 
 /**
  * The arguments of an onceflow command: its own flags (e.g. {@code --print-postgres-ddl}) and
@@ -114,26 +115,30 @@ public final class ProgramArguments {
 
     /**
      * Reads and validates the configuration of the job itself: as {@link #config}, and also checks
-     * the class {@code processor.class} names, which only the job loads.
+     * the class {@code processor.class} names with the job's {@code processorClassCheck} (the
+     * configuration keeps only the name: loading classes is the job's business), so that a problem
+     * with it is reported with the others.
      *
      * @param environment for {@code ${VAR}} substitution, usually {@link System#getenv()}
-     * @param processorType the type {@code processor.class} must implement
+     * @param processorClassCheck checks a class name; throws {@link InvalidValueException} saying
+     *     what is wrong and what to do
      * @param processorGiven whether the job was given its processor in code, which {@code
      *     processor.class} must then not contradict
      * @return the configuration
      * @throws ConfigException listing every problem, the command's options' included
      */
-    public OnceflowConfig jobConfig(Map<String, String> environment, Class<?> processorType, boolean processorGiven) {
+    public OnceflowConfig jobConfig(
+            Map<String, String> environment, Function<String, ?> processorClassCheck, boolean processorGiven) {
         ConfigReader settings = reader(environment);
         if (processorGiven && settings.isSet(PROCESSOR_CLASS)) {
             settings.problem(
                     PROCESSOR_CLASS,
-                    "is set, but the job was started with a processor of its own (OnceflowJob.run(args,"
+                    "is set, but the job was started with a processor of its own (Onceflow.run(args,"
                             + " processor))",
                     "Remove processor.class from the settings, or start the job with OnceflowJob.main so"
                             + " that it applies.");
         } else {
-            settings.parsed(PROCESSOR_CLASS, ValueParsers.implementationOf(processorType));
+            settings.parsed(PROCESSOR_CLASS, processorClassCheck);
         }
         return new OnceflowConfig(settings);
     }

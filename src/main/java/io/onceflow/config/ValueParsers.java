@@ -10,7 +10,6 @@ import io.onceflow.ingest.MessageIdSource;
 import io.onceflow.sink.postgres.PostgresConnectionOptions;
 import io.onceflow.sink.postgres.PostgresTableOptions;
 import io.onceflow.sink.postgres.PostgresWriterOptions;
-import java.lang.reflect.Modifier;
 import java.net.URI;
 import java.net.URISyntaxException;
 import java.time.Duration;
@@ -304,55 +303,6 @@ final class ValueParsers {
             }
             return choice;
         };
-    }
-
-    /**
-     * Returns a parser of class names to classes the job can create: found by the thread's context
-     * class loader (Flink's user-code class loader while a job's main method runs), implementing
-     * {@code type}, public, concrete and with a public no-argument constructor. The class is not
-     * initialised.
-     */
-    static <T> Function<String, Class<? extends T>> implementationOf(Class<T> type) {
-        return name -> {
-            Class<?> found;
-            try {
-                found = Class.forName(name, false, classLoader());
-            } catch (ClassNotFoundException e) {
-                throw new InvalidValueException(
-                        "class '" + name + "' is not on the job's classpath",
-                        "Fix the name (a nested class is written package.Outer$Inner), or put the jar"
-                                + " that holds it into the job jar or Flink's lib/ directory.");
-            } catch (LinkageError e) {
-                throw new InvalidValueException(
-                        "class '" + name + "' cannot be loaded (" + e + ")",
-                        "Put the jars it depends on into the job jar or Flink's lib/ directory.");
-            }
-            if (!type.isAssignableFrom(found)) {
-                throw new InvalidValueException(
-                        "'" + name + "' does not implement " + type.getName(),
-                        "Name a class that implements " + type.getName() + ".");
-            }
-            int modifiers = found.getModifiers();
-            if (!Modifier.isPublic(modifiers) || Modifier.isAbstract(modifiers)) {
-                throw new InvalidValueException(
-                        "'" + name + "' is not a public concrete class",
-                        "Make it public and not abstract, or name a subclass that is.");
-            }
-            try {
-                found.getConstructor();
-            } catch (NoSuchMethodException e) {
-                throw new InvalidValueException(
-                        "'" + name + "' has no public constructor without parameters",
-                        "Add one: the job creates the instance with it (a nested class must also be"
-                                + " static).");
-            }
-            return found.asSubclass(type);
-        };
-    }
-
-    private static ClassLoader classLoader() {
-        ClassLoader context = Thread.currentThread().getContextClassLoader();
-        return context != null ? context : ValueParsers.class.getClassLoader();
     }
 
     /** Splits at commas and trims; an empty element (e.g. from a doubled comma) is an error. */

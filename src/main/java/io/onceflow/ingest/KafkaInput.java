@@ -15,6 +15,24 @@ public final class KafkaInput {
     private KafkaInput() {}
 
     /**
+     * Judges each input record as the job does (the audit uses it too, to judge alike).
+     *
+     * @param messageIdSource where each record's message id is found, as {@link MessageIdSource#parse} reads it
+     * @param maxMessageBytes the largest accepted value, in bytes
+     * @param maxIdLength the longest accepted id, in UTF-16 chars
+     * @param idsStoredInPostgres whether a PostgreSQL sink stores the ids, whose primary key then
+     *     limits them to {@link IngestDeserializer#POSTGRES_MAX_ID_BYTES}
+     */
+    public static IngestDeserializer deserializer(
+            String messageIdSource, int maxMessageBytes, int maxIdLength, boolean idsStoredInPostgres) {
+        return new IngestDeserializer(
+                MessageIdSource.parse(messageIdSource),
+                maxMessageBytes,
+                maxIdLength,
+                idsStoredInPostgres ? IngestDeserializer.POSTGRES_MAX_ID_BYTES : Integer.MAX_VALUE);
+    }
+
+    /**
      * @param startingOffsets where to start when there is no checkpoint or savepoint to restore
      * @param clientProperties pass-through client settings (security.protocol, sasl.*, ssl.*)
      */

@@ -7,6 +7,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Properties;
+import org.apache.flink.annotation.Internal;
 
 /**
  * Checks, before a job graph is built or an audit reads anything, that the services the
@@ -19,6 +20,7 @@ import java.util.Properties;
  * a REST submission on the JobManager. A preflight that passes there proves nothing about the
  * TaskManagers' network, but a wrong address or a missing topic is caught before anything starts.
  */
+@Internal
 public final class Preflight {
     /** How long each service may take to answer; together well under the 30 s a user waits. */
     static final Duration SERVICE_TIMEOUT = Duration.ofSeconds(10);

@@ -3,8 +3,8 @@ package io.onceflow.deploy;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.onceflow.api.Onceflow;
 import io.onceflow.config.OnceflowConfig;
-import io.onceflow.job.OnceflowJob;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -29,7 +29,7 @@ class ClusterConfigTest {
         OnceflowConfig defaults = OnceflowConfig.fromMap(Map.of(
                 "kafka.bootstrap.servers", "kafka:9092", "input.topics", "in", "input.group.id", "g",
                 "output.topic", "out", "dead.letter.topic", "dlq", "kafka.transactional.id.prefix", "p"), Map.of());
-        Configuration job = OnceflowJob.flinkConfiguration(defaults);
+        Configuration job = Onceflow.flinkConfiguration(defaults);
         Configuration cluster = ProjectFiles.clusterConfig();
 
         for (ConfigOption<?> option : List.of(CheckpointingOptions.CHECKPOINTING_INTERVAL,

@@ -5,8 +5,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
+import io.onceflow.api.Onceflow;
 import io.onceflow.config.OnceflowConfig;
-import io.onceflow.job.OnceflowJob;
 import io.onceflow.testing.TestPostgres;
 import io.onceflow.testing.cluster.PostgresServer;
 import java.io.IOException;
@@ -109,7 +109,7 @@ class ComposeFileTest {
         assertThat(list(submit.path("volumes"))).contains("./docker:/opt/onceflow/docker:ro",
                 "./target:/opt/onceflow/target:ro", "flink-data:/var/lib/onceflow:ro");
         assertThat(Files.isRegularFile(Path.of("docker", "submit-job.sh"))).isTrue();
-        assertThat(interpolated(submit.path("environment").path("JOB_NAME"))).isEqualTo(OnceflowJob.jobName(submittedConfig()));
+        assertThat(interpolated(submit.path("environment").path("JOB_NAME"))).isEqualTo(Onceflow.jobName(submittedConfig()));
     }
 
     @Test

@@ -1,13 +1,13 @@
 package io.onceflow.deploy;
 
 import io.onceflow.api.EventProcessor;
-import io.onceflow.job.OnceflowJob;
+import io.onceflow.api.Onceflow;
 
 /** A team's own main method, as a jar holding onceflow and the team's processor would have it. */
 public final class OwnJobMain {
     private OwnJobMain() {}
 
     public static void main(String[] args) throws Exception {
-        OnceflowJob.run(args, EventProcessor.passThrough());
+        Onceflow.run(args, EventProcessor.passThrough());
     }
 }

@@ -7,7 +7,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
 import io.onceflow.config.OnceflowConfig;
-import io.onceflow.job.OnceflowJob;
+import io.onceflow.job.JobSinks;
 import io.onceflow.testing.Ledger;
 import io.onceflow.testing.cluster.ClusterHarness;
 import io.onceflow.testing.cluster.ContinuousProducer;
@@ -183,7 +183,7 @@ class PrometheusMetricsIT {
             Ledger.install(connection);
             Ledger.openAccounts(connection, EventGenerator.ACCOUNTS, new BigDecimal("1000.00"), true);
             // the job's tables before the job, so that the user's CHECK constraint is there before any row
-            OnceflowJob.schema(OnceflowConfig.fromMap(job, Map.of()).postgres().orElseThrow()).createIfMissing(connection);
+            JobSinks.postgresSchema(OnceflowConfig.fromMap(job, Map.of()).postgres().orElseThrow()).createIfMissing(connection);
         }
         cluster.postgres().execute("ALTER TABLE onceflow_events ADD CONSTRAINT metrics_refuses CHECK (payload->>'"
                 + ContinuousProducer.REFUSED_FIELD + "' IS NULL)");

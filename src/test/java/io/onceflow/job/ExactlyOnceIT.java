@@ -1,6 +1,7 @@
 package io.onceflow.job;
 
 import io.onceflow.api.EventProcessor;
+import io.onceflow.api.Onceflow;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.ingest.DeadLetterReason;
 import io.onceflow.sink.kafka.OnceflowHeaders;
@@ -16,13 +17,13 @@ import java.util.HashMap;
 import java.util.Map;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.RestartStrategyOptions;
-import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.test.junit5.MiniClusterExtension;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
+
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -60,19 +61,13 @@ class ExactlyOnceIT {
     /** The job over the scenario's input as it is now, ending when it has read all of it. */
     static StreamExecutionEnvironment boundedJob(OnceflowConfig config, EventProcessor processor)
             throws SQLException {
-        Configuration flink = OnceflowJob.flinkConfiguration(config);
+        Configuration flink = Onceflow.flinkConfiguration(config);
         flink.set(RestartStrategyOptions.RESTART_STRATEGY, "fixed-delay");
         // enough attempts to outlast a PostgreSQL or broker restart
         flink.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_ATTEMPTS, 20);
         flink.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_DELAY, Duration.ofMillis(500));
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(flink);
-        OnceflowPipeline.define(
-                env,
-                OnceflowJob.kafkaSourceBuilder(config).setBounded(OffsetsInitializer.latest()).build(),
-                OnceflowJob.startSinks(env, config),
-                config.dedupTtl(),
-                processor,
-                config.processorRetries());
+        Onceflow.job(config, processor).boundedAtLatestOffsets().defineIn(env);
         return env;
     }
 

@@ -1,6 +1,7 @@
 package io.onceflow.job;
 
 import io.onceflow.api.EventProcessor;
+import io.onceflow.api.Onceflow;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.testing.FailureInjector;
 import io.onceflow.testing.MiniClusters;
@@ -17,7 +18,6 @@ import java.util.stream.Stream;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.RestartStrategyOptions;
 import org.apache.flink.configuration.StateRecoveryOptions;
-import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer;
 import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.core.execution.SavepointFormatType;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
@@ -25,6 +25,7 @@ import org.apache.flink.test.junit5.MiniClusterExtension;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.api.io.TempDir;
+
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -54,7 +55,7 @@ class FreshStartIT {
         JobClient crashed = crashBetweenASnapshotAndItsCompletion(scenario, config);
         String latest = latestRetainedCheckpoint(crashed);
 
-        assertThatThrownBy(() -> OnceflowJob.startSinks(environment(config, null), config))
+        assertThatThrownBy(() -> JobStart.start(config, environment(config, null)))
                 .isInstanceOf(IllegalStateException.class)
                 .hasMessageContaining("from an earlier run")
                 .hasMessageContaining("fresh.start.pending=discard")
@@ -64,7 +65,7 @@ class FreshStartIT {
         // Unbounded, as in production (a bounded source restored with splits already at their stopping
         // offsets never finishes): run until the output holds every id, then stop with a savepoint.
         StreamExecutionEnvironment resumed = environment(config, latest);
-        OnceflowJob.defineJob(resumed, config, OnceflowJob.startSinks(resumed, config), EventProcessor.passThrough());
+        Onceflow.job(config, EventProcessor.passThrough()).defineIn(resumed);
         JobClient job = resumed.executeAsync(scenario.name + "-resumed");
         long deadline = System.nanoTime() + Duration.ofSeconds(90).toNanos();
         while (scenario.kafka().readCommitted(scenario.outputTopic, Duration.ofSeconds(30)).size() < truth.uniqueIds().size()) {
@@ -90,7 +91,7 @@ class FreshStartIT {
         crashBetweenASnapshotAndItsCompletion(scenario, config);
 
         OnceflowConfig discarding = scenario.with("fresh.start.pending", "discard").config();
-        assertThat(OnceflowJob.startSinks(environment(discarding, null), discarding).postgres()).isPresent();
+        assertThat(JobStart.start(discarding, environment(discarding, null)).postgres()).isPresent();
     }
 
     /** A first run that dies between a checkpoint's snapshot and its completion, and is not restarted. */
@@ -99,9 +100,7 @@ class FreshStartIT {
         FailureInjector crash = new FailureInjector(scenario.name, FailureInjector.Moment.AFTER_SNAPSHOT_BEFORE_COMPLETION,
                 RECORDS / 3).pacedAt(500);
         StreamExecutionEnvironment first = environment(config, null);
-        OnceflowPipeline.define(first,
-                OnceflowJob.kafkaSourceBuilder(config).setBounded(OffsetsInitializer.latest()).build(),
-                OnceflowJob.startSinks(first, config), config.dedupTtl(), crash, config.processorRetries());
+        Onceflow.job(config, crash).boundedAtLatestOffsets().defineIn(first);
         JobClient crashed = first.executeAsync(scenario.name);
         assertThatThrownBy(() -> crashed.getJobExecutionResult().get(2, TimeUnit.MINUTES))
                 .isInstanceOf(ExecutionException.class);
@@ -110,7 +109,7 @@ class FreshStartIT {
     }
 
     private static StreamExecutionEnvironment environment(OnceflowConfig config, String restoreFrom) {
-        Configuration flink = OnceflowJob.flinkConfiguration(config);
+        Configuration flink = Onceflow.flinkConfiguration(config);
         flink.set(RestartStrategyOptions.RESTART_STRATEGY, "none");
         if (restoreFrom != null) {
             flink.set(StateRecoveryOptions.SAVEPOINT_PATH, restoreFrom);

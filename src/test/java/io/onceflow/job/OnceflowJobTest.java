@@ -1,6 +1,7 @@
 package io.onceflow.job;
 
 import io.onceflow.api.EventProcessor;
+import io.onceflow.api.Onceflow;
 import io.onceflow.config.ConfigException;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.config.ProgramArguments;
@@ -30,7 +31,8 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 class OnceflowJobTest {
     private static final String KAFKA_SECRET = "kafka-secret-value";
 
-    private static final Map<String, String> REQUIRED = Map.of(
+    /** The required settings, each with a valid value. */
+    static final Map<String, String> REQUIRED = Map.of(
             "kafka.bootstrap.servers", "localhost:9092",
             "input.topics", "payments,orders",
             "input.group.id", "onceflow",
@@ -47,7 +49,7 @@ class OnceflowJobTest {
 
     @Test
     void configuresExactlyOnceCheckpointsRetainedOnCancellationWithRocksDbAndNoKryo() {
-        Configuration flink = OnceflowJob.flinkConfiguration(config(Map.of("checkpoint.interval", "5s", "parallelism", "3")));
+        Configuration flink = Onceflow.flinkConfiguration(config(Map.of("checkpoint.interval", "5s", "parallelism", "3")));
 
         assertThat(flink.get(CheckpointingOptions.CHECKPOINTING_INTERVAL)).isEqualTo(Duration.ofSeconds(5));
         assertThat(flink.get(CheckpointingOptions.CHECKPOINTING_CONSISTENCY_MODE)).isEqualTo(CheckpointingMode.EXACTLY_ONCE);
@@ -61,7 +63,7 @@ class OnceflowJobTest {
 
     @Test
     void theJobParametersFlinksWebUiShowsHoldNoSecret() {
-        Configuration flink = OnceflowJob.flinkConfiguration(config(Map.of()));
+        Configuration flink = Onceflow.flinkConfiguration(config(Map.of()));
 
         Map<String, String> shown = flink.get(PipelineOptions.GLOBAL_JOB_PARAMETERS);
         assertThat(shown).containsEntry("kafka.properties.sasl.jaas.config", "******");
@@ -72,9 +74,10 @@ class OnceflowJobTest {
     /** The job's graph as configured; building it fails on a Kryo fallback because generic types are disabled. */
     private static StreamGraph jobGraph() {
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(
-                OnceflowJob.flinkConfiguration(config(Map.of())));
+                Onceflow.flinkConfiguration(config(Map.of())));
         OnceflowConfig config = config(Map.of());
-        OnceflowJob.defineJob(env, config, OnceflowJob.sinks(config, Optional.empty()), EventProcessor.passThrough());
+        // the sinks as configured, not started: the graph needs no broker or database
+        Onceflow.job(config, EventProcessor.passThrough()).defineIn(env, new JobSinks(config).assemble(Optional.empty()));
         return env.getStreamGraph();
     }
 
@@ -104,7 +107,7 @@ class OnceflowJobTest {
         settings.put("processor.class", EventProcessor.PassThrough.class.getName());
         OnceflowConfig config = jobConfig(settings, false);
 
-        assertThat(config.newProcessor(EventProcessor.class)).containsInstanceOf(EventProcessor.PassThrough.class);
+        assertThat(ProcessorClass.newInstance(config, EventProcessor.class)).containsInstanceOf(EventProcessor.PassThrough.class);
     }
 
     @Test
@@ -123,7 +126,7 @@ class OnceflowJobTest {
         String[] args = settings.entrySet().stream()
                 .flatMap(setting -> Stream.of("--" + setting.getKey(), setting.getValue()))
                 .toArray(String[]::new);
-        return ProgramArguments.parse(args, Set.of(), Set.of()).jobConfig(Map.of(), EventProcessor.class, processorGiven);
+        return ProgramArguments.parse(args, Set.of(), Set.of()).jobConfig(Map.of(), ProcessorClass.implementationOf(EventProcessor.class), processorGiven);
     }
 
     @Test
@@ -144,14 +147,14 @@ class OnceflowJobTest {
     @Test
     void onlyAJobIdFixedPerDeploymentMarksASecondExecutionOfMain() {
         Configuration flink = new Configuration();
-        assertThat(SinkStart.fixedJobId(flink)).as("session mode: Flink assigns the id at submission").isEmpty();
+        assertThat(JobStart.fixedJobId(flink)).as("session mode: Flink assigns the id at submission").isEmpty();
         flink.set(PipelineOptionsInternal.PIPELINE_FIXED_JOB_ID, "00000000000000000000000000000000");
-        assertThat(SinkStart.fixedJobId(flink)).as("older Flink's default with HA").isEmpty();
+        assertThat(JobStart.fixedJobId(flink)).as("older Flink's default with HA").isEmpty();
         flink.set(HighAvailabilityOptions.HA_CLUSTER_ID, "/orders");
         flink.set(PipelineOptionsInternal.PIPELINE_FIXED_JOB_ID, new JobID("/orders".hashCode(), 0).toHexString());
-        assertThat(SinkStart.fixedJobId(flink)).as("Flink 2's default with HA: the same for every deployment of the"
+        assertThat(JobStart.fixedJobId(flink)).as("Flink 2's default with HA: the same for every deployment of the"
                 + " cluster").isEmpty();
         flink.set(PipelineOptionsInternal.PIPELINE_FIXED_JOB_ID, "fc636adbdfdd280ae7d92dd813ab6cc3");
-        assertThat(SinkStart.fixedJobId(flink)).contains("fc636adbdfdd280ae7d92dd813ab6cc3");
+        assertThat(JobStart.fixedJobId(flink)).contains("fc636adbdfdd280ae7d92dd813ab6cc3");
     }
 }

@@ -1,6 +1,7 @@
 package io.onceflow.job;
 
 import io.onceflow.api.EventProcessor;
+import io.onceflow.api.Onceflow;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.testing.MiniClusters;
 import io.onceflow.testing.PipelineScenario;
@@ -18,6 +19,7 @@ import org.apache.flink.test.junit5.MiniClusterExtension;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.api.io.TempDir;
+
 import static org.assertj.core.api.Assertions.assertThat;
 
 
@@ -62,12 +64,12 @@ class SavepointRescaleIT {
     private String runUntilCaughtUpThenStop(PipelineScenario scenario, int parallelism, String restoreFrom,
             int expectedOutput) throws Exception {
         OnceflowConfig config = scenario.with("parallelism", String.valueOf(parallelism)).config();
-        Configuration flink = OnceflowJob.flinkConfiguration(config);
+        Configuration flink = Onceflow.flinkConfiguration(config);
         if (restoreFrom != null) {
             flink.set(StateRecoveryOptions.SAVEPOINT_PATH, restoreFrom);
         }
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(flink);
-        OnceflowJob.defineJob(env, config, OnceflowJob.startSinks(env, config), EventProcessor.passThrough());
+        Onceflow.job(config, EventProcessor.passThrough()).defineIn(env);
         JobClient job = env.executeAsync(scenario.name + "-p" + parallelism);
 
         long deadline = System.nanoTime() + Duration.ofSeconds(90).toNanos();

@@ -6,7 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.onceflow.cli.CannotRunException;
 import io.onceflow.config.OnceflowConfig;
-import io.onceflow.job.OnceflowJob;
+import io.onceflow.job.JobSinks;
 import io.onceflow.sink.postgres.EffectFunction;
 import io.onceflow.testing.TestKafka;
 import io.onceflow.testing.TestPostgres;
@@ -116,7 +116,7 @@ class PreflightIT {
     void aPrivilegeMissingOnTheRejectsTableIsReportedBeforeARefusedRowNeedsIt() throws Exception {
         String writer = "writer_" + UUID.randomUUID().toString().substring(0, 8);
         try (Connection admin = database.connect(); Statement sql = admin.createStatement()) {
-            OnceflowJob.schema(config().postgres().orElseThrow()).createIfMissing(admin);
+            JobSinks.postgresSchema(config().postgres().orElseThrow()).createIfMissing(admin);
             sql.execute("CREATE ROLE " + writer + " LOGIN");
             sql.execute("GRANT SELECT, INSERT, UPDATE ON onceflow_events, onceflow_commit_log, onceflow_runs,"
                     + " onceflow_writers TO " + writer);

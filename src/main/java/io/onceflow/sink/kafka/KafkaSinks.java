@@ -5,6 +5,7 @@ import io.onceflow.ingest.DeadLetter;
 import java.time.Duration;
 import java.util.List;
 import java.util.Properties;
+import org.apache.flink.annotation.Internal;
 import org.apache.flink.connector.base.DeliveryGuarantee;
 import org.apache.flink.connector.kafka.sink.KafkaRecordSerializationSchema;
 import org.apache.flink.connector.kafka.sink.KafkaSink;
@@ -19,6 +20,7 @@ import org.apache.kafka.clients.producer.ProducerConfig;
  * {@code <prefix>-dlq}; the prefix must be stable across restarts (recovery finds and aborts the
  * lingering transactions of the previous attempt by it) and unique among jobs on a cluster.
  */
+@Internal
 public final class KafkaSinks {
     private static final String OUTPUT_SUFFIX = "-output";
     private static final String DEAD_LETTER_SUFFIX = "-dlq";

@@ -7,7 +7,7 @@ import io.onceflow.cli.CommandLineTool;
 import io.onceflow.cli.ExitCode;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.config.ProgramArguments;
-import io.onceflow.job.OnceflowJob;
+import io.onceflow.ingest.KafkaInput;
 import io.onceflow.preflight.Preflight;
 import java.time.Duration;
 import java.util.List;
@@ -84,6 +84,8 @@ public final class AuditCommand {
         Properties client = config.kafkaClientProperties();
         client.put(CommonClientConfigs.BOOTSTRAP_SERVERS_CONFIG, config.bootstrapServers());
         return new Audit(client, config.inputTopics(), config.outputTopic(), config.deadLetterTopic(),
-                OnceflowJob.ingestDeserializer(config), config.postgres());
+                KafkaInput.deserializer(config.messageIdSourceSpec(), config.maxMessageBytes(), config.maxIdLength(),
+                        config.postgres().isPresent()),
+                config.postgres());
     }
 }

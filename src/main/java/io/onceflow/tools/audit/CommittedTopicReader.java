@@ -6,6 +6,7 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.function.Consumer;
 import java.util.stream.Collectors;
+import org.apache.flink.annotation.Internal;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -20,6 +21,7 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  * the topic makes the read time out with a message that says so: a hanging transaction is a
  * finding, not something to wait out.
  */
+@Internal
 public final class CommittedTopicReader {
     private final Properties clientProperties;
 

@@ -1,7 +1,7 @@
 package io.onceflow.tools.bench;
 
+import io.onceflow.api.Onceflow;
 import io.onceflow.config.OnceflowConfig;
-import io.onceflow.job.OnceflowJob;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -174,7 +174,7 @@ record BenchSettings(
 
     /** The job's Flink settings with {@code bench.flink.settings} over them. */
     Configuration jobFlinkConfiguration(OnceflowConfig config) {
-        Configuration flink = OnceflowJob.flinkConfiguration(config);
+        Configuration flink = Onceflow.flinkConfiguration(config);
         flink.addAll(Configuration.fromMap(flinkSettings));
         return flink;
     }

@@ -16,7 +16,7 @@ import org.apache.flink.connector.jdbc.core.datastream.sink.JdbcSink;
 /**
  * flink-connector-jdbc's at-least-once {@link JdbcSink} in place of onceflow's at-least-once
  * PostgreSQL sink (scenario {@code jdbc-alo}), writing the same rows into the same table (created by
- * the job's own sink start, {@code OnceflowJob.startSinks}) with a statement of the same effect: one
+ * the job's own sink start, {@code JobStart}) with a statement of the same effect: one
  * row per message id, and a repeat raises {@code deliveries}.
  *
  * <p>The differences are the connector's: one {@code INSERT ... VALUES} per row, sent as a JDBC

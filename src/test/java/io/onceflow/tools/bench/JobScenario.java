@@ -3,9 +3,10 @@ package io.onceflow.tools.bench;
 import static java.nio.charset.StandardCharsets.UTF_8;
 
 import io.onceflow.api.EventProcessor;
+import io.onceflow.api.Onceflow;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.config.PostgresSettings;
-import io.onceflow.job.OnceflowJob;
+import io.onceflow.job.JobDefinition;
 import io.onceflow.job.OnceflowPipeline;
 import io.onceflow.testing.PipelineScenario;
 import java.nio.file.Files;
@@ -33,7 +34,7 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.header.internals.RecordHeader;
 
 /**
- * One run of the onceflow job (the production wiring of {@link OnceflowJob#defineJob}, RocksDB,
+ * One run of the onceflow job (the production wiring of {@link Onceflow#job}, RocksDB,
  * both sinks) on the shared MiniCluster, in two phases:
  *
  * <ol>
@@ -85,7 +86,7 @@ final class JobScenario {
         return run(name, scenario, restoreFrom, preloadedIds, (configured, config) -> configured);
     }
 
-    /** Which sinks the job gets, given the ones its configuration names (started by {@link OnceflowJob#startSinks}). */
+    /** Which sinks the job gets, given the ones its configuration names (started by {@link JobDefinition#defineIn}). */
     @FunctionalInterface
     interface SinkChoice {
         OnceflowPipeline.Sinks choose(OnceflowPipeline.Sinks configured, OnceflowConfig config);
@@ -109,8 +110,9 @@ final class JobScenario {
         });
         StreamExecutionEnvironment env =
                 new TestStreamEnvironment(cluster, flink, settings.parallelism(), List.of(), List.of());
-        OnceflowJob.defineJob(env, config, sinks.choose(OnceflowJob.startSinks(env, config), config),
-                EventProcessor.passThrough());
+        Onceflow.job(config, EventProcessor.passThrough())
+                .withSinks(started -> sinks.choose(started, config))
+                .defineIn(env);
 
         Benchmark.say(String.format("%s: running the job over %,d records...", name, workload.inputRecords()));
         try (VisibilityProbes probes = VisibilityProbes.withPostgres(

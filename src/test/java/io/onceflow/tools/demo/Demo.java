@@ -1,8 +1,7 @@
 package io.onceflow.tools.demo;
 
+import io.onceflow.api.Onceflow;
 import io.onceflow.config.OnceflowConfig;
-import io.onceflow.job.OnceflowJob;
-import io.onceflow.job.OnceflowPipeline;
 import io.onceflow.testing.FailureInjector;
 import io.onceflow.testing.Ledger;
 import io.onceflow.testing.PipelineScenario;
@@ -22,7 +21,6 @@ import java.util.concurrent.atomic.AtomicLong;
 import org.apache.flink.api.common.JobStatus;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.RestartStrategyOptions;
-import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer;
 import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -73,17 +71,15 @@ public final class Demo {
         String failureScenario = scenario.name + "-failure";
         FailureInjector failure = new FailureInjector(
                 failureScenario, FailureInjector.Moment.AFTER_SNAPSHOT_BEFORE_COMPLETION, truth.uniqueIds().size() * 2L / 5);
-        Configuration flink = OnceflowJob.flinkConfiguration(config);
+        Configuration flink = Onceflow.flinkConfiguration(config);
         flink.set(RestartStrategyOptions.RESTART_STRATEGY, "fixed-delay");
         flink.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_ATTEMPTS, 3);
         flink.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_DELAY, Duration.ofSeconds(1));
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(flink);
-        OnceflowPipeline.define(env,
-                OnceflowJob.kafkaSourceBuilder(config).setBounded(OffsetsInitializer.latest()).build(),
-                OnceflowJob.startSinks(env, config), config.dedupTtl(), failure, config.processorRetries());
+        Onceflow.job(config, failure).boundedAtLatestOffsets().defineIn(env);
         say("running the job on a Flink MiniCluster (parallelism 2, checkpoint every 2 s); one failure will be"
                 + " injected after a checkpoint's snapshot and before its completion notice");
-        JobClient job = env.executeAsync(OnceflowJob.jobName(config));
+        JobClient job = env.executeAsync(Onceflow.jobName(config));
         CompletableFuture<?> done = job.getJobExecutionResult();
         try (CommittedCounter output = new CommittedCounter(scenario.kafka().bootstrapServers(), scenario.outputTopic)) {
             boolean failureReported = false;

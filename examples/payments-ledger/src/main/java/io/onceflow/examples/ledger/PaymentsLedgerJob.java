@@ -1,6 +1,6 @@
 package io.onceflow.examples.ledger;
 
-import io.onceflow.job.OnceflowJob;
+import io.onceflow.api.Onceflow;
 
 /**
  * The team's job: onceflow's configuration, checks and wiring, with {@link PaymentScreening} as
@@ -12,6 +12,6 @@ public final class PaymentsLedgerJob {
     private PaymentsLedgerJob() {}
 
     public static void main(String[] args) throws Exception {
-        OnceflowJob.run(args, new PaymentScreening());
+        Onceflow.run(args, new PaymentScreening());
     }
 }

@@ -3,9 +3,8 @@ package io.onceflow.examples.ledger;
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.onceflow.api.Onceflow;
 import io.onceflow.config.OnceflowConfig;
-import io.onceflow.job.OnceflowJob;
-import io.onceflow.job.OnceflowPipeline;
 import io.onceflow.sink.kafka.OnceflowHeaders;
 import io.onceflow.testing.Ledger;
 import io.onceflow.testing.MiniClusters;
@@ -21,7 +20,6 @@ import java.time.Duration;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.test.junit5.MiniClusterExtension;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -60,10 +58,8 @@ class PaymentsLedgerTest {
         OnceflowConfig config = scenario.config();
 
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(
-                OnceflowJob.flinkConfiguration(config));
-        OnceflowPipeline.define(env,
-                OnceflowJob.kafkaSourceBuilder(config).setBounded(OffsetsInitializer.latest()).build(),
-                OnceflowJob.startSinks(env, config), config.dedupTtl(), new PaymentScreening(), config.processorRetries());
+                Onceflow.flinkConfiguration(config));
+        Onceflow.job(config, new PaymentScreening()).boundedAtLatestOffsets().defineIn(env);
         env.execute(scenario.name);
 
         Map<String, Integer> rejectedByProcessor = new HashMap<>();

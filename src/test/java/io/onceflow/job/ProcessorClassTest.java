@@ -1,8 +1,11 @@
-package io.onceflow.config;
+package io.onceflow.job;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.onceflow.config.ConfigException;
+import io.onceflow.config.OnceflowConfig;
+import io.onceflow.config.ProgramArguments;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -14,20 +17,21 @@ import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
 
 /**
- * The class {@code processor.class} names, as the job checks and creates it. {@link Runnable} stands in
- * for the job's {@code EventProcessor}, which the configuration does not know.
+ * The class {@code processor.class} names, as the job checks it while reading its configuration and
+ * creates it. {@link Runnable} stands in for the job's {@code EventProcessor}: the check works for
+ * any type.
  */
 class ProcessorClassTest {
     private static ProgramArguments arguments(String... extra) {
         List<String> args = new ArrayList<>();
-        ValidSettings.required().forEach((key, value) -> args.addAll(List.of("--" + key, value)));
+        OnceflowJobTest.REQUIRED.forEach((key, value) -> args.addAll(List.of("--" + key, value)));
         args.addAll(List.of(extra));
         return ProgramArguments.parse(args.toArray(String[]::new), Set.of(), Set.of());
     }
 
     private static List<String> jobConfigProblems(boolean processorGiven, String... extra) {
         try {
-            arguments(extra).jobConfig(Map.of(), Runnable.class, processorGiven);
+            arguments(extra).jobConfig(Map.of(), ProcessorClass.implementationOf(Runnable.class), processorGiven);
         } catch (ConfigException e) {
             return e.problems();
         }
@@ -36,16 +40,19 @@ class ProcessorClassTest {
 
     @Test
     void aClassThatFitsIsCheckedAndCreated() {
-        OnceflowConfig config = arguments("--processor.class", "java.lang.Thread").jobConfig(Map.of(), Runnable.class, false);
+        OnceflowConfig config = arguments("--processor.class", "java.lang.Thread")
+                .jobConfig(Map.of(), ProcessorClass.implementationOf(Runnable.class), false);
 
         assertThat(config.processorClass()).contains("java.lang.Thread");
-        assertThat(config.newProcessor(Runnable.class)).containsInstanceOf(Thread.class);
+        assertThat(ProcessorClass.newInstance(config, Runnable.class)).containsInstanceOf(Thread.class);
         assertThat(config.redactedMap()).containsEntry("processor.class", "java.lang.Thread");
     }
 
     @Test
     void withoutTheSettingThereIsNoProcessorToCreate() {
-        assertThat(arguments().jobConfig(Map.of(), Runnable.class, false).newProcessor(Runnable.class)).isEmpty();
+        OnceflowConfig config = arguments().jobConfig(Map.of(), ProcessorClass.implementationOf(Runnable.class), false);
+
+        assertThat(ProcessorClass.newInstance(config, Runnable.class)).isEmpty();
     }
 
     static Stream<Arguments> unfitClasses() {
@@ -79,7 +86,7 @@ class ProcessorClassTest {
         OnceflowConfig config = arguments("--processor.class", "com.example.NoSuchProcessor").config(Map.of());
 
         assertThat(config.processorClass()).contains("com.example.NoSuchProcessor");
-        assertThatThrownBy(() -> config.newProcessor(Runnable.class))
+        assertThatThrownBy(() -> ProcessorClass.newInstance(config, Runnable.class))
                 .isInstanceOf(ConfigException.class)
                 .hasMessageContaining("processor.class: class 'com.example.NoSuchProcessor' is not on the job's classpath");
     }
@@ -88,17 +95,18 @@ class ProcessorClassTest {
     void aProcessorGivenInCodeAndOneInTheSettingsContradictEachOther() {
         assertThat(jobConfigProblems(true, "--processor.class", "java.lang.Thread"))
                 .containsExactly("processor.class: is set, but the job was started with a processor of its own"
-                        + " (OnceflowJob.run(args, processor)). Remove processor.class from the settings, or start the"
+                        + " (Onceflow.run(args, processor)). Remove processor.class from the settings, or start the"
                         + " job with OnceflowJob.main so that it applies.");
-        assertThat(arguments().jobConfig(Map.of(), Runnable.class, true).processorClass()).isEmpty();
+        assertThat(arguments().jobConfig(Map.of(), ProcessorClass.implementationOf(Runnable.class), true).processorClass())
+                .isEmpty();
     }
 
     @Test
     void aConstructorThatThrowsIsReportedWithTheSetting() {
         OnceflowConfig config = arguments("--processor.class", ThrowingConstructor.class.getName())
-                .jobConfig(Map.of(), Runnable.class, false);
+                .jobConfig(Map.of(), ProcessorClass.implementationOf(Runnable.class), false);
 
-        assertThatThrownBy(() -> config.newProcessor(Runnable.class))
+        assertThatThrownBy(() -> ProcessorClass.newInstance(config, Runnable.class))
                 .isInstanceOf(ConfigException.class)
                 .extracting(e -> ((ConfigException) e).problems())
                 .asList()

@@ -4,7 +4,7 @@ import io.onceflow.cli.CannotRunException;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.config.PendingWorkOnFreshStart;
 import io.onceflow.preflight.Preflight;
-import io.onceflow.sink.kafka.KafkaSinks;
+import io.onceflow.sink.kafka.PendingKafkaTransactions;
 import io.onceflow.sink.postgres.PendingTransactionsException;
 import io.onceflow.sink.postgres.PostgresSink;
 import io.onceflow.sink.postgres.RegisteredRun;
@@ -12,37 +12,32 @@ import io.onceflow.sink.postgres.StartMode;
 import java.io.IOException;
 import java.sql.SQLException;
 import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.List;
 import java.util.Optional;
-import java.util.Properties;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import org.apache.flink.annotation.Internal;
 import org.apache.flink.api.common.JobID;
 import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.HighAvailabilityOptions;
 import org.apache.flink.configuration.PipelineOptionsInternal;
 import org.apache.flink.configuration.ReadableConfig;
 import org.apache.flink.configuration.StateRecoveryOptions;
-import org.apache.flink.connector.base.DeliveryGuarantee;
 import org.apache.flink.core.fs.FileStatus;
 import org.apache.flink.core.fs.FileSystem;
 import org.apache.flink.core.fs.Path;
-import org.apache.kafka.clients.admin.Admin;
-import org.apache.kafka.clients.admin.AdminClientConfig;
-import org.apache.kafka.clients.admin.ListTransactionsOptions;
-import org.apache.kafka.clients.admin.TransactionListing;
-import org.apache.kafka.clients.admin.TransactionState;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
  * What has to happen once per submission, before the job graph is built, for the sinks to be safe
- * to start: decide how the job starts, refuse a fresh start that would discard an earlier run's
- * pending output, and register the run of the PostgreSQL sink (see {@link PostgresSink#startRun}).
+ * to start: decide how the job starts (restoring, fresh, fresh discarding pending output, or a
+ * second execution of the same job after a JobManager failover), refuse a fresh start that would
+ * discard an earlier run's pending output, and ask each sink to start (for the PostgreSQL sink:
+ * register its run, see {@link PostgresSink#startRun}).
  *
  * <p>Why the fresh-start check: source offsets reach the consumer group when a checkpoint
  * completes, independently of the sinks' commits. After a crash, the transactions of the last
@@ -52,23 +47,34 @@ import org.slf4j.LoggerFactory;
  * commits them instead; so a fresh start refuses while anything is pending, names that checkpoint
  * and the command to resume from it, unless {@code fresh.start.pending=discard} says otherwise.
  */
-final class SinkStart {
-    /** Kafka transaction states of a transaction that is neither committed nor aborted. */
-    private static final List<TransactionState> PENDING_STATES =
-            List.of(TransactionState.ONGOING, TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT);
-    private static final long KAFKA_TIMEOUT_MS = 15_000;
+@Internal
+public final class JobStart {
     private static final Pattern CHECKPOINT_DIRECTORY = Pattern.compile("chk-(\\d+)");
-    private static final Logger LOG = LoggerFactory.getLogger(SinkStart.class);
+    private static final Logger LOG = LoggerFactory.getLogger(JobStart.class);
 
-    private SinkStart() {}
+    private JobStart() {}
 
     /** A fresh start refused because the sinks hold an earlier run's pending output; says what to do. */
-    static final class FreshStartRefused extends IllegalStateException {
+    public static final class FreshStartRefused extends IllegalStateException {
         private static final long serialVersionUID = 1L;
 
         FreshStartRefused(String message, Throwable cause) {
             super(message, cause);
         }
+    }
+
+    /**
+     * Starts the sinks of the job {@code config} describes, to run in {@code env}.
+     *
+     * @param env its configuration tells whether the job restores a savepoint or checkpoint, and
+     *     where checkpoints are retained
+     * @return the sinks to put into the job
+     * @throws FreshStartRefused with what to do, when a fresh start would discard pending output
+     * @throws IllegalStateException with what to do, when a check fails
+     */
+    public static OnceflowPipeline.Sinks start(OnceflowConfig config, StreamExecutionEnvironment env)
+            throws SQLException {
+        return start(config, env.getConfiguration(), env.getParallelism(), FlinkSettings.jobName(config));
     }
 
     /**
@@ -96,25 +102,26 @@ final class SinkStart {
         if (!restoring && !discardPending) {
             refuseWhileKafkaTransactionsPending(config, checkpointDir);
         }
+        JobSinks sinks = new JobSinks(config);
         Optional<PostgresSink> startedPostgres = Optional.empty();
-        if (config.postgres().isPresent() && config.deliveryGuarantee() == DeliveryGuarantee.AT_LEAST_ONCE) {
+        if (sinks.postgresAtLeastOnce()) {
             try {
-                OnceflowJob.postgresSink(config).build().startAtLeastOnce(discardPending);
+                sinks.postgres().build().startAtLeastOnce(discardPending);
             } catch (PendingTransactionsException e) {
                 throw new FreshStartRefused(e.getMessage() + resumeAdvice(checkpointDir, e.previousJobId()), e);
             }
         }
-        if (config.postgres().isPresent() && config.deliveryGuarantee() == DeliveryGuarantee.EXACTLY_ONCE) {
+        if (sinks.postgresExactlyOnce()) {
             StartMode mode = restoring ? StartMode.RESTORE
                     : discardPending ? StartMode.FRESH_DISCARDING_PENDING : StartMode.FRESH;
             try {
-                startedPostgres = Optional.of(OnceflowJob.postgresSink(config).build()
+                startedPostgres = Optional.of(sinks.postgres().build()
                         .startRun(parallelism, mode, jobName, fixedJobId.orElse(null)).sink());
             } catch (PendingTransactionsException e) {
                 throw new FreshStartRefused(e.getMessage() + resumeAdvice(checkpointDir, e.previousJobId()), e);
             }
         }
-        return OnceflowJob.sinks(config, startedPostgres);
+        return sinks.assemble(startedPostgres);
     }
 
     /**
@@ -146,10 +153,11 @@ final class SinkStart {
      */
     private static Optional<OnceflowPipeline.Sinks> continueSameJob(OnceflowConfig config, int parallelism,
             String flinkJobId, Optional<String> checkpointDir) throws SQLException {
-        boolean postgresExactlyOnce = config.postgres().isPresent()
-                && config.deliveryGuarantee() == DeliveryGuarantee.EXACTLY_ONCE;
+        JobSinks sinks = new JobSinks(config);
+        boolean postgresExactlyOnce = sinks.postgresExactlyOnce();
         Optional<PostgresSink> continuedPostgres = postgresExactlyOnce
-                ? OnceflowJob.postgresSink(config).build().continueRun(parallelism, flinkJobId).map(RegisteredRun::sink) : Optional.empty();
+                ? sinks.postgres().build().continueRun(parallelism, flinkJobId).map(RegisteredRun::sink)
+                : Optional.empty();
         boolean startedBefore = continuedPostgres.isPresent() || checkpointsExist(checkpointDir, flinkJobId);
         if (!startedBefore || (postgresExactlyOnce && continuedPostgres.isEmpty())) {
             // a first execution, or one whose run is not recorded (tables of an older version):
@@ -158,7 +166,7 @@ final class SinkStart {
         }
         LOG.info("Job {} started before (a JobManager failover runs main again): it continues{} without the"
                 + " start checks", flinkJobId, continuedPostgres.map(sink -> " its PostgreSQL sink's run").orElse(""));
-        return Optional.of(OnceflowJob.sinks(config, continuedPostgres));
+        return Optional.of(sinks.assemble(continuedPostgres));
     }
 
     private static boolean checkpointsExist(Optional<String> checkpointDir, String flinkJobId) {
@@ -188,32 +196,15 @@ final class SinkStart {
     }
 
     /** The transactional ids of this job's sinks whose transaction is neither committed nor aborted. */
-    static List<String> pendingKafkaTransactions(OnceflowConfig config) {
-        Properties properties = config.kafkaClientProperties();
-        properties.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, config.bootstrapServers());
-        properties.putIfAbsent(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, (int) KAFKA_TIMEOUT_MS);
-        properties.putIfAbsent(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, (int) KAFKA_TIMEOUT_MS);
-        List<String> sinkPrefixes = KafkaSinks.transactionalIdPrefixes(config.transactionalIdPrefix());
-        try (Admin admin = Admin.create(properties)) {
-            List<String> pending = new ArrayList<>();
-            for (TransactionListing transaction : admin.listTransactions(
-                            new ListTransactionsOptions().filterStates(PENDING_STATES))
-                    .all().get(KAFKA_TIMEOUT_MS, TimeUnit.MILLISECONDS)) {
-                String id = transaction.transactionalId();
-                if (sinkPrefixes.stream().anyMatch(prefix -> id.startsWith(prefix + "-"))) {
-                    pending.add(id);
-                }
-            }
-            pending.sort(Comparator.naturalOrder());
-            return pending;
+    private static List<String> pendingKafkaTransactions(OnceflowConfig config) {
+        try {
+            return PendingKafkaTransactions.list(
+                    config.bootstrapServers(), config.kafkaClientProperties(), config.transactionalIdPrefix());
         } catch (ExecutionException | TimeoutException e) {
             throw new CannotRunException(List.of(Preflight.withoutSecrets(Preflight.oneLine(
                     "kafka.bootstrap.servers: could not list the Kafka transactions at " + config.bootstrapServers()
                     + " to check for an earlier run's pending output (" + e.getMessage() + "). Check that the"
                     + " brokers answer and that the job's principal may describe its transactional ids."), config)));
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new IllegalStateException("interrupted while listing Kafka transactions", e);
         }
     }
 
