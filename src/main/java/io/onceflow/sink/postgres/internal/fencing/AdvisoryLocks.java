@@ -84,7 +84,7 @@ public final class AdvisoryLocks {
      * The sessions (other than this one) holding the prefix's lock of {@code index}, or of any
      * index when empty.
      */
-    public static List<LockHolder> holders(Connection connection, String sinkPrefix, OptionalInt index) throws SQLException {
+    static List<LockHolder> holders(Connection connection, String sinkPrefix, OptionalInt index) throws SQLException {
         List<LockHolder> holders = new ArrayList<>();
         try (PreparedStatement query = connection.prepareStatement(HOLDERS_SQL)) {
             query.setLong(1, Integer.toUnsignedLong(lockKey(sinkPrefix))); // pg_locks shows keys as oids

@@ -2,15 +2,13 @@ package io.onceflow.sink.postgres.internal.fencing;
 
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import java.time.Duration;
-import org.apache.flink.annotation.Internal;
 
 /**
- * Internal. A session holding a subtask index's advisory lock ({@link AdvisoryLocks}), as
+ * A session holding a subtask index's advisory lock ({@link AdvisoryLocks}), as
  * {@code pg_stat_activity} shows it. State and idle time are null where the server hides them
  * (another role without pg_read_all_stats).
  */
-@Internal
-public record LockHolder(int pid, int index, String applicationName, String clientAddress, String state,
+record LockHolder(int pid, int index, String applicationName, String clientAddress, String state,
         Double idleSeconds) {
 
     /** Not running a statement, and idle for longer than the lease: paused or gone. */

@@ -76,7 +76,8 @@ public final class RunsTable {
     /**
      * The owner of a sink prefix (parameter 1), for messages: job id (null until a writer claimed
      * an index), run, job name, registration time and client address of its newest run. The job id
-     * comes from the run's newest claim in {@code writers}.
+     * comes from the run's newest claim in {@code writers}: the one statement here that names that
+     * table's columns, as a join needs both tables'.
      */
     public String ownerQuery(WritersTable writers) {
         return "SELECT w.job_id, r.run, r.job_name, r.registered_at, r.registered_from FROM " + name
