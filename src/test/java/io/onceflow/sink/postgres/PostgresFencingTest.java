@@ -7,7 +7,7 @@ import io.onceflow.sink.postgres.internal.ProtocolHooks;
 import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
 import io.onceflow.sink.postgres.internal.commit.PostgresCommitter;
 import io.onceflow.sink.postgres.internal.commit.PostgresWriterState;
-import io.onceflow.sink.postgres.internal.fencing.WriterFence;
+import io.onceflow.sink.postgres.internal.fencing.AdvisoryLocks;
 import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
 import io.onceflow.sink.postgres.internal.writer.WriterStart;
 import io.onceflow.testing.TestPostgres;
@@ -202,7 +202,7 @@ class PostgresFencingTest {
             try (Statement statement = paused.createStatement()) {
                 // What a frozen writer's session looks like: it holds the lock and says nothing.
                 statement.execute("SET application_name = 'onceflow-paused-writer-0'");
-                statement.execute("SELECT pg_advisory_lock(" + WriterFence.lockKey("paused") + ", 0)");
+                statement.execute("SELECT pg_advisory_lock(" + AdvisoryLocks.lockKey("paused") + ", 0)");
             }
             Thread.sleep(1_000); // longer than the lease
 
@@ -220,7 +220,7 @@ class PostgresFencingTest {
         try (Connection other = db.database.connect()) {
             try (Statement statement = other.createStatement()) {
                 statement.execute("SET application_name = 'billing'");
-                statement.execute("SELECT pg_advisory_lock(" + WriterFence.lockKey("job") + ", 0)");
+                statement.execute("SELECT pg_advisory_lock(" + AdvisoryLocks.lockKey("job") + ", 0)");
             }
             assertThatThrownBy(() -> db.freshWriter(config))
                     .hasMessageContaining("held by another application")
@@ -438,7 +438,7 @@ class PostgresFencingTest {
     @Test
     void aPrefixWhoseLockKeyCollidesWithAnotherApplicationsIsToldSo() throws Exception {
         String colliding = "xAa"; // "onceflow-writer:xAa" and "onceflow-writer:xBB" share a String hash
-        assertThat(WriterFence.lockKey("xAa")).isEqualTo(WriterFence.lockKey("xBB"));
+        assertThat(AdvisoryLocks.lockKey("xAa")).isEqualTo(AdvisoryLocks.lockKey("xBB"));
         PostgresSinkConfig first = db.config(colliding);
         try (PostgresExactlyOnceWriter writer = db.freshWriter(first)) {
             assertThatThrownBy(() -> new PostgresRunRegistry(db.builder("xBB").build().config())

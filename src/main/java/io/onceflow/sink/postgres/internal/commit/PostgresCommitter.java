@@ -61,7 +61,7 @@ public final class PostgresCommitter implements Committer<PostgresCommittable> {
 
     public PostgresCommitter(PostgresSinkConfig config, PostgresSinkMetrics metrics) {
         this.config = config;
-        this.isLoggedSql = "SELECT 1 FROM " + config.commitLogTable() + " WHERE gid = ?";
+        this.isLoggedSql = config.schema().commitLog().isLoggedQuery();
         this.pendingEffects = PendingEffects.of(config, metrics);
         this.metrics = metrics;
     }

@@ -1,6 +1,5 @@
 package io.onceflow.sink.postgres.internal.schema;
 
-import io.onceflow.sink.postgres.PostgresTableOptions;
 import org.apache.flink.annotation.Internal;
 
 /**
@@ -31,5 +30,19 @@ public final class CommitLogTable {
                 + "    gid text PRIMARY KEY,\n"
                 + "    committed_at timestamptz NOT NULL DEFAULT clock_timestamp()\n"
                 + ")";
+    }
+
+    /**
+     * Logs a gid (parameter 1) only if the statement runs in the session whose backend pid is
+     * parameter 2: the writer's own session, so that a transaction-pooling proxy that moved the
+     * connection to another session inserts nothing (and is caught before PREPARE).
+     */
+    public String insertFromSessionStatement() {
+        return "INSERT INTO " + name + " (gid) SELECT ? WHERE pg_backend_pid() = ?";
+    }
+
+    /** A row if the gid (parameter 1) was committed. */
+    public String isLoggedQuery() {
+        return "SELECT 1 FROM " + name + " WHERE gid = ?";
     }
 }

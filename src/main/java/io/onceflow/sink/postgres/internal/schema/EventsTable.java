@@ -1,6 +1,5 @@
 package io.onceflow.sink.postgres.internal.schema;
 
-import io.onceflow.sink.postgres.PostgresTableOptions;
 import io.onceflow.sink.postgres.internal.commit.PendingEffects;
 import org.apache.flink.annotation.Internal;
 

@@ -120,7 +120,7 @@ public final class PostgresSchema {
      */
     public void prepare(Connection connection) throws SQLException {
         createIfMissing(connection);
-        if (columnType(connection, runs.name(), "flink_job_id") == null) {
+        if (columnType(connection, runs.name(), RunsTable.JOB_ID_COLUMN) == null) {
             addRunsJobIdColumn(connection);
         }
         if (effectFunction == null) {
@@ -177,7 +177,7 @@ public final class PostgresSchema {
             PostgresConnections.inTransaction(connection, () -> {
                 try (Statement statement = connection.createStatement()) {
                     lockSchema(statement);
-                    if (columnType(connection, runs.name(), "flink_job_id") == null) {
+                    if (columnType(connection, runs.name(), RunsTable.JOB_ID_COLUMN) == null) {
                         statement.execute(alter);
                     }
                 }
@@ -186,9 +186,9 @@ public final class PostgresSchema {
             if (!"42501".equals(e.getSQLState())) {
                 throw e;
             }
-            throw new IllegalStateException("the table " + runs.name() + " of an earlier version has no flink_job_id"
-                    + " column, and the user may not add it (only the table's owner may): have the owner run " + alter
-                    + "; then start the job again (" + e.getMessage() + ")", e);
+            throw new IllegalStateException("the table " + runs.name() + " of an earlier version has no "
+                    + RunsTable.JOB_ID_COLUMN + " column, and the user may not add it (only the table's owner may):"
+                    + " have the owner run " + alter + "; then start the job again (" + e.getMessage() + ")", e);
         }
     }
 

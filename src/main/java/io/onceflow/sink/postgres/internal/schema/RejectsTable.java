@@ -1,6 +1,5 @@
 package io.onceflow.sink.postgres.internal.schema;
 
-import io.onceflow.sink.postgres.PostgresTableOptions;
 import org.apache.flink.annotation.Internal;
 
 /**

@@ -1,6 +1,5 @@
 package io.onceflow.sink.postgres.internal.schema;
 
-import io.onceflow.sink.postgres.PostgresTableOptions;
 import org.apache.flink.annotation.Internal;
 
 /**
@@ -11,6 +10,12 @@ import org.apache.flink.annotation.Internal;
  */
 @Internal
 public final class RunsTable {
+    /**
+     * The column a second execution of a job's {@code main} finds its run by, which a runs table of
+     * an earlier version lacks (see {@link #addJobIdColumnStatement}), for the check whether it exists.
+     */
+    public static final String JOB_ID_COLUMN = "flink_job_id";
+
     private final String name;
 
     /** @param name {@code table} or {@code schema.table}, validated by {@code PostgresTableOptions} */
@@ -43,5 +48,40 @@ public final class RunsTable {
      */
     public String addJobIdColumnStatement() {
         return "ALTER TABLE " + name + " ADD COLUMN IF NOT EXISTS flink_job_id text";
+    }
+
+    /**
+     * Registers a run whose id is the registering transaction's xid, and returns it. Parameters:
+     * sink prefix, job name, start mode, Flink job id.
+     */
+    public String registerStatement() {
+        return "INSERT INTO " + name + " (sink_prefix, run, job_name, start_mode, registered_from, flink_job_id)"
+                + " VALUES (?, pg_current_xact_id()::text::bigint, ?, ?, host(inet_client_addr()), ?) RETURNING run";
+    }
+
+    /** The newest run of a sink prefix (parameter 1); null if it has none. */
+    public String newestRunQuery() {
+        return "SELECT max(run) FROM " + name + " WHERE sink_prefix = ?";
+    }
+
+    /**
+     * The newest run that a Flink job (parameter 1) registered, and the newest run of the sink
+     * prefix (parameter 2); either null if there is none.
+     */
+    public String runOfJobAndNewestRunQuery() {
+        return "SELECT max(run) FILTER (WHERE flink_job_id = ?),"
+                + " max(run) FROM " + name + " WHERE sink_prefix = ?";
+    }
+
+    /**
+     * The owner of a sink prefix (parameter 1), for messages: job id (null until a writer claimed
+     * an index), run, job name, registration time and client address of its newest run. The job id
+     * comes from the run's newest claim in {@code writers}: the one statement here that names that
+     * table's columns, as a join needs both tables'.
+     */
+    public String ownerQuery(WritersTable writers) {
+        return "SELECT w.job_id, r.run, r.job_name, r.registered_at, r.registered_from FROM " + name
+                + " r LEFT JOIN " + writers.name() + " w ON w.sink_prefix = r.sink_prefix AND w.run = r.run"
+                + " WHERE r.sink_prefix = ? ORDER BY r.run DESC, w.claimed_at DESC LIMIT 1";
     }
 }

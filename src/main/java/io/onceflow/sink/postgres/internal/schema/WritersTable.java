@@ -1,17 +1,25 @@
 package io.onceflow.sink.postgres.internal.schema;
 
-import io.onceflow.sink.postgres.PostgresTableOptions;
+import io.onceflow.sink.postgres.internal.fencing.ClaimToken;
 import io.onceflow.sink.postgres.internal.fencing.WriterFence;
 import org.apache.flink.annotation.Internal;
 
 /**
  * Internal. The writers table: per sink prefix and subtask index, which attempt of which run holds it
- * (see {@code WriterFence}).
+ * (see {@link WriterFence}).
  *
  * <p>The only place this table's columns are spelled out.
  */
 @Internal
 public final class WritersTable {
+    /**
+     * The claimer and attempt of an index's row before its first claim (see
+     * {@link #insertUnclaimedStatement}).
+     */
+    public static final int UNCLAIMED = -1;
+    private static final String COLUMNS =
+            " (sink_prefix, subtask_index, run, restored_checkpoint, claimed_by_subtask, attempt, epoch, job_id)";
+
     private final String name;
 
     /** @param name {@code table} or {@code schema.table}, validated by {@code PostgresTableOptions} */
@@ -38,5 +46,48 @@ public final class WritersTable {
                 + "    claimed_at timestamptz NOT NULL DEFAULT clock_timestamp(),\n"
                 + "    PRIMARY KEY (sink_prefix, subtask_index)\n"
                 + ")";
+    }
+
+    /** The subtask indices recorded for a sink prefix (parameter 1), in order. */
+    public String recordedIndicesQuery() {
+        return "SELECT subtask_index FROM " + name + " WHERE sink_prefix = ? ORDER BY subtask_index";
+    }
+
+    /**
+     * Inserts the row of a sink prefix's (parameter 1) subtask index (parameter 2) with no claim
+     * ({@link #UNCLAIMED}), unless it exists.
+     */
+    public String insertUnclaimedStatement() {
+        return "INSERT INTO " + name + COLUMNS
+                + " VALUES (?, ?, 0, NULL, " + UNCLAIMED + ", " + UNCLAIMED + ", 0, '')"
+                + " ON CONFLICT (sink_prefix, subtask_index) DO NOTHING";
+    }
+
+    /**
+     * The claim of a sink prefix's (parameter 1) subtask index (parameter 2): run, restored
+     * checkpoint ({@link ClaimToken#NO_CHECKPOINT} for none), claimed by subtask, attempt.
+     *
+     * @param forUpdate whether to lock the row until the transaction ends
+     */
+    public String claimQuery(boolean forUpdate) {
+        return "SELECT run, coalesce(restored_checkpoint, " + ClaimToken.NO_CHECKPOINT + "), claimed_by_subtask, attempt"
+                + " FROM " + name + " WHERE sink_prefix = ? AND subtask_index = ?" + (forUpdate ? " FOR UPDATE" : "");
+    }
+
+    /**
+     * Records a claim, replacing the index's earlier one. Parameters: sink prefix, subtask index,
+     * run, restored checkpoint (null for none), claimed by subtask, attempt, epoch, job id.
+     */
+    public String recordClaimStatement() {
+        return "INSERT INTO " + name + COLUMNS
+                + " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (sink_prefix, subtask_index) DO UPDATE SET"
+                + " run = EXCLUDED.run, restored_checkpoint = EXCLUDED.restored_checkpoint,"
+                + " claimed_by_subtask = EXCLUDED.claimed_by_subtask, attempt = EXCLUDED.attempt,"
+                + " epoch = EXCLUDED.epoch, job_id = EXCLUDED.job_id, claimed_at = clock_timestamp()";
+    }
+
+    /** The job id of the newest claim of a sink prefix (parameter 1): the newest run's, newest first. */
+    public String newestJobIdQuery() {
+        return "SELECT job_id FROM " + name + " WHERE sink_prefix = ? ORDER BY run DESC, claimed_at DESC LIMIT 1";
     }
 }

@@ -95,7 +95,7 @@ public final class PostgresExactlyOnceWriter
         this.writerName = "PostgreSQL sink writer " + start.subtaskIndex() + " (prefix '" + sinkPrefix + "')";
         // Only the writer's own session may write a gid into the log, so a transaction-pooling proxy
         // that moved the connection to another session is caught before PREPARE.
-        this.insertIntoCommitLogSql = "INSERT INTO " + config.commitLogTable() + " (gid) SELECT ? WHERE pg_backend_pid() = ?";
+        this.insertIntoCommitLogSql = config.schema().commitLog().insertFromSessionStatement();
         this.nextCheckpointId = start.restoredCheckpointId().orElse(InitContext.INITIAL_CHECKPOINT_ID - 1) + 1;
         if (config.run() == PostgresSinkConfig.NO_RUN) {
             throw new IOException(writerName + " has no run: call PostgresSink.startRun before submitting the job, and"

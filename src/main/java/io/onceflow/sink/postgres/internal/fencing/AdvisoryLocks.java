@@ -1,0 +1,103 @@
+package io.onceflow.sink.postgres.internal.fencing;
+
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.OptionalInt;
+import org.apache.flink.annotation.Internal;
+import org.postgresql.core.BaseStatement;
+import org.postgresql.core.QueryExecutor;
+
+/**
+ * Internal. The session-level advisory locks that say who may act on a sink prefix's subtask index:
+ * {@code pg_advisory_lock(key(prefix), index)}, held by a writer on its one connection for its whole
+ * life (see {@link WriterFence}), and the sessions that hold them.
+ */
+@Internal
+public final class AdvisoryLocks {
+    /** pg_advisory_lock(int, int) shows as objsubid 2 in pg_locks. */
+    private static final int TWO_KEY_ADVISORY_LOCK = 2;
+    private static final String HOLDERS_SQL = "SELECT a.pid, l.objid::bigint, a.application_name,"
+            + " coalesce(host(a.client_addr), 'a local socket'), a.state,"
+            + " extract(epoch FROM clock_timestamp() - a.state_change)"
+            + " FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+            + " WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = " + TWO_KEY_ADVISORY_LOCK
+            + " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            + " AND l.classid::bigint = ? AND (? OR l.objid::bigint = ?) AND l.pid <> pg_backend_pid()";
+
+    private final Connection connection;
+    private final String sinkPrefix;
+    private final int lockKey;
+
+    /** @param connection the writer's only connection, which holds its locks */
+    AdvisoryLocks(Connection connection, String sinkPrefix) {
+        this.connection = connection;
+        this.sinkPrefix = sinkPrefix;
+        this.lockKey = lockKey(sinkPrefix);
+    }
+
+    /** The advisory lock key of a prefix; String.hashCode is specified, so every JVM agrees. */
+    public static int lockKey(String sinkPrefix) {
+        return ("onceflow-writer:" + sinkPrefix).hashCode();
+    }
+
+    /** This prefix's lock key. */
+    int lockKey() {
+        return lockKey;
+    }
+
+    /** Blocks until the lock is free (the terminated holder gone), within lock_timeout. */
+    void lock(int index) throws SQLException {
+        try (PreparedStatement lock = connection.prepareStatement("SELECT pg_advisory_lock(?, ?)")) {
+            lock.setInt(1, lockKey);
+            lock.setInt(2, index);
+            lock.executeQuery().close();
+        }
+    }
+
+    void unlock(int index) throws SQLException {
+        try (PreparedStatement unlock = connection.prepareStatement("SELECT pg_advisory_unlock(?, ?)")) {
+            unlock.setInt(1, lockKey);
+            unlock.setInt(2, index);
+            unlock.executeQuery().close();
+        }
+    }
+
+    /** Releases every lock of the session, with a query that starts no transaction. */
+    void releaseAll() throws SQLException {
+        try (Statement statement = connection.createStatement()) {
+            statement.unwrap(BaseStatement.class).executeWithFlags("SELECT pg_advisory_unlock_all()",
+                    QueryExecutor.QUERY_SUPPRESS_BEGIN);
+        }
+    }
+
+    /** The other sessions holding this prefix's lock of {@code index}. */
+    List<LockHolder> holders(int index) throws SQLException {
+        return holders(connection, sinkPrefix, OptionalInt.of(index));
+    }
+
+    /**
+     * The sessions (other than this one) holding the prefix's lock of {@code index}, or of any
+     * index when empty.
+     */
+    static List<LockHolder> holders(Connection connection, String sinkPrefix, OptionalInt index) throws SQLException {
+        List<LockHolder> holders = new ArrayList<>();
+        try (PreparedStatement query = connection.prepareStatement(HOLDERS_SQL)) {
+            query.setLong(1, Integer.toUnsignedLong(lockKey(sinkPrefix))); // pg_locks shows keys as oids
+            query.setBoolean(2, index.isEmpty());
+            query.setLong(3, index.orElse(-1));
+            try (ResultSet rows = query.executeQuery()) {
+                while (rows.next()) {
+                    double idle = rows.getDouble(6);
+                    holders.add(new LockHolder(rows.getInt(1), (int) rows.getLong(2), rows.getString(3),
+                            rows.getString(4), rows.getString(5), rows.wasNull() ? null : idle));
+                }
+            }
+        }
+        return holders;
+    }
+}

@@ -1,0 +1,204 @@
+package io.onceflow.sink.postgres.internal.fencing;
+
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.ProtocolHooks;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.Collections;
+import java.util.List;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.function.IntPredicate;
+import org.apache.flink.metrics.Counter;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The claim protocol of one writer attempt (see {@link WriterFence}): for each subtask index it
+ * covers, judge its {@link ClaimToken} against the index's current claim under the row's lock,
+ * terminate an older holder, record the claim, then take the index's advisory lock and check that
+ * the claim is still its own.
+ */
+final class IndexClaims {
+    private static final Logger LOG = LoggerFactory.getLogger(IndexClaims.class);
+
+    private final PostgresSinkConfig config;
+    private final Connection connection;
+    private final ClaimToken token;
+    private final long epoch;
+    private final String jobId;
+    private final ClaimRows rows;
+    private final AdvisoryLocks locks;
+    private final FenceHooks hooks;
+    private final Counter olderAttemptsFenced;
+    private final Set<Integer> claimed = new TreeSet<>();
+
+    IndexClaims(PostgresSinkConfig config, Connection connection, ClaimToken token, long epoch, String jobId,
+            AdvisoryLocks locks, FenceHooks hooks, Counter olderAttemptsFenced) {
+        this.config = config;
+        this.connection = connection;
+        this.token = token;
+        this.epoch = epoch;
+        this.jobId = jobId;
+        this.rows = new ClaimRows(connection, config.schema().writers(), config.sinkPrefix());
+        this.locks = locks;
+        this.hooks = hooks;
+        this.olderAttemptsFenced = olderAttemptsFenced;
+    }
+
+    /** The indices this attempt holds. */
+    Set<Integer> claimed() {
+        return Collections.unmodifiableSet(claimed);
+    }
+
+    /** Claims every index that earlier writers of the prefix recorded and {@code covers} accepts. */
+    void claimRecorded(IntPredicate covers) throws SQLException {
+        for (int index : rows.recordedIndices()) {
+            if (covers.test(index)) {
+                claim(index);
+            }
+        }
+    }
+
+    /**
+     * Makes this attempt the holder of {@code index}: records its token, terminates an older
+     * holder, takes the advisory lock. Idempotent.
+     *
+     * @throws StaleWriterException if a newer attempt has claimed the index
+     * @throws IllegalStateException if a live session that cannot be ordered keeps the index
+     */
+    void claim(int index) throws SQLException {
+        if (claimed.contains(index)) {
+            return;
+        }
+        long deadline = System.nanoTime() + claimPatience().toNanos();
+        while (!recordClaimTerminatingOlderHolder(index)) {
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("PostgreSQL sink prefix '" + config.sinkPrefix() + "' subtask " + index
+                        + " is held by a live session (" + describeHolders(index) + ") that cannot be ordered against"
+                        + " this attempt (" + token + "). If no other job uses this prefix, that session is a"
+                        + " leftover: end it with SELECT pg_terminate_backend(<pid>).");
+            }
+            sleep(Duration.ofMillis(Math.min(1000, Math.max(10, config.writerLease().toMillis() / 4))));
+        }
+        locks.lock(index);
+        ClaimToken current = rows.read(index, false);
+        if (!token.equals(current)) { // a newer attempt claimed it while this one waited for the lock
+            locks.unlock(index);
+            throw new StaleWriterException(staleMessage(index, current));
+        }
+        claimed.add(index);
+    }
+
+    /**
+     * In one transaction, with the index's row locked: refuses if the recorded claim is newer,
+     * gives up (returns false) if it cannot be ordered and its holder is alive, and otherwise
+     * terminates the holder and records this claim.
+     */
+    private boolean recordClaimTerminatingOlderHolder(int index) throws SQLException {
+        rows.insertUnclaimed(index);
+        connection.setAutoCommit(false);
+        boolean recorded = false;
+        try {
+            boundClaimTransaction();
+            ClaimToken current = rows.read(index, true);
+            ClaimToken.Verdict verdict = token.against(current);
+            if (verdict == ClaimToken.Verdict.STALE) {
+                throw new StaleWriterException(staleMessage(index, current));
+            }
+            List<LockHolder> holders = locks.holders(index);
+            for (LockHolder holder : holders) {
+                requireOwnSession(holder);
+                if (verdict == ClaimToken.Verdict.UNDECIDED && !holder.leaseExpired(config.writerLease())) {
+                    return false;
+                }
+            }
+            hooks.reached(ProtocolHooks.Step.CLAIM_DECIDED);
+            for (LockHolder holder : holders) {
+                LOG.warn("PostgreSQL sink prefix '{}' subtask {}: terminating the session of an older attempt ({}, claim"
+                        + " {}) so that it can neither roll back nor prepare any more; this attempt: {}",
+                        config.sinkPrefix(), index, holder, current, token);
+                terminate(holder.pid());
+                olderAttemptsFenced.inc();
+            }
+            rows.record(index, token, epoch, jobId);
+            recorded = true;
+            return true;
+        } finally {
+            if (recorded) {
+                connection.commit();
+            } else {
+                connection.rollback();
+            }
+            connection.setAutoCommit(true);
+        }
+    }
+
+    /**
+     * A claimant that is paused while it holds the index's row lock must not block its successors
+     * for the length of the pause (the sessions' idle timeout is otherwise off, as a prepared
+     * transaction may wait minutes for its checkpoint): the server ends such a session after one
+     * lease, and a successor waits for the row lock a little longer than that.
+     */
+    private void boundClaimTransaction() throws SQLException {
+        long leaseMillis = config.writerLease().toMillis();
+        try (Statement statement = connection.createStatement()) {
+            statement.execute("SET LOCAL idle_in_transaction_session_timeout = " + leaseMillis);
+            statement.execute("SET LOCAL lock_timeout = " + (2 * leaseMillis + config.lockTimeout().toMillis()));
+        }
+    }
+
+    private String staleMessage(int index, ClaimToken current) {
+        return "PostgreSQL sink prefix '" + config.sinkPrefix() + "' subtask " + index + " is claimed by a newer attempt ("
+                + current + ") than this one (" + token + "): this attempt is a zombie (it was paused or cut off"
+                + " while Flink restarted the job) and stops without touching the database. Nothing to do, unless"
+                + " this repeats on a job that is not restarting: see 'Zombie attempts' in docs/operations.md.";
+    }
+
+    private void requireOwnSession(LockHolder holder) {
+        if (!holder.isWriterOf(config.sinkPrefix())) {
+            throw new IllegalStateException("the advisory lock (" + locks.lockKey() + ", " + holder.index() + ") that"
+                    + " fences PostgreSQL sink prefix '" + config.sinkPrefix() + "' is held by another application ("
+                    + holder + "): two sink prefixes' lock keys collide, or another program uses the same advisory"
+                    + " lock. Give this job another postgres.sink.prefix.");
+        }
+    }
+
+    private void terminate(int pid) throws SQLException {
+        try (PreparedStatement terminate = connection.prepareStatement("SELECT pg_terminate_backend(?)")) {
+            terminate.setInt(1, pid);
+            terminate.executeQuery().close();
+        } catch (SQLException e) {
+            if ("42501".equals(e.getSQLState())) {
+                throw new IllegalStateException("PostgreSQL sink prefix '" + config.sinkPrefix() + "': cannot end the"
+                        + " session (pid " + pid + ") of an older attempt, which another database role opened: run all"
+                        + " writers of a prefix as one role, or grant this role pg_signal_backend", e);
+            }
+            throw e;
+        }
+    }
+
+    private Duration claimPatience() {
+        return config.writerLease().multipliedBy(2);
+    }
+
+    private String describeHolders(int index) {
+        try {
+            return locks.holders(index).toString();
+        } catch (SQLException e) {
+            return "holder unknown: " + e.getMessage();
+        }
+    }
+
+    private static void sleep(Duration duration) {
+        try {
+            Thread.sleep(duration.toMillis());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while waiting for a PostgreSQL sink index", e);
+        }
+    }
+}

@@ -1,0 +1,139 @@
+package io.onceflow.sink.postgres.internal.fencing;
+
+import io.onceflow.sink.postgres.PendingTransactionsException;
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.commit.PreparedTransactionRecovery;
+import io.onceflow.sink.postgres.internal.commit.TransactionId;
+import io.onceflow.sink.postgres.internal.schema.ServerChecks;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.OptionalInt;
+import java.util.stream.Collectors;
+
+/**
+ * The checks a start of a run makes on its connection before it registers ({@link SinkRuns}), each
+ * a step that refuses the start with a message naming what to fix.
+ */
+final class RunStartChecks {
+    private final Connection connection;
+    private final PostgresSinkConfig config;
+
+    RunStartChecks(Connection connection, PostgresSinkConfig config) {
+        this.connection = connection;
+        this.config = config;
+    }
+
+    /**
+     * The checks of a start that do not depend on who else uses the prefix, so that hold for a
+     * second execution of one job's {@code main} too: the server encoding, no per-transaction pool,
+     * enough prepared transactions, the tables (created or brought up to date), no unique index
+     * that would deadlock subtasks.
+     */
+    void checkDatabase(int parallelism) throws SQLException {
+        ServerChecks.checkServerEncoding(connection);
+        requireOneSessionPerConnection();
+        ServerChecks.checkMaxPreparedTransactions(connection, parallelism, config.tolerableCheckpointFailures());
+        config.schema().prepare(connection);
+        refuseUniqueIndexesAcrossSubtasks(parallelism);
+    }
+
+    /**
+     * A transaction-pooling proxy (PgBouncer's {@code pool_mode = transaction}) hands each
+     * transaction to any server session: it cannot carry prepared transactions' owners, session
+     * locks or session settings. Two autocommit statements on different backends give it away (a
+     * proxy that happens to reuse the backend is caught at the first PREPARE instead).
+     */
+    private void requireOneSessionPerConnection() throws SQLException {
+        int first = backendPid();
+        int second = backendPid();
+        if (first != second) {
+            throw new IllegalStateException(SinkRuns.transactionPoolingMessage());
+        }
+    }
+
+    private int backendPid() throws SQLException {
+        try (PreparedStatement query = connection.prepareStatement("SELECT pg_backend_pid()");
+                ResultSet result = query.executeQuery()) {
+            result.next();
+            return result.getInt(1);
+        }
+    }
+
+    /**
+     * A unique index or exclusion constraint of the user's on the events table besides the primary
+     * key would stop an exactly-once job for good: two ids that share its key, written by two
+     * subtasks within one checkpoint, wait for each other's transaction, which commits only after
+     * the checkpoint completes, which waits for the blocked subtask. Each replay repeats it. With one
+     * writer subtask the second row is refused like any other (the rejects table) instead.
+     */
+    private void refuseUniqueIndexesAcrossSubtasks(int parallelism) throws SQLException {
+        if (parallelism <= 1) {
+            return;
+        }
+        List<String> indexes = new ArrayList<>();
+        try (PreparedStatement query = connection.prepareStatement("SELECT i.indexrelid::regclass::text FROM pg_index i"
+                + " WHERE i.indrelid = to_regclass(?) AND (i.indisunique OR i.indisexclusion) AND NOT i.indisprimary")) {
+            query.setString(1, config.table());
+            try (ResultSet rows = query.executeQuery()) {
+                while (rows.next()) {
+                    indexes.add(rows.getString(1));
+                }
+            }
+        }
+        if (!indexes.isEmpty()) {
+            throw new IllegalStateException("the table " + config.table() + " has unique index(es) or exclusion"
+                    + " constraint(s) besides its primary key: " + indexes + ". With parallelism " + parallelism
+                    + " two message ids that share such a key, written by two subtasks between two checkpoints, wait"
+                    + " for each other's transaction until the job fails, on every replay. Drop them and enforce the"
+                    + " rule downstream (e.g. in an effect function's own table), or run the sink with parallelism 1.");
+        }
+    }
+
+    /**
+     * Two live jobs with one prefix would roll back each other's transactions. Sessions whose lease
+     * expired (paused or dead writers of an earlier run) do not count: the new run's writers end them.
+     */
+    void refuseWhileLiveWritersHoldThePrefix() throws SQLException {
+        List<LockHolder> live = new ArrayList<>();
+        for (LockHolder holder : AdvisoryLocks.holders(connection, config.sinkPrefix(), OptionalInt.empty())) {
+            if (!holder.isWriterOf(config.sinkPrefix())) {
+                throw new IllegalStateException("the advisory lock key of PostgreSQL sink prefix '" + config.sinkPrefix()
+                        + "' is held by another application (" + holder + "): another prefix's key collides with this"
+                        + " one's, or another program uses the same advisory locks. Give this job another"
+                        + " postgres.sink.prefix.");
+            }
+            if (!holder.leaseExpired(config.writerLease())) {
+                live.add(holder);
+            }
+        }
+        if (!live.isEmpty()) {
+            throw new IllegalStateException("PostgreSQL sink prefix '" + config.sinkPrefix() + "' is in use by a running"
+                    + " job (" + SinkRuns.describeOwner(connection, config) + "): " + live.size() + " writer session(s)"
+                    + " are connected and active: " + live + ". Two jobs with one prefix roll back each other's"
+                    + " transactions. Stop that job first (with a savepoint, to resume from it), or give this job its"
+                    + " own postgres.sink.prefix.");
+        }
+    }
+
+    /** A fresh start would roll back the prefix's prepared transactions: refuses if there are any. */
+    void refuseWhilePrepared() throws SQLException {
+        List<TransactionId> prepared = PreparedTransactionRecovery.prepared(connection, config.sinkPrefix());
+        if (prepared.isEmpty()) {
+            return;
+        }
+        String previousJobId = SinkRuns.newestJobId(connection, config);
+        throw new PendingTransactionsException("PostgreSQL sink prefix '" + config.sinkPrefix() + "' has "
+                + prepared.size() + " prepared transaction(s) from an earlier run ("
+                + SinkRuns.describeOwner(connection, config) + "): "
+                + prepared.stream().limit(5).map(TransactionId::encode).collect(Collectors.joining(", "))
+                + (prepared.size() > 5 ? ", ..." : "") + ". A fresh start rolls them back, and the output of the"
+                + " checkpoints that completed but were not committed yet is lost (their input offsets may already"
+                + " be committed to the consumer group). Resume from the earlier run's latest retained checkpoint"
+                + " (flink run -s <checkpoint>), or start fresh with fresh.start.pending=discard to discard them"
+                + " knowingly.", prepared.size(), previousJobId);
+    }
+}
