@@ -15,6 +15,8 @@ import org.apache.flink.annotation.Internal;
  */
 @Internal
 public final class EventsTable {
+    /** The effect's result; a table from before effects lacks it, and {@link #addResultColumnStatement} adds it. */
+    public static final String RESULT_COLUMN = "result";
     /**
      * The columns of a batch, bound as one array each (parameters 1 to 6: ids, payloads, topics,
      * partitions, offsets, deliveries). One {@code INSERT ... SELECT FROM unnest(<one array per

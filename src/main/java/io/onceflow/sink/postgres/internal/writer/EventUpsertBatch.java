@@ -15,9 +15,8 @@ import org.apache.flink.annotation.Internal;
 /**
  * Internal. Collects events and writes them to the event table as one idempotent upsert per batch:
  * a single {@code INSERT ... SELECT FROM unnest(<one array per column>) ON CONFLICT (id) DO UPDATE}
- * (one statement and one round trip whatever the batch size; measured faster than pgjdbc's
- * rewritten multi-row batches, see the report of {@code EventUpsertBenchmark}). An id already in
- * the table gets its {@code deliveries} raised instead of a second row.
+ * ({@link EventsTable} holds the statements and says why unnest). An id already in the table gets
+ * its {@code deliveries} raised instead of a second row.
  *
  * <p>Its parts: the rows being filled ({@link RowBuffer}, which merges an id repeated in one
  * batch), the statement of the sink's mode ({@link UpsertStatement}: a plain upsert, an upsert
