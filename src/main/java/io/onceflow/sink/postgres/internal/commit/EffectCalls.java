@@ -108,8 +108,7 @@ public final class EffectCalls {
     }
 
     /** The effect raised a data error on the only row of {@code rows}: its result says so. */
-    private void recordFailure(Connection connection, Rows rows, SQLException failure)
-            throws SQLException {
+    private void recordFailure(Connection connection, Rows rows, SQLException failure) throws SQLException {
         final int only = 0;
         String error = RowIsolation.describe(failure);
         try (PreparedStatement update = connection.prepareStatement(markFailedSql)) {
