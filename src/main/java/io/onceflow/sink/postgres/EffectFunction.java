@@ -2,7 +2,7 @@ package io.onceflow.sink.postgres;
 
 import io.onceflow.sink.postgres.internal.commit.PendingEffects;
 import io.onceflow.sink.postgres.internal.schema.SqlIdentifiers;
-import io.onceflow.sink.postgres.internal.writer.EventUpsertBatch;
+import io.onceflow.sink.postgres.internal.writer.RowIsolation;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -37,7 +37,7 @@ import java.util.Optional;
  *       {@code effectsApplied}.
  *   <li>{@code {"status":"failed","sqlstate":"...","error":"..."}} is written by the sink, not the
  *       function, when the function raised an error about its input (SQLSTATE classes 22, 23, 54,
- *       P0 e.g. {@code RAISE EXCEPTION}, 2F, 38, 39, see {@link EventUpsertBatch#isRowDataError}):
+ *       P0 e.g. {@code RAISE EXCEPTION}, 2F, 38, 39, see {@link RowIsolation#isRowDataError}):
  *       the function's changes for that id are rolled back, the message is consumed and never
  *       retried, and the job goes on. Counted by {@code effectsFailed}. Do not return this status.
  * </ul>

@@ -3,6 +3,8 @@ package io.onceflow.tools.audit;
 import io.onceflow.config.PostgresSettings;
 import io.onceflow.sink.postgres.EffectFunction;
 import io.onceflow.sink.postgres.internal.commit.TransactionId;
+import io.onceflow.sink.postgres.internal.schema.EventsTable;
+import io.onceflow.sink.postgres.internal.schema.RejectsTable;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.PreparedStatement;
@@ -29,9 +31,14 @@ final class PostgresTableAudit {
     private static final int FETCH_SIZE = 10_000;
 
     private final PostgresSettings settings;
+    /** The statements of the two tables; their names were validated as identifiers by the configuration. */
+    private final EventsTable events;
+    private final RejectsTable rejectsTable;
 
     PostgresTableAudit(PostgresSettings settings) {
         this.settings = settings;
+        this.events = new EventsTable(settings.table());
+        this.rejectsTable = new RejectsTable(settings.rejectsTable());
     }
 
     /**
@@ -57,14 +64,10 @@ final class PostgresTableAudit {
             Set<String> seen = new HashSet<>(expectedIds.size() * 2);
             boolean effectConfigured = settings.effectFunction().isPresent();
             // a table from before effects has no result column: as if no row had a result
-            String result = hasResultColumn(connection) ? "result" : "NULL::jsonb";
-            // rows written before the effect was configured have no transaction whose commit calls it
-            String awaitsEffect = hasResultColumn(connection) ? "effect_transaction IS NOT NULL" : "false";
+            String scanEvents = events.auditStatement(hasResultColumn(connection));
             try (Statement statement = connection.createStatement()) {
                 statement.setFetchSize(FETCH_SIZE);
-                // the table name was validated as an identifier by the configuration
-                try (ResultSet rows = statement.executeQuery("SELECT id, deliveries, " + result + " IS NULL, "
-                        + result + "->>'status', " + awaitsEffect + " FROM " + settings.table())) {
+                try (ResultSet rows = statement.executeQuery(scanEvents)) {
                     while (rows.next()) {
                         String id = rows.getString(1);
                         int deliveries = rows.getInt(2);
@@ -81,9 +84,7 @@ final class PostgresTableAudit {
                         seen.add(id);
                     }
                 }
-                // the rejects table was validated as an identifier too
-                try (ResultSet rejects = statement.executeQuery(
-                        "SELECT id, sql_state, deliveries FROM " + settings.rejectsTable())) {
+                try (ResultSet rejects = statement.executeQuery(rejectsTable.auditStatement())) {
                     while (rejects.next()) {
                         String id = rejects.getString(1);
                         int deliveries = rejects.getInt(3);
@@ -140,9 +141,8 @@ final class PostgresTableAudit {
     }
 
     private boolean hasResultColumn(Connection connection) throws SQLException {
-        try (PreparedStatement query = connection.prepareStatement("SELECT EXISTS (SELECT FROM pg_attribute"
-                + " WHERE attrelid = to_regclass(?) AND attname = 'result' AND NOT attisdropped)")) {
-            query.setString(1, settings.table());
+        try (PreparedStatement query = connection.prepareStatement(events.hasResultColumnStatement())) {
+            query.setString(1, events.name());
             try (ResultSet exists = query.executeQuery()) {
                 exists.next();
                 return exists.getBoolean(1);

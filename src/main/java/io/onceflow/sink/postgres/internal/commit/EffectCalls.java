@@ -2,8 +2,10 @@ package io.onceflow.sink.postgres.internal.commit;
 
 import io.onceflow.sink.postgres.EffectFunction;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
+import io.onceflow.sink.postgres.internal.schema.EventsTable;
 import io.onceflow.sink.postgres.internal.schema.SqlIdentifiers;
-import io.onceflow.sink.postgres.internal.writer.EventUpsertBatch;
+import io.onceflow.sink.postgres.internal.writer.RowIsolation;
+import io.onceflow.sink.postgres.internal.writer.Rows;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -16,7 +18,7 @@ import org.slf4j.LoggerFactory;
 /**
  * Internal. Calls the {@link EffectFunction} for rows of the events table and stores each result in
  * the row: one statement for all of them, under a savepoint, split in halves on an error about the
- * data until the failing rows stand alone (see {@link EventUpsertBatch#writeIsolatingRefusedRows});
+ * data until the failing rows stand alone (the same loop as for refused rows, {@link RowIsolation});
  * each of those gets the result {@code {"status":"failed","sqlstate":...,"error":...}}.
  *
  * <p>The caller must make sure that the rows are its own for the statement: inserted by its own
@@ -34,23 +36,16 @@ public final class EffectCalls {
     private final String markFailedSql;
     private final PostgresSinkMetrics metrics;
 
-    public EffectCalls(String table, String effectFunction, PostgresSinkMetrics metrics) {
-        SqlIdentifiers.requireTableName("table", table);
-        this.table = table;
+    public EffectCalls(EventsTable events, String effectFunction, PostgresSinkMetrics metrics) {
+        this.table = events.name();
         SqlIdentifiers.requireFunctionName("effect function", effectFunction);
         // One transaction of effects at a time per events table: concurrent batches (the committers
         // of all subtasks get the same checkpoint's notification at once) change shared rows in
         // unrelated orders and would deadlock at nearly every checkpoint. The wait is bounded by
         // lock_timeout, and the lock goes with the transaction.
         this.serializeSql = "SELECT pg_advisory_xact_lock(hashtext('onceflow effects of ' || ?))";
-        // SQL NULL is kept for "not called"; counted in one row, as the call is one statement
-        this.callSql = "WITH applied AS (UPDATE " + table + " AS e"
-                + " SET result = coalesce(" + effectFunction + "(e.id, e.payload), 'null'::jsonb)"
-                + " FROM unnest(?::text[]) AS n(id) WHERE e.id = n.id RETURNING e.result)"
-                + " SELECT count(*), count(*) FILTER (WHERE result->>'status' = '" + EffectFunction.REJECTED + "')"
-                + " FROM applied";
-        this.markFailedSql = "UPDATE " + table + " SET result = jsonb_build_object('status', '"
-                + EffectFunction.FAILED + "', 'sqlstate', ?::text, 'error', ?::text) WHERE id = ?";
+        this.callSql = events.callEffectStatement(effectFunction);
+        this.markFailedSql = events.markEffectFailedStatement();
         this.metrics = metrics;
     }
 
@@ -69,12 +64,12 @@ public final class EffectCalls {
      * Calls the effect for the rows of {@code rows}' ids, in {@code connection}'s open transaction,
      * after {@link #serialize}.
      */
-    public void call(Connection connection, EventUpsertBatch.Rows rows) throws SQLException {
-        EventUpsertBatch.isolatingFailingRows(connection, rows, this::callOnce, EffectCalls::isAboutTheRows,
+    public void call(Connection connection, Rows rows) throws SQLException {
+        RowIsolation.isolatingFailingRows(connection, rows, this::callOnce, EffectCalls::isAboutTheRows,
                 this::recordFailure);
     }
 
-    private void callOnce(Connection connection, EventUpsertBatch.Rows rows) throws SQLException {
+    private void callOnce(Connection connection, Rows rows) throws SQLException {
         try (PreparedStatement apply = connection.prepareStatement(callSql)) {
             apply.setArray(1, connection.unwrap(PgConnection.class).createArrayOf("text", rows.ids));
             try (ResultSet counts = apply.executeQuery()) {
@@ -98,7 +93,7 @@ public final class EffectCalls {
     /**
      * Whether an error of the function's is about the messages it was called for, so that the batch
      * is split until the failing ones stand alone and are marked failed: the data errors of
-     * {@link EventUpsertBatch#isRowDataError}, and 21 (a subquery that returns more rows for this
+     * {@link RowIsolation#isRowDataError}, and 21 (a subquery that returns more rows for this
      * payload), 27 (the function changed a row the statement changes), 0A (a feature this input
      * needs), 57014 (this message's call outlasts {@code statement_timeout}). Not: connection,
      * serialization, deadlock and lock errors (tried again), nor 42 (a missing table, column or
@@ -106,17 +101,16 @@ public final class EffectCalls {
      */
     public static boolean isAboutTheRows(SQLException e) {
         String state = e.getSQLState();
-        if (EventUpsertBatch.isRowDataError(e) || "57014".equals(state)) {
+        if (RowIsolation.isRowDataError(e) || "57014".equals(state)) {
             return true;
         }
         return state != null && (state.startsWith("21") || state.startsWith("27") || state.startsWith("0A"));
     }
 
     /** The effect raised a data error on the only row of {@code rows}: its result says so. */
-    private void recordFailure(Connection connection, EventUpsertBatch.Rows rows, SQLException failure)
-            throws SQLException {
+    private void recordFailure(Connection connection, Rows rows, SQLException failure) throws SQLException {
         final int only = 0;
-        String error = EventUpsertBatch.describe(failure);
+        String error = RowIsolation.describe(failure);
         try (PreparedStatement update = connection.prepareStatement(markFailedSql)) {
             update.setString(1, failure.getSQLState());
             update.setString(2, error);

@@ -3,8 +3,8 @@ package io.onceflow.sink.postgres.internal.commit;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
-import io.onceflow.sink.postgres.internal.schema.SqlIdentifiers;
-import io.onceflow.sink.postgres.internal.writer.EventUpsertBatch;
+import io.onceflow.sink.postgres.internal.schema.EventsTable;
+import io.onceflow.sink.postgres.internal.writer.Rows;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -56,13 +56,11 @@ public final class PendingEffects {
     private final EffectCalls calls;
 
     public PendingEffects(String table, String effectFunction, int chunk, PostgresSinkMetrics metrics) {
-        SqlIdentifiers.requireTableName("table", table);
-        this.lockPendingSql = "SELECT id FROM " + table + " WHERE effect_transaction = ? AND result IS NULL"
-                + " ORDER BY id LIMIT ? FOR UPDATE";
-        this.pendingTransactionsSql = "SELECT DISTINCT effect_transaction FROM " + table
-                + " WHERE result IS NULL AND starts_with(effect_transaction, ?)";
+        EventsTable events = new EventsTable(table);
+        this.lockPendingSql = events.lockPendingEffectsStatement();
+        this.pendingTransactionsSql = events.pendingEffectTransactionsStatement();
         this.chunk = chunk;
-        this.calls = new EffectCalls(table, effectFunction, metrics);
+        this.calls = new EffectCalls(events, effectFunction, metrics);
     }
 
     /** The effects of the sink configured by {@code config}, or null when it has none. */
@@ -85,7 +83,7 @@ public final class PendingEffects {
                 calls.serialize(connection);
                 ids.addAll(lockPending(connection, transaction.encode()));
                 if (!ids.isEmpty()) {
-                    calls.call(connection, EventUpsertBatch.Rows.ofIds(ids));
+                    calls.call(connection, Rows.ofIds(ids));
                 }
             });
             if (ids.isEmpty()) {

@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal.schema;
 
+import io.onceflow.sink.postgres.EffectFunction;
 import io.onceflow.sink.postgres.internal.commit.PendingEffects;
 import org.apache.flink.annotation.Internal;
 
@@ -8,15 +9,56 @@ import org.apache.flink.annotation.Internal;
  * or a replay from an old savepoint) never makes a second row; it raises {@code deliveries}. With
  * an effect function it is the inbox, and {@code result} holds the effect's result.
  *
- * <p>The only place this table's columns are spelled out.
+ * <p>The only place this table's columns are spelled out: its DDL and every statement the sink and
+ * the audit run on it. The statements are built once, here; their callers bind the parameters, in
+ * the order each method names.
  */
 @Internal
 public final class EventsTable {
+    /** The effect's result; a table from before effects lacks it, and {@link #addResultColumnStatement} adds it. */
+    public static final String RESULT_COLUMN = "result";
+    /**
+     * The columns of a batch, bound as one array each (parameters 1 to 6: ids, payloads, topics,
+     * partitions, offsets, deliveries). One {@code INSERT ... SELECT FROM unnest(<one array per
+     * column>)} per batch: one statement and one round trip whatever the batch size; measured faster
+     * than pgjdbc's rewritten multi-row batches (see the report of {@code EventUpsertBenchmark}).
+     */
+    private static final String BATCH_ROWS = " (id, payload, source_topic, source_partition, source_offset, deliveries)"
+            + " SELECT * FROM unnest(?::text[], ?::text[]::jsonb[], ?::text[], ?::int[], ?::bigint[], ?::int[])";
+    /** As {@link #BATCH_ROWS}, each tagged with the gid of the transaction (parameter 1, the arrays 2 to 7). */
+    private static final String BATCH_ROWS_OF_A_TRANSACTION = " (id, payload, source_topic, source_partition,"
+            + " source_offset, deliveries, effect_transaction) SELECT *, ?::text FROM unnest(?::text[],"
+            + " ?::text[]::jsonb[], ?::text[], ?::int[], ?::bigint[], ?::int[])";
+
     private final String name;
+    private final String upsertSql;
+    private final String upsertTaggedSql;
+    private final String insertNewSql;
+    private final String addDeliveriesSql;
+    private final String markEffectFailedSql;
+    private final String lockPendingEffectsSql;
+    private final String pendingEffectTransactionsSql;
+    private final String hasResultColumnSql;
 
     /** @param name {@code table} or {@code schema.table}, validated by {@code PostgresTableOptions} */
     public EventsTable(String name) {
         this.name = name;
+        this.upsertSql = "INSERT INTO " + name + " AS existing" + BATCH_ROWS
+                + " ON CONFLICT (id) DO UPDATE SET deliveries = existing.deliveries + EXCLUDED.deliveries";
+        // a conflict leaves effect_transaction as the first insert set it: the effect stays once
+        this.upsertTaggedSql = "INSERT INTO " + name + " AS existing" + BATCH_ROWS_OF_A_TRANSACTION
+                + " ON CONFLICT (id) DO UPDATE SET deliveries = existing.deliveries + EXCLUDED.deliveries";
+        this.insertNewSql = "INSERT INTO " + name + BATCH_ROWS + " ON CONFLICT (id) DO NOTHING RETURNING id";
+        this.addDeliveriesSql = "UPDATE " + name + " AS existing SET deliveries = existing.deliveries + u.deliveries"
+                + " FROM unnest(?::text[], ?::int[]) AS u(id, deliveries) WHERE existing.id = u.id";
+        this.markEffectFailedSql = "UPDATE " + name + " SET result = jsonb_build_object('status', '"
+                + EffectFunction.FAILED + "', 'sqlstate', ?::text, 'error', ?::text) WHERE id = ?";
+        this.lockPendingEffectsSql = "SELECT id FROM " + name + " WHERE effect_transaction = ? AND result IS NULL"
+                + " ORDER BY id LIMIT ? FOR UPDATE";
+        this.pendingEffectTransactionsSql = "SELECT DISTINCT effect_transaction FROM " + name
+                + " WHERE result IS NULL AND starts_with(effect_transaction, ?)";
+        this.hasResultColumnSql = "SELECT EXISTS (SELECT FROM pg_attribute"
+                + " WHERE attrelid = to_regclass(?) AND attname = 'result' AND NOT attisdropped)";
     }
 
     /** The table's name, as configured. */
@@ -53,5 +95,86 @@ public final class EventsTable {
     public String addResultColumnStatement() {
         return "ALTER TABLE " + name + " ADD COLUMN IF NOT EXISTS result jsonb,"
                 + " ADD COLUMN IF NOT EXISTS effect_transaction text";
+    }
+
+    /**
+     * Writes a batch: a new id gets its row, an id already in the table gets its {@code deliveries}
+     * raised instead of a second row.
+     *
+     * @param tagged whether new rows are tagged with the gid of their transaction, for their effects
+     *     at its commit: then parameter 1 is the gid and the batch's arrays follow ({@link
+     *     #BATCH_ROWS_OF_A_TRANSACTION}); otherwise the arrays are parameters 1 to 6 ({@link #BATCH_ROWS})
+     */
+    public String upsertStatement(boolean tagged) {
+        return tagged ? upsertTaggedSql : upsertSql;
+    }
+
+    /**
+     * Inserts the rows of a batch whose ids are not in the table yet (arrays as {@link #BATCH_ROWS})
+     * and returns those ids: RETURNING returns the inserted rows only.
+     */
+    public String insertNewStatement() {
+        return insertNewSql;
+    }
+
+    /** Raises the {@code deliveries} of existing rows: parameters 1, the ids, and 2, their deliveries. */
+    public String addDeliveriesStatement() {
+        return addDeliveriesSql;
+    }
+
+    /**
+     * Calls {@code function} for the rows of the ids in parameter 1 and stores each result; returns
+     * one row: how many rows took a result and how many of those were rejected.
+     *
+     * @param function a validated function name
+     */
+    public String callEffectStatement(String function) {
+        // SQL NULL is kept for "not called"; counted in one row, as the call is one statement
+        return "WITH applied AS (UPDATE " + name + " AS e"
+                + " SET result = coalesce(" + function + "(e.id, e.payload), 'null'::jsonb)"
+                + " FROM unnest(?::text[]) AS n(id) WHERE e.id = n.id RETURNING e.result)"
+                + " SELECT count(*), count(*) FILTER (WHERE result->>'status' = '" + EffectFunction.REJECTED + "')"
+                + " FROM applied";
+    }
+
+    /** Records that the effect failed on a row: parameters 1, the SQLSTATE, 2, the error, and 3, the id. */
+    public String markEffectFailedStatement() {
+        return markEffectFailedSql;
+    }
+
+    /**
+     * Locks the rows of a committed transaction whose effect is still to be called, in id order:
+     * parameters 1, the gid, and 2, how many rows at most.
+     */
+    public String lockPendingEffectsStatement() {
+        return lockPendingEffectsSql;
+    }
+
+    /** The gids that still have rows whose effect is to be called: parameter 1, the gids' prefix. */
+    public String pendingEffectTransactionsStatement() {
+        return pendingEffectTransactionsSql;
+    }
+
+    /**
+     * Whether the table has the {@code result} column (a table from before effects has not):
+     * parameter 1, the table's name.
+     */
+    public String hasResultColumnStatement() {
+        return hasResultColumnSql;
+    }
+
+    /**
+     * The audit's scan: per row its id, deliveries, whether it has no result, the result's status,
+     * and whether its effect is awaited (the row's transaction calls it).
+     *
+     * @param hasResultColumn false for a table from before effects: as if no row had a result, and
+     *     none awaits its effect
+     */
+    public String auditStatement(boolean hasResultColumn) {
+        String result = hasResultColumn ? "result" : "NULL::jsonb";
+        // rows written before the effect was configured have no transaction whose commit calls it
+        String awaitsEffect = hasResultColumn ? "effect_transaction IS NOT NULL" : "false";
+        return "SELECT id, deliveries, " + result + " IS NULL, " + result + "->>'status', " + awaitsEffect + " FROM "
+                + name;
     }
 }

@@ -126,10 +126,10 @@ public final class PostgresSchema {
         if (effectFunction == null) {
             return;
         }
-        if (columnType(connection, events.name(), "result") == null) {
+        if (columnType(connection, events.name(), EventsTable.RESULT_COLUMN) == null) {
             addResultColumn(connection);
         }
-        String type = columnType(connection, events.name(), "result");
+        String type = columnType(connection, events.name(), EventsTable.RESULT_COLUMN);
         if (!"jsonb".equals(type)) {
             throw new IllegalStateException("the column result of " + events.name() + " has the type " + type + ", but the"
                     + " effect function (postgres.effect.function) stores its jsonb results there: rename that"
@@ -144,7 +144,7 @@ public final class PostgresSchema {
                 try (Statement statement = connection.createStatement()) {
                     lockSchema(statement);
                     // ALTER TABLE locks the table exclusively even when the column exists: check again
-                    if (columnType(connection, events.name(), "result") == null) {
+                    if (columnType(connection, events.name(), EventsTable.RESULT_COLUMN) == null) {
                         statement.execute(events.addResultColumnStatement());
                         statement.execute(events.createPendingEffectsIndexStatement());
                     }

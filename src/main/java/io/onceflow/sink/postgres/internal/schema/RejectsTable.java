@@ -10,15 +10,23 @@ import org.apache.flink.annotation.Internal;
  * refused the row, perhaps its payload as jsonb. Keyed by a hash of the id: the id itself may be
  * what the event table's index refused.
  *
- * <p>The only place this table's columns are spelled out.
+ * <p>The only place this table's columns are spelled out: its DDL and every statement the sink and
+ * the audit run on it, built once; their callers bind the parameters.
  */
 @Internal
 public final class RejectsTable {
     private final String name;
+    private final String rejectSql;
+    private final String auditSql;
 
     /** @param name {@code table} or {@code schema.table}, validated by {@code PostgresTableOptions} */
     public RejectsTable(String name) {
         this.name = name;
+        this.rejectSql = "INSERT INTO " + name + " AS existing"
+                + " (id, payload, source_topic, source_partition, source_offset, deliveries, sql_state, error)"
+                + " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                + " ON CONFLICT (id_hash) DO UPDATE SET deliveries = existing.deliveries + EXCLUDED.deliveries";
+        this.auditSql = "SELECT id, sql_state, deliveries FROM " + name;
     }
 
     /** The table's name, as configured. */
@@ -40,5 +48,18 @@ public final class RejectsTable {
                 + "    first_rejected_at timestamptz NOT NULL DEFAULT now(),\n"
                 + "    deliveries int NOT NULL DEFAULT 1\n"
                 + ")";
+    }
+
+    /**
+     * Records a refused row; a row refused again raises its {@code deliveries}. Parameters in column
+     * order: id, payload, source topic, partition, offset, deliveries, SQLSTATE, error.
+     */
+    public String rejectStatement() {
+        return rejectSql;
+    }
+
+    /** The audit's scan: per row its id, SQLSTATE and deliveries. */
+    public String auditStatement() {
+        return auditSql;
     }
 }
