@@ -6,6 +6,7 @@ import io.onceflow.config.PendingWorkOnFreshStart;
 import io.onceflow.preflight.Preflight;
 import io.onceflow.sink.kafka.PendingKafkaTransactions;
 import io.onceflow.sink.postgres.PendingTransactionsException;
+import io.onceflow.sink.postgres.PostgresRunRegistry;
 import io.onceflow.sink.postgres.PostgresSink;
 import io.onceflow.sink.postgres.RegisteredRun;
 import io.onceflow.sink.postgres.StartMode;
@@ -37,7 +38,7 @@ import org.slf4j.LoggerFactory;
  * to start: decide how the job starts (restoring, fresh, fresh discarding pending output, or a
  * second execution of the same job after a JobManager failover), refuse a fresh start that would
  * discard an earlier run's pending output, and ask each sink to start (for the PostgreSQL sink:
- * register its run, see {@link PostgresSink#startRun}).
+ * register its run, see {@link PostgresRunRegistry#startRun}).
  *
  * <p>Why the fresh-start check: source offsets reach the consumer group when a checkpoint
  * completes, independently of the sinks' commits. After a crash, the transactions of the last

@@ -2,7 +2,7 @@ package io.onceflow.sink.postgres;
 
 /**
  * How a job starts, as far as the exactly-once PostgreSQL sink is concerned (see
- * {@link PostgresSink#startRun}).
+ * {@link PostgresRunRegistry#startRun}).
  */
 public enum StartMode {
     /**

@@ -25,19 +25,19 @@ class PostgresSinkBuilderTest {
     void defaults() {
         PostgresSinkConfig config = valid().build().config();
 
-        assertThat(config.table()).isEqualTo("onceflow_events");
-        assertThat(config.commitLogTable()).isEqualTo("onceflow_commit_log");
-        assertThat(config.batchSize()).isEqualTo(1000);
-        assertThat(config.lockTimeout()).isEqualTo(Duration.ofSeconds(30));
-        assertThat(config.statementTimeout()).isEqualTo(Duration.ofSeconds(120));
+        assertThat(config.tables().events()).isEqualTo("onceflow_events");
+        assertThat(config.tables().commitLog()).isEqualTo("onceflow_commit_log");
+        assertThat(config.writer().batchSize()).isEqualTo(1000);
+        assertThat(config.writer().lockTimeout()).isEqualTo(Duration.ofSeconds(30));
+        assertThat(config.writer().statementTimeout()).isEqualTo(Duration.ofSeconds(120));
     }
 
     @Test
     void acceptsSchemaQualifiedNames() {
         PostgresSinkConfig config = valid().setTable("sink.events").setCommitLogTable("_Sink2.log_1").build().config();
 
-        assertThat(config.table()).isEqualTo("sink.events");
-        assertThat(config.commitLogTable()).isEqualTo("_Sink2.log_1");
+        assertThat(config.tables().events()).isEqualTo("sink.events");
+        assertThat(config.tables().commitLog()).isEqualTo("_Sink2.log_1");
     }
 
     @ParameterizedTest
@@ -73,16 +73,16 @@ class PostgresSinkBuilderTest {
                 .hasMessageContaining("effect function '" + name + "' is not a valid function name: use function or"
                         + " schema.function")
                 .hasMessageContaining("or null for none");
-        assertThat(valid().setEffectFunction("ledger.apply_payment").build().config().effectFunction())
+        assertThat(valid().setEffectFunction("ledger.apply_payment").build().config().tables().effectFunction())
                 .isEqualTo("ledger.apply_payment");
-        assertThat(valid().build().config().effectFunction()).isNull();
+        assertThat(valid().build().config().tables().effectFunction()).isNull();
     }
 
     @Test
     void identifierPartsAreLimitedTo63Characters() {
         String longest = "t".repeat(63);
 
-        assertThat(valid().setTable(longest + "." + longest).build().config().table()).hasSize(127);
+        assertThat(valid().setTable(longest + "." + longest).build().config().tables().events()).hasSize(127);
         assertThatThrownBy(() -> valid().setTable(longest + "t").build()).hasMessageContaining("62");
     }
 

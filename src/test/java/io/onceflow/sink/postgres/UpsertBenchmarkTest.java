@@ -61,7 +61,7 @@ class UpsertBenchmarkTest {
 
     private long time(int batchSize, BatchWrite write) throws SQLException {
         db.execute("TRUNCATE " + SinkDatabase.TABLE);
-        String url = config.jdbcUrl() + (config.jdbcUrl().contains("?") ? "&" : "?") + "reWriteBatchedInserts=true";
+        String url = config.connection().jdbcUrl() + (config.connection().jdbcUrl().contains("?") ? "&" : "?") + "reWriteBatchedInserts=true";
         PostgresSinkConfig rewriting = db.builder(config.sinkPrefix()).setJdbcUrl(url).setBatchSize(batchSize).build()
                 .config();
         String gid = "bench-" + UUID.randomUUID();
@@ -78,7 +78,7 @@ class UpsertBenchmarkTest {
     }
 
     private void writeWithUnnest(Connection connection, int batchSize) throws SQLException {
-        EventUpsertBatch batch = new EventUpsertBatch(config.table(), config.rejectsTable(), null, false, batchSize,
+        EventUpsertBatch batch = new EventUpsertBatch(config.tables().events(), config.tables().rejects(), null, false, batchSize,
                 PostgresSinkMetrics.unregistered());
         for (Event event : events) {
             if (batch.add(event)) {
@@ -91,7 +91,7 @@ class UpsertBenchmarkTest {
     }
 
     private void writeWithRewrittenBatches(Connection connection, int batchSize) throws SQLException {
-        try (PreparedStatement insert = connection.prepareStatement("INSERT INTO " + config.table() + " AS existing"
+        try (PreparedStatement insert = connection.prepareStatement("INSERT INTO " + config.tables().events() + " AS existing"
                 + " (id, payload, source_topic, source_partition, source_offset, deliveries)"
                 + " VALUES (?, ?::jsonb, ?, ?, ?, 1)"
                 + " ON CONFLICT (id) DO UPDATE SET deliveries = existing.deliveries + EXCLUDED.deliveries")) {

@@ -46,20 +46,20 @@ public final class PostgresConnections {
      */
     public static Connection open(PostgresSinkConfig config, String role) throws SQLException {
         Properties properties = new Properties();
-        PGProperty.USER.set(properties, config.user());
-        PGProperty.PASSWORD.set(properties, config.password());
+        PGProperty.USER.set(properties, config.connection().user());
+        PGProperty.PASSWORD.set(properties, config.connection().password());
         PGProperty.APPLICATION_NAME.set(properties, applicationName(config.sinkPrefix(), role));
         PGProperty.TCP_KEEP_ALIVE.set(properties, true);
         PGProperty.SOCKET_TIMEOUT.set(properties,
-                (int) config.statementTimeout().plus(SOCKET_TIMEOUT_MARGIN).toSeconds());
+                (int) config.writer().statementTimeout().plus(SOCKET_TIMEOUT_MARGIN).toSeconds());
         // Server messages stay in exceptions, their DETAIL (which quotes the failing row) does not:
         // exceptions reach logs, and a rejected row is recorded in the rejects table anyway.
         PGProperty.LOG_SERVER_ERROR_DETAIL.set(properties, false);
         // The driver directly, not DriverManager: DriverManager does not see drivers that Flink's
         // child-first user-code class loader loaded.
-        Connection connection = new Driver().connect(config.jdbcUrl(), properties);
+        Connection connection = new Driver().connect(config.connection().jdbcUrl(), properties);
         if (connection == null) {
-            throw new SQLException("not a PostgreSQL JDBC URL: " + config.jdbcUrl(), "08001");
+            throw new SQLException("not a PostgreSQL JDBC URL: " + config.connection().jdbcUrl(), "08001");
         }
         try {
             pinSessionSettings(connection, config);

@@ -7,14 +7,12 @@ import io.onceflow.sink.postgres.PostgresWriterOptions;
 import io.onceflow.sink.postgres.RegisteredRun;
 import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
 import java.io.Serializable;
-import java.time.Duration;
 import org.apache.flink.annotation.Internal;
 
 /**
  * Internal. The validated settings of a PostgreSQL sink (see {@link PostgresSinkBuilder}), shipped
  * to the task managers inside the sink: the three option groups as the builder checked them, and
- * what the start added. {@link #toString()} leaves the password out. The accessors below the
- * components are shorthands for the internals.
+ * what the start added. {@link #toString()} leaves the password out.
  *
  * @param sinkPrefix null for the at-least-once sink, which prepares no transactions
  * @param tolerableCheckpointFailures Flink's {@code execution.checkpointing.tolerable-failed-checkpoints}
@@ -38,59 +36,6 @@ public record PostgresSinkConfig(
 
     public PostgresSinkConfig withRun(long newRun) {
         return new PostgresSinkConfig(connection, tables, writer, sinkPrefix, tolerableCheckpointFailures, newRun);
-    }
-
-    public String jdbcUrl() {
-        return connection.jdbcUrl();
-    }
-
-    public String user() {
-        return connection.user();
-    }
-
-    public String password() {
-        return connection.password();
-    }
-
-    public String table() {
-        return tables.events();
-    }
-
-    public String rejectsTable() {
-        return tables.rejects();
-    }
-
-    public String commitLogTable() {
-        return tables.commitLog();
-    }
-
-    public String runsTable() {
-        return tables.runs();
-    }
-
-    public String writersTable() {
-        return tables.writers();
-    }
-
-    /** The effect function, or null for none. */
-    public String effectFunction() {
-        return tables.effectFunction();
-    }
-
-    public int batchSize() {
-        return writer.batchSize();
-    }
-
-    public Duration lockTimeout() {
-        return writer.lockTimeout();
-    }
-
-    public Duration statementTimeout() {
-        return writer.statementTimeout();
-    }
-
-    public Duration writerLease() {
-        return writer.writerLease();
     }
 
     @Override

@@ -65,8 +65,8 @@ public final class PendingEffects {
 
     /** The effects of the sink configured by {@code config}, or null when it has none. */
     public static PendingEffects of(PostgresSinkConfig config, PostgresSinkMetrics metrics) {
-        return config.effectFunction() == null ? null
-                : new PendingEffects(config.table(), config.effectFunction(), config.batchSize(), metrics);
+        return config.tables().effectFunction() == null ? null
+                : new PendingEffects(config.tables().events(), config.tables().effectFunction(), config.writer().batchSize(), metrics);
     }
 
     /**

@@ -90,7 +90,7 @@ public final class PostgresCommitter implements Committer<PostgresCommittable> {
                 request.signalAlreadyCommitted();
             } else {
                 throw new IOException("LOST: prepared transaction " + transaction + " of a completed checkpoint"
-                        + " is neither prepared nor in the commit log " + config.commitLogTable() + ": it was rolled"
+                        + " is neither prepared nor in the commit log " + config.tables().commitLog() + ": it was rolled"
                         + " back (by hand, or by a second job using sink prefix '" + transaction.sinkPrefix()
                         + "') and its rows are missing. Replay its input or restore an earlier savepoint.");
             }

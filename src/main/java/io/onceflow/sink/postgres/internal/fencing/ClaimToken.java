@@ -1,6 +1,6 @@
 package io.onceflow.sink.postgres.internal.fencing;
 
-import io.onceflow.sink.postgres.PostgresSink;
+import io.onceflow.sink.postgres.PostgresRunRegistry;
 import org.apache.flink.annotation.Internal;
 
 /**
@@ -28,7 +28,7 @@ import org.apache.flink.annotation.Internal;
  * holder's lease.
  *
  * <p>What the token cannot order: attempts of two JobManagers. After a JobManager failover (the run
- * goes on, {@link PostgresSink#continueRun}) Flink numbers attempts from 0 again, and gives tasks
+ * goes on, {@link PostgresRunRegistry#continueRun}) Flink numbers attempts from 0 again, and gives tasks
  * nothing else that is ordered across JobManagers. When both restored the same checkpoint (the old
  * JobManager restarted the job from the latest checkpoint and died before the next one completed):
  * a new attempt is refused as {@link Verdict#STALE} until its attempt number passes the old

@@ -82,7 +82,7 @@ final class IndexClaims {
                         + " this attempt (" + token + "). If no other job uses this prefix, that session is a"
                         + " leftover: end it with SELECT pg_terminate_backend(<pid>).");
             }
-            sleep(Duration.ofMillis(Math.min(1000, Math.max(10, config.writerLease().toMillis() / 4))));
+            sleep(Duration.ofMillis(Math.min(1000, Math.max(10, config.writer().writerLease().toMillis() / 4))));
         }
         locks.lock(index);
         ClaimToken current = rows.read(index, false);
@@ -112,7 +112,7 @@ final class IndexClaims {
             List<LockHolder> holders = locks.holders(index);
             for (LockHolder holder : holders) {
                 requireOwnSession(holder);
-                if (verdict == ClaimToken.Verdict.UNDECIDED && !holder.leaseExpired(config.writerLease())) {
+                if (verdict == ClaimToken.Verdict.UNDECIDED && !holder.leaseExpired(config.writer().writerLease())) {
                     return false;
                 }
             }
@@ -144,10 +144,10 @@ final class IndexClaims {
      * lease, and a successor waits for the row lock a little longer than that.
      */
     private void boundClaimTransaction() throws SQLException {
-        long leaseMillis = config.writerLease().toMillis();
+        long leaseMillis = config.writer().writerLease().toMillis();
         try (Statement statement = connection.createStatement()) {
             statement.execute("SET LOCAL idle_in_transaction_session_timeout = " + leaseMillis);
-            statement.execute("SET LOCAL lock_timeout = " + (2 * leaseMillis + config.lockTimeout().toMillis()));
+            statement.execute("SET LOCAL lock_timeout = " + (2 * leaseMillis + config.writer().lockTimeout().toMillis()));
         }
     }
 
@@ -182,7 +182,7 @@ final class IndexClaims {
     }
 
     private Duration claimPatience() {
-        return config.writerLease().multipliedBy(2);
+        return config.writer().writerLease().multipliedBy(2);
     }
 
     private String describeHolders(int index) {

@@ -77,7 +77,7 @@ final class RunStartChecks {
         List<String> indexes = new ArrayList<>();
         try (PreparedStatement query = connection.prepareStatement("SELECT i.indexrelid::regclass::text FROM pg_index i"
                 + " WHERE i.indrelid = to_regclass(?) AND (i.indisunique OR i.indisexclusion) AND NOT i.indisprimary")) {
-            query.setString(1, config.table());
+            query.setString(1, config.tables().events());
             try (ResultSet rows = query.executeQuery()) {
                 while (rows.next()) {
                     indexes.add(rows.getString(1));
@@ -85,7 +85,7 @@ final class RunStartChecks {
             }
         }
         if (!indexes.isEmpty()) {
-            throw new IllegalStateException("the table " + config.table() + " has unique index(es) or exclusion"
+            throw new IllegalStateException("the table " + config.tables().events() + " has unique index(es) or exclusion"
                     + " constraint(s) besides its primary key: " + indexes + ". With parallelism " + parallelism
                     + " two message ids that share such a key, written by two subtasks between two checkpoints, wait"
                     + " for each other's transaction until the job fails, on every replay. Drop them and enforce the"
@@ -106,7 +106,7 @@ final class RunStartChecks {
                         + " one's, or another program uses the same advisory locks. Give this job another"
                         + " postgres.sink.prefix.");
             }
-            if (!holder.leaseExpired(config.writerLease())) {
+            if (!holder.leaseExpired(config.writer().writerLease())) {
                 live.add(holder);
             }
         }

@@ -1,7 +1,7 @@
 package io.onceflow.sink.postgres.internal.fencing;
 
 import io.onceflow.sink.postgres.PendingTransactionsException;
-import io.onceflow.sink.postgres.PostgresSink;
+import io.onceflow.sink.postgres.PostgresRunRegistry;
 import io.onceflow.sink.postgres.StartMode;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
@@ -53,7 +53,7 @@ public final class SinkRuns {
     /**
      * The run that the Flink job {@code flinkJobId} registered, if it registered one, after the
      * checks of {@link RunStartChecks#checkDatabase}: what a second execution of that job's {@code main}
-     * continues (see {@link PostgresSink#continueRun}).
+     * continues (see {@link PostgresRunRegistry#continueRun}).
      *
      * @throws IllegalStateException if a newer run replaced it: that job must not run on
      */
@@ -133,7 +133,7 @@ public final class SinkRuns {
             query.setString(1, config.sinkPrefix());
             try (ResultSet row = query.executeQuery()) {
                 if (!row.next()) {
-                    return "no run of this prefix is registered in " + config.runsTable();
+                    return "no run of this prefix is registered in " + config.tables().runs();
                 }
                 return "job " + (row.getString(1) == null ? "(id not recorded yet)" : row.getString(1)) + " of run "
                         + row.getLong(2) + " '" + row.getString(3) + "', registered at " + row.getTimestamp(4)
@@ -179,7 +179,7 @@ public final class SinkRuns {
                 long newest = result.getLong(1);
                 if (result.wasNull() || newest < config.run()) {
                     throw new IllegalStateException("run " + config.run() + " of PostgreSQL sink prefix '"
-                            + config.sinkPrefix() + "' is not in " + config.runsTable() + ": were rows deleted by hand?"
+                            + config.sinkPrefix() + "' is not in " + config.tables().runs() + ": were rows deleted by hand?"
                             + " Submit the job again, so that it registers a new run.");
                 }
                 if (newest > config.run()) {

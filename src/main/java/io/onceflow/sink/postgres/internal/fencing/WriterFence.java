@@ -75,7 +75,7 @@ public final class WriterFence implements AutoCloseable {
         FenceHooks hooks = new FenceHooks(config.sinkPrefix(), epoch, start.subtaskIndex());
         this.claims = new IndexClaims(config, connection, start.token(config.run()), epoch, start.jobId(), locks,
                 hooks, olderAttemptsFenced);
-        this.leaseKeeper = new LeaseKeeper(connection, config.writerLease(), hooks);
+        this.leaseKeeper = new LeaseKeeper(connection, config.writer().writerLease(), hooks);
     }
 
     /**

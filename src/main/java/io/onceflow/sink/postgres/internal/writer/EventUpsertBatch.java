@@ -46,8 +46,8 @@ public final class EventUpsertBatch {
 
     /** The batch of a writer of the sink configured by {@code config}; see the constructor for {@code effectsAtCommit}. */
     public static EventUpsertBatch of(PostgresSinkConfig config, boolean effectsAtCommit, PostgresSinkMetrics metrics) {
-        return new EventUpsertBatch(config.table(), config.rejectsTable(), config.effectFunction(), effectsAtCommit,
-                config.batchSize(), metrics);
+        return new EventUpsertBatch(config.tables().events(), config.tables().rejects(), config.tables().effectFunction(), effectsAtCommit,
+                config.writer().batchSize(), metrics);
     }
 
     /**

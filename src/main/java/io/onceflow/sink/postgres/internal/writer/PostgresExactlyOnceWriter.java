@@ -98,8 +98,8 @@ public final class PostgresExactlyOnceWriter
         this.insertIntoCommitLogSql = config.schema().commitLog().insertFromSessionStatement();
         this.nextCheckpointId = start.restoredCheckpointId().orElse(InitContext.INITIAL_CHECKPOINT_ID - 1) + 1;
         if (config.run() == PostgresSinkConfig.NO_RUN) {
-            throw new IOException(writerName + " has no run: call PostgresSink.startRun before submitting the job, and"
-                    + " put the sink it returns into the job");
+            throw new IOException(writerName + " has no run: register one with PostgresRunRegistry.startRun before"
+                    + " submitting the job, and put its RegisteredRun's sink into the job");
         }
         try {
             connection = PostgresConnections.open(config, "writer-" + start.subtaskIndex());
