@@ -3,6 +3,7 @@ package io.onceflow.chaos;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import io.onceflow.testing.Eventually;
 import io.onceflow.testing.Ledger;
 import io.onceflow.testing.cluster.ClusterHarness;
 import io.onceflow.testing.cluster.ContinuousProducer;
@@ -307,19 +308,14 @@ class ClusterChaosIT {
     }
 
     private void awaitTaskManagerLost(FlinkStandaloneCluster.TaskManager taskManager, Duration timeout) throws Exception {
-        long deadline = System.nanoTime() + timeout.toNanos();
-        while (true) {
-            try {
-                if (rest.taskManagers().stream().noneMatch(tm -> tm.id().equals(taskManager.resourceId()))) {
-                    return;
-                }
-            } catch (IOException jobManagerBusy) {
-                // ask again
-            }
-            assertThat(System.nanoTime()).as(taskManager.resourceId() + " declared lost within " + timeout)
-                    .isLessThan(deadline);
-            Thread.sleep(250);
-        }
+        Eventually.await(taskManager.resourceId() + " declared lost within " + timeout, timeout,
+                Duration.ofMillis(250), () -> {
+                    try {
+                        return rest.taskManagers().stream().noneMatch(tm -> tm.id().equals(taskManager.resourceId()));
+                    } catch (IOException jobManagerBusy) {
+                        return false; // ask again
+                    }
+                });
     }
 
     /** The sink writers' sessions and the fence's advisory locks, to read a pause's timeline. */
@@ -347,14 +343,8 @@ class ClusterChaosIT {
     }
 
     private boolean awaitCheckpointInProgress(Duration timeout) throws Exception {
-        long deadline = System.nanoTime() + timeout.toNanos();
-        while (System.nanoTime() < deadline) {
-            if (rest.checkpointCounts(jobId).path("in_progress").asInt() > 0) {
-                return true;
-            }
-            Thread.sleep(5);
-        }
-        return false;
+        return Eventually.holdsWithin(timeout, Duration.ofMillis(5),
+                () -> rest.checkpointCounts(jobId).path("in_progress").asInt() > 0);
     }
 
     /**
@@ -396,19 +386,17 @@ class ClusterChaosIT {
 
     /** Waits until every task runs again and a checkpoint has completed since the fault (so the job makes progress). */
     private void awaitRecovered(long completedCheckpointsBefore) throws Exception {
-        long deadline = System.nanoTime() + RECOVERY_TIMEOUT.toNanos();
-        while (true) {
+        Eventually.await("recovered within " + RECOVERY_TIMEOUT, RECOVERY_TIMEOUT, Duration.ofMillis(250), () -> {
             try {
                 if (rest.isFullyRunning(jobId) && completedCheckpoints() > completedCheckpointsBefore) {
-                    return;
+                    return true;
                 }
                 assertThat(rest.job(jobId).path("state").asText()).as("job state").isNotIn("FAILED", "CANCELED", "FINISHED");
             } catch (IOException jobManagerBusy) {
                 // ask again
             }
-            assertThat(System.nanoTime()).as("recovered within " + RECOVERY_TIMEOUT).isLessThan(deadline);
-            Thread.sleep(250);
-        }
+            return false;
+        });
     }
 
     /**

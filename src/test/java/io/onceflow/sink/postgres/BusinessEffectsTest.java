@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.onceflow.api.Event;
 import io.onceflow.sink.postgres.RecordingCommitRequest.Outcome;
+import io.onceflow.testing.Eventually;
 import io.onceflow.testing.TestPostgres;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -402,13 +403,12 @@ class BusinessEffectsTest {
 
     private int waitForTheWriterToWaitForALock() throws Exception {
         AtomicInteger pid = new AtomicInteger();
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-        while (pid.get() == 0) {
-            assertThat(System.nanoTime()).as("the writer waits for the lock on bob's account").isLessThan(deadline);
-            Thread.sleep(20);
-            db.query("SELECT pid FROM pg_stat_activity WHERE application_name = 'onceflow-ledger-writer-0'"
-                    + " AND wait_event_type = 'Lock'", row -> pid.set(row.getInt(1)));
-        }
+        Eventually.await("the writer waits for the lock on bob's account", Duration.ofSeconds(20),
+                Duration.ofMillis(20), () -> {
+                    db.query("SELECT pid FROM pg_stat_activity WHERE application_name = 'onceflow-ledger-writer-0'"
+                            + " AND wait_event_type = 'Lock'", row -> pid.set(row.getInt(1)));
+                    return pid.get() != 0;
+                });
         return pid.get();
     }
 

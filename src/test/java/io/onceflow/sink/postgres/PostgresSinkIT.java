@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.onceflow.api.Event;
 import io.onceflow.sink.postgres.ProtocolHooks.Step;
+import io.onceflow.testing.Eventually;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -149,7 +150,8 @@ class PostgresSinkIT {
     void stopWithSavepointAndResumeWithMoreSubtasks() throws Exception {
         Job first = job(2, EVENTS, null);
         JobClient client = first.start();
-        waitUntil(() -> db.deliveriesById().size() > EVENTS / 4);
+        Eventually.await("condition not met within 60 s", Duration.ofSeconds(60), Duration.ofMillis(50),
+                () -> db.deliveriesById().size() > EVENTS / 4);
         String savepoint = client.stopWithSavepoint(false, checkpoints.resolve("savepoints").toUri().toString(),
                 SavepointFormatType.CANONICAL).get(60, TimeUnit.SECONDS);
         int committedAtSavepoint = db.deliveriesById().size();
@@ -266,19 +268,5 @@ class PostgresSinkIT {
         Set<String> logged = new HashSet<>();
         db.query("SELECT gid FROM " + PostgresSinkBuilder.DEFAULT_COMMIT_LOG_TABLE, row -> logged.add(row.getString(1)));
         assertThat(transactions).extracting(TransactionId::encode).doesNotContainAnyElementsOf(logged);
-    }
-
-    private interface Condition {
-        boolean holds() throws Exception;
-    }
-
-    private static void waitUntil(Condition condition) throws Exception {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-        while (!condition.holds()) {
-            if (System.nanoTime() > deadline) {
-                throw new AssertionError("condition not met within 60 s");
-            }
-            Thread.sleep(50);
-        }
     }
 }
