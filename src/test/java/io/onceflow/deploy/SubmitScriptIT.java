@@ -50,13 +50,9 @@ class SubmitScriptIT {
             FlinkStandaloneCluster flink = cluster.flink();
             restBase = "http://127.0.0.1:" + GlobalConfiguration.loadConfiguration(
                     flink.configurationDirectory().toString()).getString("rest.port", "");
-            cluster.kafka().createTopic("submit-in", 2);
-            cluster.kafka().createTopic("submit-out", 2);
-            cluster.kafka().createTopic("submit-dlq", 1);
-            List<String> jobArgs = List.of("--kafka.bootstrap.servers", cluster.kafka().bootstrapServers(),
-                    "--input.topics", "submit-in", "--input.group.id", "submit", "--output.topic", "submit-out",
-                    "--dead.letter.topic", "submit-dlq", "--kafka.transactional.id.prefix", "submit",
-                    "--checkpoint.interval", "1s");
+            Map<String, String> job = cluster.kafkaJobSettings("submit", 2, 1); // Kafka only: no PostgreSQL sink
+            job.put("checkpoint.interval", "1s");
+            List<String> jobArgs = ClusterHarness.asArguments(job);
             Path flinkCli = writeFlinkCli(cluster);
             Path emptyDirectory = Files.createDirectories(cluster.directory().resolve("no-jar"));
             Path jarDirectory = ClusterHarness.jobJar().toAbsolutePath().getParent();
@@ -90,11 +86,12 @@ class SubmitScriptIT {
             assertThat(resumed.output()).contains(restoredFrom.replaceFirst("^file:", ""));
 
             // over REST main runs inside the JobManager: a failed check is the request's error, not its exit
-            List<String> unreachable = new ArrayList<>(jobArgs);
-            unreachable.set(1, "127.0.0.1:" + ServiceClasspath.freePort());
+            String nobodyListens = "127.0.0.1:" + ServiceClasspath.freePort();
+            job.put("kafka.bootstrap.servers", nobodyListens);
+            List<String> unreachable = ClusterHarness.asArguments(job);
             String jarId = flink.rest().uploadJar(ClusterHarness.jobJar());
             assertThatThrownBy(() -> flink.rest().runJar(jarId, unreachable, null))
-                    .hasMessageContaining("kafka.bootstrap.servers: no Kafka broker answered at " + unreachable.get(1));
+                    .hasMessageContaining("kafka.bootstrap.servers: no Kafka broker answered at " + nobodyListens);
             assertThat(flink.rest().taskManagers()).as("the JobManager still answers").hasSize(2);
             assertThat(awaitSingleRunningJob()).isEqualTo(resumedId);
         }

@@ -106,9 +106,26 @@ public final class ClusterHarness implements AutoCloseable {
      * prefix, on the harness's broker and database. Sorted and mutable: add what the test needs.
      */
     public Map<String, String> jobSettings(String name, int partitions) {
+        return jobSettings(name, partitions, 1);
+    }
+
+    /** As {@link #jobSettings(String, int)}, with {@code deadLetterPartitions} partitions of {@code name-dlq}. */
+    public Map<String, String> jobSettings(String name, int partitions, int deadLetterPartitions) {
+        Map<String, String> settings = kafkaJobSettings(name, partitions, deadLetterPartitions);
+        settings.put("postgres.url", postgres.jdbcUrl());
+        settings.put("postgres.user", postgres.user());
+        settings.put("postgres.sink.prefix", name);
+        return settings;
+    }
+
+    /**
+     * As {@link #jobSettings(String, int, int)} without the PostgreSQL sink: the topics (created here),
+     * the consumer group and the Kafka transactional id prefix, on the harness's broker.
+     */
+    public Map<String, String> kafkaJobSettings(String name, int partitions, int deadLetterPartitions) {
         kafka.createTopic(name + "-in", partitions);
         kafka.createTopic(name + "-out", partitions);
-        kafka.createTopic(name + "-dlq", 1);
+        kafka.createTopic(name + "-dlq", deadLetterPartitions);
         Map<String, String> settings = new TreeMap<>();
         settings.put("kafka.bootstrap.servers", kafka.bootstrapServers());
         settings.put("input.topics", name + "-in");
@@ -116,10 +133,14 @@ public final class ClusterHarness implements AutoCloseable {
         settings.put("output.topic", name + "-out");
         settings.put("dead.letter.topic", name + "-dlq");
         settings.put("kafka.transactional.id.prefix", name);
-        settings.put("postgres.url", postgres.jdbcUrl());
-        settings.put("postgres.user", postgres.user());
-        settings.put("postgres.sink.prefix", name);
         return settings;
+    }
+
+    /** {@code settings} as command-line arguments, {@code --key value} each, in the map's order. */
+    public static List<String> asArguments(Map<String, String> settings) {
+        List<String> arguments = new ArrayList<>();
+        settings.forEach((key, value) -> arguments.addAll(List.of("--" + key, value)));
+        return arguments;
     }
 
     /** Writes {@code settings} to {@code name-job.properties} in the harness's directory, for {@code --config}. */
