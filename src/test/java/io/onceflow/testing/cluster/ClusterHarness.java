@@ -2,6 +2,7 @@ package io.onceflow.testing.cluster;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.onceflow.testing.TestPostgres;
 import java.io.File;
 import java.io.IOException;
 import java.io.Writer;
@@ -33,7 +34,7 @@ public final class ClusterHarness implements AutoCloseable {
     private final Thread cleanupOnExit = new Thread(this::cleanUp, "cluster-harness-cleanup");
     private final List<AutoCloseable> services = new ArrayList<>();
     private KafkaBrokerProcess kafka;
-    private PostgresServer postgres;
+    private TestPostgres postgres;
     private FlinkStandaloneCluster flink;
 
     private ClusterHarness(Path directory) {
@@ -63,7 +64,7 @@ public final class ClusterHarness implements AutoCloseable {
         try {
             harness.kafka = harness.register(KafkaBrokerProcess.start(harness.directory.resolve("kafka"),
                     PROJECT_FLINK_CONF.resolve("log4j.properties")));
-            harness.postgres = harness.register(PostgresServer.start(harness.directory.resolve("postgres")));
+            harness.postgres = harness.register(TestPostgres.start(harness.directory.resolve("postgres")));
             return harness;
         } catch (RuntimeException | Error e) {
             harness.close();
@@ -91,7 +92,7 @@ public final class ClusterHarness implements AutoCloseable {
         return kafka;
     }
 
-    public PostgresServer postgres() {
+    public TestPostgres postgres() {
         return postgres;
     }
 
