@@ -3,6 +3,7 @@ package io.onceflow.chaos;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import io.onceflow.testing.Eventually;
 import io.onceflow.testing.Ledger;
 import io.onceflow.testing.cluster.ClusterHarness;
 import io.onceflow.testing.cluster.ContinuousProducer;
@@ -12,9 +13,7 @@ import io.onceflow.testing.cluster.InputDrain;
 import io.onceflow.tools.audit.CommittedTopicReader;
 import io.onceflow.tools.generator.EventGenerator;
 import java.io.IOException;
-import java.io.Writer;
 import java.math.BigDecimal;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.SQLException;
@@ -23,7 +22,6 @@ import java.util.ArrayList;
 import java.util.EnumMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Properties;
 import java.util.Random;
 import java.util.TreeMap;
 import java.util.stream.Collectors;
@@ -49,6 +47,8 @@ import org.junit.jupiter.api.Test;
  * <p>Sizes come from {@link ChaosPlan}: a short run by default, {@code mvn -Pchaos verify} for the long one.
  */
 class ClusterChaosIT {
+    /** The name of the topics, consumer group, prefixes and properties file of the job. */
+    private static final String NAME = "chaos";
     private static final int TASK_MANAGERS = 2;
     private static final int SLOTS_PER_TASK_MANAGER = 2;
     private static final int INITIAL_PARALLELISM = 2;
@@ -80,6 +80,8 @@ class ClusterChaosIT {
     private ClusterHarness harness;
     private FlinkRestClient rest;
     private final Map<String, String> jobSettings = new TreeMap<>();
+    /** Where {@link #writeJobProperties} last wrote {@link #jobSettings}, for the job's and the audit's {@code --config}. */
+    private Path jobProperties;
     private final Map<ChaosPlan.Fault, Integer> faultsDone = new EnumMap<>(ChaosPlan.Fault.class);
     private volatile String jobId;
     private long restartsOfEarlierJobs;
@@ -180,17 +182,10 @@ class ClusterChaosIT {
 
     /** Topics and the job's configuration, written to a properties file that the job and the audit both read. */
     private void defineJob(ClusterHarness cluster) {
-        String name = "chaos";
-        cluster.kafka().createTopic(name + "-in", 4);
-        cluster.kafka().createTopic(name + "-out", 4);
-        cluster.kafka().createTopic(name + "-dlq", 2);
-        jobSettings.put("kafka.bootstrap.servers", cluster.kafka().bootstrapServers());
-        jobSettings.put("input.topics", name + "-in");
-        jobSettings.put("input.group.id", name);
+        // the job also writes to PostgreSQL (which the run restarts); the audit checks its rows,
+        // deliveries and leftover prepared transactions with the same properties file
+        jobSettings.putAll(cluster.jobSettings(NAME, 4, 2));
         jobSettings.put("input.starting.offsets", "earliest");
-        jobSettings.put("output.topic", name + "-out");
-        jobSettings.put("dead.letter.topic", name + "-dlq");
-        jobSettings.put("kafka.transactional.id.prefix", name);
         jobSettings.put("message.max.bytes", String.valueOf(MAX_MESSAGE_BYTES));
         jobSettings.put("message.id.max.length", String.valueOf(MAX_ID_LENGTH));
         jobSettings.put("checkpoint.interval", "1s");
@@ -198,11 +193,7 @@ class ClusterChaosIT {
         jobSettings.put("checkpoint.timeout", "1min");
         jobSettings.put("state.backend", "rocksdb");
         jobSettings.put("dedup.ttl", "7d");
-        // the job also writes to PostgreSQL (which the run restarts); the audit checks its rows,
-        // deliveries and leftover prepared transactions with the same properties file
-        jobSettings.put("postgres.url", cluster.postgres().jdbcUrl());
         jobSettings.put("postgres.user", JOB_ROLE);
-        jobSettings.put("postgres.sink.prefix", name);
         // every payment debits an account of the ledger, once (plenty of funds: the expected balances
         // follow from the input alone)
         jobSettings.put("postgres.effect.function", Ledger.FUNCTION);
@@ -222,23 +213,17 @@ class ClusterChaosIT {
         writeJobProperties();
     }
 
-    private Path jobProperties() {
-        return harness.directory().resolve("job.properties");
-    }
-
     private void writeJobProperties() {
-        Properties properties = new Properties();
-        properties.putAll(jobSettings);
-        try (Writer out = Files.newBufferedWriter(jobProperties())) {
-            properties.store(out, "onceflow chaos job");
+        try {
+            jobProperties = harness.writeJobProperties(NAME, jobSettings);
         } catch (IOException e) {
-            throw new IllegalStateException("could not write " + jobProperties(), e);
+            throw new IllegalStateException("could not write the job's properties", e);
         }
     }
 
     /** {@code --config job.properties}, plus the parallelism when it is positive. */
     private List<String> jobArgs(int parallelism) {
-        List<String> args = new ArrayList<>(List.of("--config", jobProperties().toString()));
+        List<String> args = new ArrayList<>(List.of("--config", jobProperties.toString()));
         if (parallelism > 0) {
             args.addAll(List.of("--parallelism", String.valueOf(parallelism)));
         }
@@ -307,19 +292,14 @@ class ClusterChaosIT {
     }
 
     private void awaitTaskManagerLost(FlinkStandaloneCluster.TaskManager taskManager, Duration timeout) throws Exception {
-        long deadline = System.nanoTime() + timeout.toNanos();
-        while (true) {
-            try {
-                if (rest.taskManagers().stream().noneMatch(tm -> tm.id().equals(taskManager.resourceId()))) {
-                    return;
-                }
-            } catch (IOException jobManagerBusy) {
-                // ask again
-            }
-            assertThat(System.nanoTime()).as(taskManager.resourceId() + " declared lost within " + timeout)
-                    .isLessThan(deadline);
-            Thread.sleep(250);
-        }
+        Eventually.await(taskManager.resourceId() + " declared lost within " + timeout, timeout,
+                Duration.ofMillis(250), () -> {
+                    try {
+                        return rest.taskManagers().stream().noneMatch(tm -> tm.id().equals(taskManager.resourceId()));
+                    } catch (IOException jobManagerBusy) {
+                        return false; // ask again
+                    }
+                });
     }
 
     /** The sink writers' sessions and the fence's advisory locks, to read a pause's timeline. */
@@ -347,14 +327,8 @@ class ClusterChaosIT {
     }
 
     private boolean awaitCheckpointInProgress(Duration timeout) throws Exception {
-        long deadline = System.nanoTime() + timeout.toNanos();
-        while (System.nanoTime() < deadline) {
-            if (rest.checkpointCounts(jobId).path("in_progress").asInt() > 0) {
-                return true;
-            }
-            Thread.sleep(5);
-        }
-        return false;
+        return Eventually.holdsWithin(timeout, Duration.ofMillis(5),
+                () -> rest.checkpointCounts(jobId).path("in_progress").asInt() > 0);
     }
 
     /**
@@ -396,19 +370,17 @@ class ClusterChaosIT {
 
     /** Waits until every task runs again and a checkpoint has completed since the fault (so the job makes progress). */
     private void awaitRecovered(long completedCheckpointsBefore) throws Exception {
-        long deadline = System.nanoTime() + RECOVERY_TIMEOUT.toNanos();
-        while (true) {
+        Eventually.await("recovered within " + RECOVERY_TIMEOUT, RECOVERY_TIMEOUT, Duration.ofMillis(250), () -> {
             try {
                 if (rest.isFullyRunning(jobId) && completedCheckpoints() > completedCheckpointsBefore) {
-                    return;
+                    return true;
                 }
                 assertThat(rest.job(jobId).path("state").asText()).as("job state").isNotIn("FAILED", "CANCELED", "FINISHED");
             } catch (IOException jobManagerBusy) {
                 // ask again
             }
-            assertThat(System.nanoTime()).as("recovered within " + RECOVERY_TIMEOUT).isLessThan(deadline);
-            Thread.sleep(250);
-        }
+            return false;
+        });
     }
 
     /**

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import io.onceflow.job.OnceflowJob;
+import io.onceflow.testing.Eventually;
 import io.onceflow.testing.cluster.ClusterHarness;
 import io.onceflow.testing.cluster.ContinuousProducer;
 import io.onceflow.testing.cluster.FlinkRestClient;
@@ -18,6 +19,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import org.apache.curator.test.TestingServer;
 import org.apache.flink.api.common.JobID;
 import org.junit.jupiter.api.Test;
@@ -107,25 +109,29 @@ class JobManagerFailoverIT {
      * @return the id of the restored checkpoint, 0 if none
      */
     private static long awaitResumed(FlinkStandaloneCluster flink, String jobId, boolean restored) throws Exception {
-        long deadline = System.nanoTime() + RECOVERY_TIMEOUT.toNanos();
-        while (true) {
+        Optional<Long> restoredId = Eventually.valueWithin(RECOVERY_TIMEOUT, Duration.ofMillis(500), () -> {
             try {
                 JsonNode checkpoints = flink.rest().checkpoints(jobId);
-                long restoredId = checkpoints.path("latest").path("restored").path("id").asLong(0);
+                long id = checkpoints.path("latest").path("restored").path("id").asLong(0);
                 if (flink.rest().isFullyRunning(jobId) && checkpoints.path("counts").path("completed").asLong() >= 2
-                        && (!restored || restoredId > 0)) {
-                    return restoredId;
+                        && (!restored || id > 0)) {
+                    return Optional.of(id);
                 }
             } catch (IOException notYet) {
                 // the new JobManager is not up, or has not recovered the job yet
             }
-            if (!flink.jobManagerAlive() || System.nanoTime() > deadline) {
-                throw new AssertionError("job " + jobId + " does not run again, with new checkpoints, within "
-                        + RECOVERY_TIMEOUT + (flink.jobManagerAlive() ? "" : ": the JobManager exited")
-                        + "; the end of its log:\n" + FlinkStandaloneCluster.tail(flink.jobManagerLog(), 80));
+            if (!flink.jobManagerAlive()) {
+                throw doesNotRunAgain(flink, jobId);
             }
-            Thread.sleep(500);
-        }
+            return Optional.empty();
+        });
+        return restoredId.orElseThrow(() -> doesNotRunAgain(flink, jobId));
+    }
+
+    private static AssertionError doesNotRunAgain(FlinkStandaloneCluster flink, String jobId) {
+        return new AssertionError("job " + jobId + " does not run again, with new checkpoints, within "
+                + RECOVERY_TIMEOUT + (flink.jobManagerAlive() ? "" : ": the JobManager exited")
+                + "; the end of its log:\n" + FlinkStandaloneCluster.tail(flink.jobManagerLog(), 80));
     }
 
     private static long runsOfThePrefix(ClusterHarness cluster) throws Exception {

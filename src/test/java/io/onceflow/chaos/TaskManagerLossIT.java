@@ -2,6 +2,7 @@ package io.onceflow.chaos;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.onceflow.testing.Eventually;
 import io.onceflow.testing.cluster.ClusterHarness;
 import io.onceflow.testing.cluster.ContinuousProducer;
 import io.onceflow.testing.cluster.FlinkRestClient;
@@ -102,19 +103,14 @@ class TaskManagerLossIT {
 
     private static void awaitRunningWithNewCheckpoint(FlinkRestClient rest, String jobId, long checkpointsBefore)
             throws Exception {
-        long deadline = System.nanoTime() + RECOVERY_TIMEOUT.toNanos();
-        while (true) {
+        Eventually.await("running again within " + RECOVERY_TIMEOUT, RECOVERY_TIMEOUT, Duration.ofMillis(250), () -> {
             try {
-                if (rest.isFullyRunning(jobId)
-                        && rest.checkpointCounts(jobId).path("completed").asLong() > checkpointsBefore) {
-                    return;
-                }
+                return rest.isFullyRunning(jobId)
+                        && rest.checkpointCounts(jobId).path("completed").asLong() > checkpointsBefore;
             } catch (IOException jobManagerBusy) {
-                // ask again
+                return false; // ask again
             }
-            assertThat(System.nanoTime()).as("running again within " + RECOVERY_TIMEOUT).isLessThan(deadline);
-            Thread.sleep(250);
-        }
+        });
     }
 
     /** Waits until the restart count has not changed for {@link #QUIET_PERIOD} while the job runs. */

@@ -8,7 +8,6 @@ import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
 import io.onceflow.api.Onceflow;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.testing.TestPostgres;
-import io.onceflow.testing.cluster.PostgresServer;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -73,8 +72,8 @@ class ComposeFileTest {
     @Test
     void theServicesHaveTheTestServicesSettings() {
         assertThat(list(services.path("postgres").path("command")))
-                .contains("max_prepared_transactions=" + TestPostgres.MAX_PREPARED_TRANSACTIONS)
-                .contains("max_prepared_transactions=" + PostgresServer.MAX_PREPARED_TRANSACTIONS);
+                .as("the test servers' setting, one fixture for the tests and the cluster harness")
+                .contains("max_prepared_transactions=" + TestPostgres.MAX_PREPARED_TRANSACTIONS);
         assertThat(interpolated(services.path("postgres").path("healthcheck").path("test").get(1)))
                 .as("pg_isready over TCP, not the Unix socket").contains("pg_isready -h 127.0.0.1");
         JsonNode kafka = services.path("kafka").path("environment");

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.onceflow.testing.Eventually;
 import io.onceflow.testing.cluster.ClusterHarness;
 import io.onceflow.testing.cluster.FlinkStandaloneCluster;
 import io.onceflow.testing.cluster.ServiceClasspath;
@@ -20,6 +21,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import org.apache.flink.configuration.CoreOptions;
 import org.apache.flink.configuration.GlobalConfiguration;
@@ -36,6 +38,7 @@ import org.junit.jupiter.api.Test;
 class SubmitScriptIT {
     private static final Path SCRIPT = Path.of("docker", "submit-job.sh").toAbsolutePath();
     private static final Duration TIMEOUT = Duration.ofMinutes(2);
+    private static final Duration POLL_INTERVAL = Duration.ofMillis(300);
 
     private final HttpClient http = HttpClient.newHttpClient();
     private final ObjectMapper json = new ObjectMapper();
@@ -47,13 +50,9 @@ class SubmitScriptIT {
             FlinkStandaloneCluster flink = cluster.flink();
             restBase = "http://127.0.0.1:" + GlobalConfiguration.loadConfiguration(
                     flink.configurationDirectory().toString()).getString("rest.port", "");
-            cluster.kafka().createTopic("submit-in", 2);
-            cluster.kafka().createTopic("submit-out", 2);
-            cluster.kafka().createTopic("submit-dlq", 1);
-            List<String> jobArgs = List.of("--kafka.bootstrap.servers", cluster.kafka().bootstrapServers(),
-                    "--input.topics", "submit-in", "--input.group.id", "submit", "--output.topic", "submit-out",
-                    "--dead.letter.topic", "submit-dlq", "--kafka.transactional.id.prefix", "submit",
-                    "--checkpoint.interval", "1s");
+            Map<String, String> job = cluster.kafkaJobSettings("submit", 2, 1); // Kafka only: no PostgreSQL sink
+            job.put("checkpoint.interval", "1s");
+            List<String> jobArgs = ClusterHarness.asArguments(job);
             Path flinkCli = writeFlinkCli(cluster);
             Path emptyDirectory = Files.createDirectories(cluster.directory().resolve("no-jar"));
             Path jarDirectory = ClusterHarness.jobJar().toAbsolutePath().getParent();
@@ -87,11 +86,12 @@ class SubmitScriptIT {
             assertThat(resumed.output()).contains(restoredFrom.replaceFirst("^file:", ""));
 
             // over REST main runs inside the JobManager: a failed check is the request's error, not its exit
-            List<String> unreachable = new ArrayList<>(jobArgs);
-            unreachable.set(1, "127.0.0.1:" + ServiceClasspath.freePort());
+            String nobodyListens = "127.0.0.1:" + ServiceClasspath.freePort();
+            job.put("kafka.bootstrap.servers", nobodyListens);
+            List<String> unreachable = ClusterHarness.asArguments(job);
             String jarId = flink.rest().uploadJar(ClusterHarness.jobJar());
             assertThatThrownBy(() -> flink.rest().runJar(jarId, unreachable, null))
-                    .hasMessageContaining("kafka.bootstrap.servers: no Kafka broker answered at " + unreachable.get(1));
+                    .hasMessageContaining("kafka.bootstrap.servers: no Kafka broker answered at " + nobodyListens);
             assertThat(flink.rest().taskManagers()).as("the JobManager still answers").hasSize(2);
             assertThat(awaitSingleRunningJob()).isEqualTo(resumedId);
         }
@@ -137,8 +137,7 @@ class SubmitScriptIT {
 
     /** Waits until exactly one job has not ended and it runs; returns its id. */
     private String awaitSingleRunningJob() throws Exception {
-        long deadline = System.nanoTime() + TIMEOUT.toNanos();
-        while (true) {
+        return Eventually.awaitValue("one running job within " + TIMEOUT, TIMEOUT, POLL_INTERVAL, () -> {
             List<JsonNode> notEnded = new ArrayList<>();
             for (JsonNode job : send(HttpRequest.newBuilder(URI.create(restBase + "/jobs/overview")).GET()).path("jobs")) {
                 if (!List.of("CANCELED", "FAILED", "FINISHED").contains(job.path("state").asText())) {
@@ -147,40 +146,27 @@ class SubmitScriptIT {
             }
             assertThat(notEnded.size()).as("jobs that have not ended").isLessThanOrEqualTo(1);
             if (notEnded.size() == 1 && "RUNNING".equals(notEnded.get(0).path("state").asText())) {
-                return notEnded.get(0).path("jid").asText();
+                return Optional.of(notEnded.get(0).path("jid").asText());
             }
-            assertThat(System.nanoTime()).as("one running job within " + TIMEOUT).isLessThan(deadline);
-            Thread.sleep(300);
-        }
+            return Optional.empty();
+        });
     }
 
     private void awaitCompletedCheckpoints(String jobId, int count) throws Exception {
-        long deadline = System.nanoTime() + TIMEOUT.toNanos();
-        while (checkpoints(jobId).path("counts").path("completed").asInt() < count) {
-            assertThat(System.nanoTime()).as(count + " checkpoints within " + TIMEOUT).isLessThan(deadline);
-            Thread.sleep(300);
-        }
+        Eventually.await(count + " checkpoints within " + TIMEOUT, TIMEOUT, POLL_INTERVAL,
+                () -> checkpoints(jobId).path("counts").path("completed").asInt() >= count);
     }
 
     private String awaitRestoredCheckpoint(String jobId) throws Exception {
-        long deadline = System.nanoTime() + TIMEOUT.toNanos();
-        while (true) {
+        return Eventually.awaitValue("a restored checkpoint within " + TIMEOUT, TIMEOUT, POLL_INTERVAL, () -> {
             JsonNode restored = checkpoints(jobId).path("latest").path("restored");
-            if (restored.has("external_path")) {
-                return restored.path("external_path").asText();
-            }
-            assertThat(System.nanoTime()).as("a restored checkpoint within " + TIMEOUT).isLessThan(deadline);
-            Thread.sleep(300);
-        }
+            return restored.has("external_path") ? Optional.of(restored.path("external_path").asText()) : Optional.empty();
+        });
     }
 
     private void awaitState(String jobId, String state) throws Exception {
-        long deadline = System.nanoTime() + TIMEOUT.toNanos();
-        while (!state.equals(send(HttpRequest.newBuilder(URI.create(restBase + "/jobs/" + jobId)).GET())
-                .path("state").asText())) {
-            assertThat(System.nanoTime()).as(state + " within " + TIMEOUT).isLessThan(deadline);
-            Thread.sleep(300);
-        }
+        Eventually.await(state + " within " + TIMEOUT, TIMEOUT, POLL_INTERVAL, () -> state.equals(
+                send(HttpRequest.newBuilder(URI.create(restBase + "/jobs/" + jobId)).GET()).path("state").asText()));
     }
 
     private JsonNode checkpoints(String jobId) throws Exception {

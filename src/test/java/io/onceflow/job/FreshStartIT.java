@@ -10,7 +10,6 @@ import io.onceflow.tools.audit.AuditReport;
 import io.onceflow.tools.generator.GeneratedInput;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.Duration;
 import java.util.Comparator;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -67,12 +66,7 @@ class FreshStartIT {
         StreamExecutionEnvironment resumed = environment(config, latest);
         Onceflow.job(config, EventProcessor.passThrough()).defineIn(resumed);
         JobClient job = resumed.executeAsync(scenario.name + "-resumed");
-        long deadline = System.nanoTime() + Duration.ofSeconds(90).toNanos();
-        while (scenario.kafka().readCommitted(scenario.outputTopic, Duration.ofSeconds(30)).size() < truth.uniqueIds().size()) {
-            assertThat(job.getJobStatus().get().isGloballyTerminalState()).as("job still running").isFalse();
-            assertThat(System.nanoTime()).as("output caught up within 90 s").isLessThan(deadline);
-            Thread.sleep(500);
-        }
+        scenario.awaitOutput(job, truth.uniqueIds().size());
         job.stopWithSavepoint(false, checkpoints.resolve("savepoints").toUri().toString(), SavepointFormatType.CANONICAL)
                 .get(2, TimeUnit.MINUTES);
 

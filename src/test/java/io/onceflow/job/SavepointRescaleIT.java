@@ -7,7 +7,6 @@ import io.onceflow.testing.MiniClusters;
 import io.onceflow.testing.PipelineScenario;
 import io.onceflow.tools.audit.AuditReport;
 import java.nio.file.Path;
-import java.time.Duration;
 import java.util.HashSet;
 import java.util.Set;
 import org.apache.flink.configuration.Configuration;
@@ -72,12 +71,7 @@ class SavepointRescaleIT {
         Onceflow.job(config, EventProcessor.passThrough()).defineIn(env);
         JobClient job = env.executeAsync(scenario.name + "-p" + parallelism);
 
-        long deadline = System.nanoTime() + Duration.ofSeconds(90).toNanos();
-        while (scenario.kafka().readCommitted(scenario.outputTopic, Duration.ofSeconds(30)).size() < expectedOutput) {
-            assertThat(job.getJobStatus().get().isGloballyTerminalState()).as("job still running").isFalse();
-            assertThat(System.nanoTime()).as("output caught up within 90 s").isLessThan(deadline);
-            Thread.sleep(500);
-        }
+        scenario.awaitOutput(job, expectedOutput);
         return job.stopWithSavepoint(false, savepoints.toUri().toString(), SavepointFormatType.CANONICAL).get();
     }
 }

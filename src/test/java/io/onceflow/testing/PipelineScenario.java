@@ -1,5 +1,7 @@
 package io.onceflow.testing;
 
+import static org.assertj.core.api.Assertions.assertThat;
+
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.tools.audit.AuditCommand;
 import io.onceflow.tools.audit.AuditReport;
@@ -10,6 +12,7 @@ import java.time.Duration;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.UUID;
+import org.apache.flink.core.execution.JobClient;
 import org.apache.kafka.clients.producer.KafkaProducer;
 
 /**
@@ -128,5 +131,19 @@ public final class PipelineScenario {
 
     public TestKafka kafka() {
         return kafka;
+    }
+
+    /**
+     * Waits, up to 90 s, until the committed output holds at least {@code records} records while
+     * {@code job} (an unbounded one) runs; fails at once if the job has ended before.
+     */
+    public void awaitOutput(JobClient job, long records) throws Exception {
+        Eventually.await("output caught up within 90 s", Duration.ofSeconds(90), Duration.ofMillis(500), () -> {
+            if (kafka.readCommitted(outputTopic, Duration.ofSeconds(30)).size() >= records) {
+                return true;
+            }
+            assertThat(job.getJobStatus().get().isGloballyTerminalState()).as("job still running").isFalse();
+            return false;
+        });
     }
 }

@@ -106,25 +106,20 @@ public final class TestKafka {
      * is how the benchmark's input production died on a loaded machine.
      */
     private static void awaitLeaders(Admin admin, List<String> topics, int partitions) throws Exception {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-        while (true) {
+        boolean led = Eventually.holdsWithin(Duration.ofSeconds(30), Duration.ofMillis(50), () -> {
             Map<String, TopicDescription> descriptions;
             try {
                 descriptions = admin.describeTopics(topics).allTopicNames().get(10, TimeUnit.SECONDS);
             } catch (ExecutionException notYetKnown) {
                 descriptions = Map.of();
             }
-            boolean led = descriptions.size() == topics.size() && descriptions.values().stream().allMatch(topic ->
+            return descriptions.size() == topics.size() && descriptions.values().stream().allMatch(topic ->
                     topic.partitions().size() == partitions
                             && topic.partitions().stream().allMatch(partition -> partition.leader() != null
                                     && !partition.leader().isEmpty()));
-            if (led) {
-                return;
-            }
-            if (System.nanoTime() > deadline) {
-                throw new IllegalStateException("partitions of " + topics + " have no leader after 30 s");
-            }
-            Thread.sleep(50);
+        });
+        if (!led) {
+            throw new IllegalStateException("partitions of " + topics + " have no leader after 30 s");
         }
     }
 

@@ -6,62 +6,83 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.DriverManager;
+import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.UUID;
 
 /**
- * The PostgreSQL server that tests and the demo talk to: a real PostgreSQL 17 server run from
- * zonky's Maven binaries, or an external one when {@value #EXTERNAL_URL_ENV} is set (with
- * {@value #EXTERNAL_USER_ENV} and {@value #EXTERNAL_PASSWORD_ENV}). One per JVM. Each test takes
- * its own database from {@link #newDatabase()} so tests never see each other's rows.
+ * The one PostgreSQL fixture of the tests: a real PostgreSQL 17 server run from zonky's Maven
+ * binaries (a process of its own), with {@code max_prepared_transactions} set for two-phase commit.
+ * Two ways to get one:
+ * <ul>
+ *   <li>{@link #shared()}: the server of this JVM that tests and the demo talk to, or an external one
+ *       when {@value #EXTERNAL_URL_ENV} is set (with {@value #EXTERNAL_USER_ENV} and
+ *       {@value #EXTERNAL_PASSWORD_ENV}). Each test takes its own database from {@link #newDatabase()}
+ *       so tests never see each other's rows. Stopped when the JVM exits.
+ *   <li>{@link #start(Path)}: a server of the caller's own (the cluster harness), in a data directory
+ *       the caller deletes, stopped by {@link #close()}.
+ * </ul>
+ * Either can be {@link #restart() restarted} on the same data directory and port (embedded only).
  */
-public final class TestPostgres {
+public final class TestPostgres implements AutoCloseable {
     /** A JDBC URL of an existing database, e.g. {@code jdbc:postgresql://db:5432/postgres}. */
     public static final String EXTERNAL_URL_ENV = "ONCEFLOW_TEST_POSTGRES_URL";
     public static final String EXTERNAL_USER_ENV = "ONCEFLOW_TEST_POSTGRES_USER";
     public static final String EXTERNAL_PASSWORD_ENV = "ONCEFLOW_TEST_POSTGRES_PASSWORD";
-    /** Two-phase commit needs prepared transactions; PostgreSQL's default of 0 forbids them. */
+    /**
+     * Two-phase commit needs prepared transactions; PostgreSQL's default of 0 forbids them. The job's
+     * PostgreSQL sink prepares one transaction per subtask and pending checkpoint.
+     */
     public static final int MAX_PREPARED_TRANSACTIONS = 64;
     /**
-     * Set to {@code true} (before the first {@link #shared()}) for an embedded server with PostgreSQL's
-     * own durability defaults, {@code fsync} and {@code synchronous_commit} on: what the benchmark
-     * measures. Unset, tests get a faster server that may lose committed transactions in an OS crash
-     * (never in a server crash, which is all that {@link #restart()} simulates).
+     * Set to {@code true} (before the first {@link #shared()}) for a shared embedded server with
+     * PostgreSQL's own durability defaults, {@code fsync} and {@code synchronous_commit} on: what the
+     * benchmark measures. Unset, tests get a faster server that may lose committed transactions in an
+     * OS crash (never in a server crash, which is all that {@link #restart()} simulates).
      */
     public static final String DURABLE_PROPERTY = "onceflow.test.postgres.durable";
+    private static final String SUPERUSER = "postgres";
 
     private static TestPostgres shared;
 
-    private final String adminUrl;
-    private final String user;
-    private final String password;
+    private final TestDatabase admin;
+    /** Server settings beyond {@link #builder}'s; null for an external server. */
+    private final Map<String, String> serverSettings;
     private final Path dataDirectory;
     private final int port;
     private EmbeddedPostgres embedded;
 
-    private TestPostgres(String adminUrl, String user, String password, Path dataDirectory, int port,
+    private TestPostgres(TestDatabase admin, Map<String, String> serverSettings, Path dataDirectory, int port,
             EmbeddedPostgres embedded) {
-        this.adminUrl = adminUrl;
-        this.user = user;
-        this.password = password;
+        this.admin = admin;
+        this.serverSettings = serverSettings;
         this.dataDirectory = dataDirectory;
         this.port = port;
         this.embedded = embedded;
     }
 
-    /** The server of this JVM, started on first call. */
+    /** The server of this JVM, started on first call. Never closed by its users: it stops with the JVM. */
     public static synchronized TestPostgres shared() {
         if (shared == null) {
             String url = System.getenv(EXTERNAL_URL_ENV);
             if (url != null && !url.isBlank()) {
-                shared = new TestPostgres(url, envOr(EXTERNAL_USER_ENV, "postgres"),
-                        envOr(EXTERNAL_PASSWORD_ENV, ""), null, -1, null);
+                shared = new TestPostgres(new TestDatabase(url, envOr(EXTERNAL_USER_ENV, SUPERUSER),
+                        envOr(EXTERNAL_PASSWORD_ENV, "")), null, null, -1, null);
             } else {
-                shared = startEmbedded();
+                shared = startShared();
             }
-            Runtime.getRuntime().addShutdownHook(new Thread(shared::stop, "test-postgres-shutdown"));
+            Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+                try {
+                    shared.stop();
+                } catch (IllegalStateException e) {
+                    System.err.println("embedded PostgreSQL did not stop cleanly: " + e.getCause());
+                }
+            }, "test-postgres-shutdown"));
         }
         return shared;
     }
@@ -71,47 +92,100 @@ public final class TestPostgres {
         return value == null ? fallback : value;
     }
 
-    private static TestPostgres startEmbedded() {
+    private static TestPostgres startShared() {
+        // zonky turns synchronous_commit off by default: durable means both settings back on
+        String durable = Boolean.getBoolean(DURABLE_PROPERTY) ? "on" : "off";
+        Map<String, String> settings = Map.of("fsync", durable, "synchronous_commit", durable);
+        Path dataDirectory;
         try {
-            Path dataDirectory = Files.createTempDirectory("onceflow-postgres");
-            EmbeddedPostgres server = builder(dataDirectory, 0).start();
-            return new TestPostgres(server.getJdbcUrl("postgres", "postgres"), "postgres", "",
-                    dataDirectory, server.getPort(), server);
+            // kept across restart(); the temp directory goes with the machine's tmp cleanup
+            dataDirectory = Files.createTempDirectory("onceflow-postgres");
         } catch (IOException e) {
             throw new IllegalStateException("could not start the embedded PostgreSQL server", e);
         }
+        EmbeddedPostgres server = startEmbedded(dataDirectory, 0, settings);
+        return new TestPostgres(new TestDatabase(server.getJdbcUrl(SUPERUSER, "postgres"), SUPERUSER, ""), settings,
+                dataDirectory, server.getPort(), server);
     }
 
-    private static EmbeddedPostgres.Builder builder(Path dataDirectory, int port) {
+    /**
+     * Starts a server of the caller's own in {@code dataDirectory}, which the caller deletes after
+     * {@link #close()}; zonky's defaults otherwise ({@code fsync} and {@code synchronous_commit} off, whatever
+     * {@value #DURABLE_PROPERTY} says).
+     * Its {@link #jdbcUrl()} names no user: {@code jdbc:postgresql://127.0.0.1:port/postgres}.
+     */
+    public static TestPostgres start(Path dataDirectory) {
+        EmbeddedPostgres server = startEmbedded(dataDirectory, 0, Map.of());
+        String url = "jdbc:postgresql://127.0.0.1:" + server.getPort() + "/postgres";
+        return new TestPostgres(new TestDatabase(url, SUPERUSER, ""), Map.of(), dataDirectory, server.getPort(),
+                server);
+    }
+
+    private static EmbeddedPostgres startEmbedded(Path dataDirectory, int port, Map<String, String> settings) {
         EmbeddedPostgres.Builder builder = EmbeddedPostgres.builder()
                 .setDataDirectory(dataDirectory)
-                // kept across restart(); the temp directory goes with the machine's tmp cleanup
-                .setCleanDataDirectory(false)
+                .setCleanDataDirectory(false) // the data must survive restart()
                 .setServerConfig("max_prepared_transactions", String.valueOf(MAX_PREPARED_TRANSACTIONS))
                 .setServerConfig("max_connections", "200");
-        // zonky turns synchronous_commit off by default: durable means both settings back on
-        boolean durable = Boolean.getBoolean(DURABLE_PROPERTY);
-        builder.setServerConfig("fsync", durable ? "on" : "off")
-                .setServerConfig("synchronous_commit", durable ? "on" : "off");
-        return port > 0 ? builder.setPort(port) : builder;
+        settings.forEach(builder::setServerConfig);
+        if (port > 0) {
+            builder.setPort(port);
+        }
+        try {
+            return builder.start();
+        } catch (IOException e) {
+            throw new IllegalStateException("could not start PostgreSQL in " + dataDirectory, e);
+        }
+    }
+
+    /** The JDBC URL of the server's {@code postgres} database (or the external one), e.g. for the job's {@code postgres.url}. */
+    public String jdbcUrl() {
+        return admin.jdbcUrl();
+    }
+
+    public String user() {
+        return admin.user();
+    }
+
+    /** A connection as the superuser to the {@code postgres} database. */
+    public Connection connect() throws SQLException {
+        return admin.connect();
+    }
+
+    /** Runs {@code statements} as the superuser, in the {@code postgres} database. */
+    public void execute(String... statements) {
+        try {
+            admin.execute(statements);
+        } catch (SQLException e) {
+            throw new IllegalStateException("could not run " + String.join("; ", statements), e);
+        }
+    }
+
+    /** Runs {@code query} as the superuser; each row's columns joined by single spaces. */
+    public List<String> rows(String query) {
+        try {
+            return admin.rows(query);
+        } catch (SQLException e) {
+            throw new IllegalStateException("could not run " + query, e);
+        }
     }
 
     /** Creates an empty database and returns how to reach it. */
     public TestDatabase newDatabase() {
         String name = "onceflow_" + UUID.randomUUID().toString().replace("-", "").substring(0, 12)
                 .toLowerCase(Locale.ROOT);
-        try (Connection connection = DriverManager.getConnection(adminUrl, user, password);
-                Statement statement = connection.createStatement()) {
-            statement.execute("CREATE DATABASE " + name);
+        try {
+            admin.execute("CREATE DATABASE " + name);
         } catch (SQLException e) {
             throw new IllegalStateException("could not create database " + name, e);
         }
-        return new TestDatabase(adminUrl.replaceFirst("/[^/?]*(\\?.*)?$", "/" + name + "$1"), user, password);
+        return new TestDatabase(admin.jdbcUrl().replaceFirst("/[^/?]*(\\?.*)?$", "/" + name + "$1"), admin.user(),
+                admin.password());
     }
 
-    /** Whether {@link #restart()} works: only for the embedded server, not an external one. */
+    /** Whether {@link #restart()} works: only for an embedded server, not an external one. */
     public boolean canRestart() {
-        return embedded != null;
+        return serverSettings != null;
     }
 
     /**
@@ -119,16 +193,21 @@ public final class TestPostgres {
      * again on the same data directory and port. Prepared transactions survive, as they must.
      */
     public synchronized void restart() {
-        if (embedded == null) {
+        if (!canRestart()) {
             throw new UnsupportedOperationException("restart() needs the embedded server; "
                     + EXTERNAL_URL_ENV + " points at an external one");
         }
         stop();
-        try {
-            embedded = builder(dataDirectory, port).start();
-        } catch (IOException e) {
-            throw new IllegalStateException("could not restart the embedded PostgreSQL server", e);
+        embedded = startEmbedded(dataDirectory, port, serverSettings);
+    }
+
+    /** Stops a server of {@link #start(Path)}; the shared one stops with the JVM. */
+    @Override
+    public void close() {
+        if (this == shared) {
+            throw new UnsupportedOperationException("the shared server stops with the JVM");
         }
+        stop();
     }
 
     private synchronized void stop() {
@@ -136,15 +215,56 @@ public final class TestPostgres {
             try {
                 embedded.close();
             } catch (IOException e) {
-                System.err.println("embedded PostgreSQL did not stop cleanly: " + e);
+                throw new IllegalStateException("PostgreSQL did not stop", e);
+            } finally {
+                embedded = null;
             }
         }
     }
 
-    /** How to reach one test database. */
+    /** How to reach one database, and what tests do in it. */
     public record TestDatabase(String jdbcUrl, String user, String password) {
         public Connection connect() throws SQLException {
             return DriverManager.getConnection(jdbcUrl, user, password);
         }
+
+        /** Runs {@code statements}, each in its own transaction (autocommit). */
+        public void execute(String... statements) throws SQLException {
+            try (Connection connection = connect(); Statement statement = connection.createStatement()) {
+                for (String sql : statements) {
+                    statement.execute(sql);
+                }
+            }
+        }
+
+        /** Hands each row of {@code query} to {@code consumer}. */
+        public void query(String query, RowConsumer consumer) throws SQLException {
+            try (Connection connection = connect();
+                    Statement statement = connection.createStatement();
+                    ResultSet rows = statement.executeQuery(query)) {
+                while (rows.next()) {
+                    consumer.accept(rows);
+                }
+            }
+        }
+
+        /** The rows of {@code query}, each row's columns joined by single spaces. */
+        public List<String> rows(String query) throws SQLException {
+            List<String> rows = new ArrayList<>();
+            query(query, row -> {
+                StringBuilder line = new StringBuilder();
+                for (int column = 1; column <= row.getMetaData().getColumnCount(); column++) {
+                    line.append(column > 1 ? " " : "").append(row.getString(column));
+                }
+                rows.add(line.toString());
+            });
+            return rows;
+        }
+    }
+
+    /** What a test does with one row of a query. */
+    @FunctionalInterface
+    public interface RowConsumer {
+        void accept(ResultSet row) throws SQLException;
     }
 }

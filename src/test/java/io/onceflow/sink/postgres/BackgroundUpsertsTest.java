@@ -1,10 +1,16 @@
 package io.onceflow.sink.postgres;
 
+import static io.onceflow.sink.postgres.SinkDatabase.event;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.writer.BackgroundUpserts;
 import io.onceflow.sink.postgres.internal.writer.EventUpsertBatch;
+import io.onceflow.testing.Eventually;
 import java.io.IOException;
 import java.sql.SQLException;
+import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -12,10 +18,6 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
-import static io.onceflow.sink.postgres.SinkDatabase.event;
-import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
-
 
 /**
  * The mechanism of {@link BackgroundUpserts} with stand-in upserts (no database): order, the bound
@@ -55,6 +57,33 @@ class BackgroundUpsertsTest {
         }
     }
 
+    private interface Call {
+        void run() throws IOException;
+    }
+
+    /**
+     * Runs {@code call} on a thread of its own and returns once that thread waits (parked: in
+     * BackgroundUpserts only its semaphore parks) or the call has returned; the future completes when
+     * the call returns. No sleeping: while an upsert is held by {@link #release}, a call that must wait
+     * for it is parked for as long as the test looks, and one that wrongly does not wait has returned.
+     */
+    private static CompletableFuture<Void> callUntilItWaits(Call call) throws Exception {
+        CompletableFuture<Void> returned = new CompletableFuture<>();
+        Thread caller = new Thread(() -> {
+            try {
+                call.run();
+                returned.complete(null);
+            } catch (Throwable t) {
+                returned.completeExceptionally(t);
+            }
+        }, "caller");
+        caller.setDaemon(true);
+        caller.start();
+        Eventually.await("the call waits or returns", Duration.ofSeconds(TIMEOUT_SECONDS), Duration.ofMillis(1),
+                () -> caller.getState() == Thread.State.WAITING || returned.isDone());
+        return returned;
+    }
+
     private static EventUpsertBatch.Upsert failing(String message) {
         return connection -> {
             throw new SQLException(message);
@@ -73,15 +102,8 @@ class BackgroundUpsertsTest {
     void upsertsRunInSubmissionOrderAndAwaitAllWaitsForTheQueuedOnes() throws Exception {
         upserts.submit(blockedUntilReleased("first"));
         upserts.submit(recording("second"));
-        CompletableFuture<Void> awaited = CompletableFuture.runAsync(() -> {
-            try {
-                upserts.awaitAll();
-            } catch (IOException e) {
-                throw new RuntimeException(e);
-            }
-        });
+        CompletableFuture<Void> awaited = callUntilItWaits(upserts::awaitAll);
 
-        Thread.sleep(200);
         assertThat(awaited).as("awaitAll returns only after the queued upserts ran").isNotDone();
         release.countDown();
         awaited.get(TIMEOUT_SECONDS, TimeUnit.SECONDS);
@@ -92,15 +114,8 @@ class BackgroundUpsertsTest {
     void submitBlocksWhileTheMaximumIsInFlight() throws Exception {
         upserts.submit(blockedUntilReleased("running"));
         upserts.submit(recording("queued"));
-        CompletableFuture<Void> third = CompletableFuture.runAsync(() -> {
-            try {
-                upserts.submit(recording("third"));
-            } catch (IOException e) {
-                throw new RuntimeException(e);
-            }
-        });
+        CompletableFuture<Void> third = callUntilItWaits(() -> upserts.submit(recording("third")));
 
-        Thread.sleep(200);
         assertThat(third).as("back-pressure: two upserts are already in flight").isNotDone();
         release.countDown();
         third.get(TIMEOUT_SECONDS, TimeUnit.SECONDS);
@@ -129,7 +144,15 @@ class BackgroundUpsertsTest {
     @Test
     void aFailureSurfacesAtTheNextAddWithoutWaiting() throws Exception {
         upserts.submit(failing("lock timeout"));
-        Thread.sleep(200); // the failure happened; the task thread has not asked yet
+        // the failure happened (asking for it does not change it); the task thread has not asked yet
+        Eventually.await("the background upsert failed", Duration.ofSeconds(TIMEOUT_SECONDS), () -> {
+            try {
+                upserts.throwIfFailed();
+                return false;
+            } catch (IOException failed) {
+                return true;
+            }
+        });
 
         assertThatThrownBy(() -> upserts.add(event("a")))
                 .isInstanceOf(IOException.class)

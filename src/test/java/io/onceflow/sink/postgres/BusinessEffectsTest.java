@@ -1,5 +1,12 @@
 package io.onceflow.sink.postgres;
 
+import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.checkpoint;
+import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.commit;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.entry;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
 import io.onceflow.api.Event;
 import io.onceflow.sink.postgres.RecordingCommitRequest.Outcome;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
@@ -12,6 +19,7 @@ import io.onceflow.sink.postgres.internal.commit.PostgresCommitter;
 import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
 import io.onceflow.sink.postgres.internal.writer.PostgresAtLeastOnceWriter;
 import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
+import io.onceflow.testing.Eventually;
 import io.onceflow.testing.TestPostgres;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -28,13 +36,6 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
-import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.checkpoint;
-import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.commit;
-import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
-import static org.assertj.core.api.Assertions.entry;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
-
 
 /**
  * The transactional inbox against a real server: a test ledger whose {@code apply_payment} moves
@@ -412,13 +413,12 @@ class BusinessEffectsTest {
 
     private int waitForTheWriterToWaitForALock() throws Exception {
         AtomicInteger pid = new AtomicInteger();
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-        while (pid.get() == 0) {
-            assertThat(System.nanoTime()).as("the writer waits for the lock on bob's account").isLessThan(deadline);
-            Thread.sleep(20);
-            db.query("SELECT pid FROM pg_stat_activity WHERE application_name = 'onceflow-ledger-writer-0'"
-                    + " AND wait_event_type = 'Lock'", row -> pid.set(row.getInt(1)));
-        }
+        Eventually.await("the writer waits for the lock on bob's account", Duration.ofSeconds(20),
+                Duration.ofMillis(20), () -> {
+                    db.query("SELECT pid FROM pg_stat_activity WHERE application_name = 'onceflow-ledger-writer-0'"
+                            + " AND wait_event_type = 'Lock'", row -> pid.set(row.getInt(1)));
+                    return pid.get() != 0;
+                });
         return pid.get();
     }
 

@@ -1,9 +1,13 @@
 package io.onceflow.sink.postgres;
 
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
 import io.onceflow.api.Event;
 import io.onceflow.sink.postgres.internal.ProtocolHooks.Step;
 import io.onceflow.sink.postgres.internal.ProtocolHooks;
 import io.onceflow.sink.postgres.internal.commit.TransactionId;
+import io.onceflow.testing.Eventually;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -42,9 +46,6 @@ import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
-import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
-
 
 /**
  * {@link PostgresSink} in real Flink jobs (MiniCluster) against a real PostgreSQL server, with
@@ -151,7 +152,8 @@ class PostgresSinkIT {
     void stopWithSavepointAndResumeWithMoreSubtasks() throws Exception {
         Job first = job(2, EVENTS, null);
         JobClient client = first.start();
-        waitUntil(() -> db.deliveriesById().size() > EVENTS / 4);
+        Eventually.await("condition not met within 60 s", Duration.ofSeconds(60), Duration.ofMillis(50),
+                () -> db.deliveriesById().size() > EVENTS / 4);
         String savepoint = client.stopWithSavepoint(false, checkpoints.resolve("savepoints").toUri().toString(),
                 SavepointFormatType.CANONICAL).get(60, TimeUnit.SECONDS);
         int committedAtSavepoint = db.deliveriesById().size();
@@ -268,19 +270,5 @@ class PostgresSinkIT {
         Set<String> logged = new HashSet<>();
         db.query("SELECT gid FROM " + PostgresTableOptions.DEFAULT_COMMIT_LOG, row -> logged.add(row.getString(1)));
         assertThat(transactions).extracting(TransactionId::encode).doesNotContainAnyElementsOf(logged);
-    }
-
-    private interface Condition {
-        boolean holds() throws Exception;
-    }
-
-    private static void waitUntil(Condition condition) throws Exception {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-        while (!condition.holds()) {
-            if (System.nanoTime() > deadline) {
-                throw new AssertionError("condition not met within 60 s");
-            }
-            Thread.sleep(50);
-        }
     }
 }

@@ -11,10 +11,7 @@ import io.onceflow.testing.TestPostgres.TestDatabase;
 import io.onceflow.testing.TestPostgres;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
-import java.sql.Connection;
-import java.sql.ResultSet;
 import java.sql.SQLException;
-import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -23,7 +20,10 @@ import java.util.Map;
 import java.util.OptionalLong;
 import java.util.concurrent.atomic.AtomicInteger;
 
-/** A fresh database on the shared test server, and what the sink tests ask of it. */
+/**
+ * What the sink tests ask of a fresh database of the shared {@link TestPostgres} server: sinks,
+ * configs and writers on it (this package's types), and its rows as the sink wrote them.
+ */
 final class SinkDatabase {
     static final String TABLE = PostgresTableOptions.DEFAULT_EVENTS;
 
@@ -121,22 +121,10 @@ final class SinkDatabase {
     }
 
     void execute(String sql) throws SQLException {
-        try (Connection connection = database.connect(); Statement statement = connection.createStatement()) {
-            statement.execute(sql);
-        }
+        database.execute(sql);
     }
 
-    interface RowConsumer {
-        void accept(ResultSet row) throws SQLException;
-    }
-
-    void query(String sql, RowConsumer consumer) throws SQLException {
-        try (Connection connection = database.connect();
-                Statement statement = connection.createStatement();
-                ResultSet rows = statement.executeQuery(sql)) {
-            while (rows.next()) {
-                consumer.accept(rows);
-            }
-        }
+    void query(String sql, TestPostgres.RowConsumer consumer) throws SQLException {
+        database.query(sql, consumer);
     }
 }

@@ -2,6 +2,7 @@ package io.onceflow.testing.cluster;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.onceflow.testing.TestPostgres;
 import java.io.File;
 import java.io.IOException;
 import java.io.Writer;
@@ -33,7 +34,7 @@ public final class ClusterHarness implements AutoCloseable {
     private final Thread cleanupOnExit = new Thread(this::cleanUp, "cluster-harness-cleanup");
     private final List<AutoCloseable> services = new ArrayList<>();
     private KafkaBrokerProcess kafka;
-    private PostgresServer postgres;
+    private TestPostgres postgres;
     private FlinkStandaloneCluster flink;
 
     private ClusterHarness(Path directory) {
@@ -63,7 +64,7 @@ public final class ClusterHarness implements AutoCloseable {
         try {
             harness.kafka = harness.register(KafkaBrokerProcess.start(harness.directory.resolve("kafka"),
                     PROJECT_FLINK_CONF.resolve("log4j.properties")));
-            harness.postgres = harness.register(PostgresServer.start(harness.directory.resolve("postgres")));
+            harness.postgres = harness.register(TestPostgres.start(harness.directory.resolve("postgres")));
             return harness;
         } catch (RuntimeException | Error e) {
             harness.close();
@@ -91,7 +92,7 @@ public final class ClusterHarness implements AutoCloseable {
         return kafka;
     }
 
-    public PostgresServer postgres() {
+    public TestPostgres postgres() {
         return postgres;
     }
 
@@ -106,9 +107,26 @@ public final class ClusterHarness implements AutoCloseable {
      * prefix, on the harness's broker and database. Sorted and mutable: add what the test needs.
      */
     public Map<String, String> jobSettings(String name, int partitions) {
+        return jobSettings(name, partitions, 1);
+    }
+
+    /** As {@link #jobSettings(String, int)}, with {@code deadLetterPartitions} partitions of {@code name-dlq}. */
+    public Map<String, String> jobSettings(String name, int partitions, int deadLetterPartitions) {
+        Map<String, String> settings = kafkaJobSettings(name, partitions, deadLetterPartitions);
+        settings.put("postgres.url", postgres.jdbcUrl());
+        settings.put("postgres.user", postgres.user());
+        settings.put("postgres.sink.prefix", name);
+        return settings;
+    }
+
+    /**
+     * As {@link #jobSettings(String, int, int)} without the PostgreSQL sink: the topics (created here),
+     * the consumer group and the Kafka transactional id prefix, on the harness's broker.
+     */
+    public Map<String, String> kafkaJobSettings(String name, int partitions, int deadLetterPartitions) {
         kafka.createTopic(name + "-in", partitions);
         kafka.createTopic(name + "-out", partitions);
-        kafka.createTopic(name + "-dlq", 1);
+        kafka.createTopic(name + "-dlq", deadLetterPartitions);
         Map<String, String> settings = new TreeMap<>();
         settings.put("kafka.bootstrap.servers", kafka.bootstrapServers());
         settings.put("input.topics", name + "-in");
@@ -116,10 +134,14 @@ public final class ClusterHarness implements AutoCloseable {
         settings.put("output.topic", name + "-out");
         settings.put("dead.letter.topic", name + "-dlq");
         settings.put("kafka.transactional.id.prefix", name);
-        settings.put("postgres.url", postgres.jdbcUrl());
-        settings.put("postgres.user", postgres.user());
-        settings.put("postgres.sink.prefix", name);
         return settings;
+    }
+
+    /** {@code settings} as command-line arguments, {@code --key value} each, in the map's order. */
+    public static List<String> asArguments(Map<String, String> settings) {
+        List<String> arguments = new ArrayList<>();
+        settings.forEach((key, value) -> arguments.addAll(List.of("--" + key, value)));
+        return arguments;
     }
 
     /** Writes {@code settings} to {@code name-job.properties} in the harness's directory, for {@code --config}. */

@@ -3,6 +3,7 @@ package io.onceflow.testing.cluster;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.onceflow.testing.Eventually;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.net.URI;
@@ -15,6 +16,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
 import java.util.UUID;
 
 /**
@@ -133,19 +135,18 @@ public final class FlinkRestClient {
         request.put("targetDirectory", targetDirectory);
         request.put("drain", false);
         String triggerId = post("/jobs/" + jobId + "/stop", request).path("request-id").asText();
-        long deadline = System.nanoTime() + timeout.toNanos();
-        while (System.nanoTime() < deadline) {
+        return Eventually.valueWithin(timeout, Duration.ofMillis(200), () -> {
             JsonNode status = get("/jobs/" + jobId + "/savepoints/" + triggerId);
-            if ("COMPLETED".equals(status.path("status").path("id").asText())) {
-                JsonNode operation = status.path("operation");
-                if (operation.has("failure-cause")) {
-                    throw new IllegalStateException("stop with savepoint failed: " + operation.path("failure-cause"));
-                }
-                return operation.path("location").asText();
+            if (!"COMPLETED".equals(status.path("status").path("id").asText())) {
+                return Optional.<String>empty();
             }
-            Thread.sleep(200);
-        }
-        throw new IllegalStateException("stop with savepoint of " + jobId + " did not finish within " + timeout);
+            JsonNode operation = status.path("operation");
+            if (operation.has("failure-cause")) {
+                throw new IllegalStateException("stop with savepoint failed: " + operation.path("failure-cause"));
+            }
+            return Optional.of(operation.path("location").asText());
+        }).orElseThrow(() -> new IllegalStateException(
+                "stop with savepoint of " + jobId + " did not finish within " + timeout));
     }
 
     private JsonNode get(String path) throws IOException {

@@ -1,5 +1,6 @@
 package io.onceflow.testing.cluster;
 
+import io.onceflow.testing.Eventually;
 import java.io.IOException;
 import java.net.URI;
 import java.nio.file.Files;
@@ -216,20 +217,26 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
             jobManager = startFlinkProcess(name, APPLICATION_JOB_MANAGER_MAIN, "GET_JM_RESOURCE_PARAMS",
                     CoreOptions.FLINK_JM_JVM_OPTIONS, directory, options, programArgs);
         }
-        long deadline = System.nanoTime() + START_TIMEOUT.toNanos();
-        while (true) {
+        boolean up = holdsWithin(START_TIMEOUT, () -> {
             try {
                 rest.taskManagers();
-                return;
+                return true;
             } catch (IOException notYet) {
-                if (!jobManager.isAlive() || System.nanoTime() > deadline) {
-                    // the harness deletes the logs on close: the evidence goes into the message
-                    throw new IllegalStateException("the JobManager's REST API did not come up; the end of its"
-                            + " output:\n" + tail(jobManager.log(), 30) + "\nand of its log:\n" + tail(jobManagerLog(), 60));
+                if (!jobManager.isAlive()) {
+                    throw restApiDidNotComeUp();
                 }
-                sleep(Duration.ofMillis(300));
+                return false;
             }
+        });
+        if (!up) {
+            throw restApiDidNotComeUp();
         }
+    }
+
+    private IllegalStateException restApiDidNotComeUp() {
+        // the harness deletes the logs on close: the evidence goes into the message
+        return new IllegalStateException("the JobManager's REST API did not come up; the end of its"
+                + " output:\n" + tail(jobManager.log(), 30) + "\nand of its log:\n" + tail(jobManagerLog(), 60));
     }
 
     /** Starts one more TaskManager (a fresh process with a new resource id and working directory). */
@@ -289,19 +296,15 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
 
     /** Waits until {@code count} TaskManagers are registered with the JobManager. */
     public void awaitTaskManagers(int count) {
-        long deadline = System.nanoTime() + START_TIMEOUT.toNanos();
-        while (true) {
+        boolean registered = holdsWithin(START_TIMEOUT, () -> {
             try {
-                if (rest.taskManagers().size() >= count) {
-                    return;
-                }
+                return rest.taskManagers().size() >= count;
             } catch (IOException e) {
-                // the JobManager is busy; ask again
+                return false; // the JobManager is busy; ask again
             }
-            if (System.nanoTime() > deadline) {
-                throw new IllegalStateException(count + " TaskManagers did not register within " + START_TIMEOUT);
-            }
-            sleep(Duration.ofMillis(300));
+        });
+        if (!registered) {
+            throw new IllegalStateException(count + " TaskManagers did not register within " + START_TIMEOUT);
         }
     }
 
@@ -365,9 +368,10 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
         return options == null ? List.of() : Arrays.stream(options.trim().split("\\s+")).filter(s -> !s.isEmpty()).toList();
     }
 
-    private static void sleep(Duration duration) {
+    /** {@link Eventually#holdsWithin}, polling every 300 ms, for this class's methods that throw no checked exception. */
+    private static boolean holdsWithin(Duration timeout, Eventually.Condition<RuntimeException> condition) {
         try {
-            Thread.sleep(duration.toMillis());
+            return Eventually.holdsWithin(timeout, Duration.ofMillis(300), condition);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new IllegalStateException("interrupted", e);

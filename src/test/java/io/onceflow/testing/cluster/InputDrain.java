@@ -2,6 +2,7 @@ package io.onceflow.testing.cluster;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.onceflow.testing.Eventually;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
@@ -19,44 +20,57 @@ import org.apache.kafka.common.TopicPartition;
  * {@code longestStall} is a stuck job, and fails the test.
  */
 public final class InputDrain {
-    private InputDrain() {}
+    private final Admin admin;
+    private final String groupId;
+    private final Map<TopicPartition, Long> end;
+    private final Duration longestStall;
+    private long nextReport = System.nanoTime() + Duration.ofMinutes(1).toNanos();
+    private long committedBefore = -1;
+    private long lastProgress = System.nanoTime();
+    private Map<TopicPartition, OffsetAndMetadata> committed = Map.of();
+
+    private InputDrain(Admin admin, String groupId, Map<TopicPartition, Long> end, Duration longestStall) {
+        this.admin = admin;
+        this.groupId = groupId;
+        this.end = end;
+        this.longestStall = longestStall;
+    }
 
     public static void await(KafkaBrokerProcess kafka, String inputTopic, String groupId, Duration longestStall,
             Duration limit) throws Exception {
-        long deadline = System.nanoTime() + limit.toNanos();
-        long nextReport = System.nanoTime() + Duration.ofMinutes(1).toNanos();
-        long committedBefore = -1;
-        long lastProgress = System.nanoTime();
         try (Admin admin = kafka.admin()) {
             Map<TopicPartition, OffsetSpec> latest = admin.describeTopics(List.of(inputTopic)).allTopicNames().get()
                     .get(inputTopic).partitions().stream()
                     .collect(Collectors.toMap(p -> new TopicPartition(inputTopic, p.partition()), p -> OffsetSpec.latest()));
             Map<TopicPartition, Long> end = new TreeMap<>((a, b) -> Integer.compare(a.partition(), b.partition()));
             admin.listOffsets(latest).all().get().forEach((tp, info) -> end.put(tp, info.offset()));
-            while (true) {
-                Map<TopicPartition, OffsetAndMetadata> committed = admin
-                        .listConsumerGroupOffsets(groupId).partitionsToOffsetAndMetadata().get();
-                boolean caughtUp = end.entrySet().stream().allMatch(e -> committed.get(e.getKey()) != null
-                        && committed.get(e.getKey()).offset() >= e.getValue());
-                if (caughtUp) {
-                    return;
-                }
-                long committedNow = committed.values().stream().mapToLong(OffsetAndMetadata::offset).sum();
-                if (committedNow > committedBefore) {
-                    committedBefore = committedNow;
-                    lastProgress = System.nanoTime();
-                }
-                assertThat(Duration.ofNanos(System.nanoTime() - lastProgress)).as("time without committed input"
-                        + " while draining; end " + end + ", committed " + committed).isLessThan(longestStall);
-                assertThat(System.nanoTime()).as("drained within " + limit + "; end " + end + ", committed "
-                        + committed).isLessThan(deadline);
-                if (System.nanoTime() > nextReport) {
-                    System.out.printf("        draining: committed %d of %d input records%n", committedNow,
-                            end.values().stream().mapToLong(Long::longValue).sum());
-                    nextReport += Duration.ofMinutes(1).toNanos();
-                }
-                Thread.sleep(500);
-            }
+            InputDrain drain = new InputDrain(admin, groupId, end, longestStall);
+            boolean drained = Eventually.holdsWithin(limit, Duration.ofMillis(500), drain::caughtUp);
+            assertThat(drained).as("drained within " + limit + "; end " + end + ", committed " + drain.committed)
+                    .isTrue();
         }
+    }
+
+    /** Whether the committed offsets reached the end; fails when they have not moved for {@code longestStall}. */
+    private boolean caughtUp() throws Exception {
+        committed = admin.listConsumerGroupOffsets(groupId).partitionsToOffsetAndMetadata().get();
+        boolean caughtUp = end.entrySet().stream().allMatch(e -> committed.get(e.getKey()) != null
+                && committed.get(e.getKey()).offset() >= e.getValue());
+        if (caughtUp) {
+            return true;
+        }
+        long committedNow = committed.values().stream().mapToLong(OffsetAndMetadata::offset).sum();
+        if (committedNow > committedBefore) {
+            committedBefore = committedNow;
+            lastProgress = System.nanoTime();
+        }
+        assertThat(Duration.ofNanos(System.nanoTime() - lastProgress)).as("time without committed input"
+                + " while draining; end " + end + ", committed " + committed).isLessThan(longestStall);
+        if (System.nanoTime() > nextReport) {
+            System.out.printf("        draining: committed %d of %d input records%n", committedNow,
+                    end.values().stream().mapToLong(Long::longValue).sum());
+            nextReport += Duration.ofMinutes(1).toNanos();
+        }
+        return false;
     }
 }

@@ -1,5 +1,6 @@
 package io.onceflow.testing.cluster;
 
+import io.onceflow.testing.Eventually;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -8,6 +9,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
@@ -108,20 +110,29 @@ public final class KafkaBrokerProcess implements AutoCloseable {
 
     /** Waits until the broker answers metadata requests. */
     private void awaitReady() {
-        long deadline = System.nanoTime() + READY_TIMEOUT.toNanos();
-        Exception last = null;
-        while (System.nanoTime() < deadline) {
-            if (!process.isAlive()) {
-                throw new IllegalStateException("the Kafka broker exited during start-up; see " + process.log());
-            }
-            try (Admin admin = admin()) {
-                admin.describeCluster().nodes().get(5, TimeUnit.SECONDS);
-                return;
-            } catch (Exception e) {
-                last = e;
-            }
+        AtomicReference<Exception> last = new AtomicReference<>();
+        boolean ready;
+        try {
+            // no pause between the attempts: each one waits up to 5 s for an answer
+            ready = Eventually.holdsWithin(READY_TIMEOUT, Duration.ZERO, () -> {
+                if (!process.isAlive()) {
+                    throw new IllegalStateException("the Kafka broker exited during start-up; see " + process.log());
+                }
+                try (Admin admin = admin()) {
+                    admin.describeCluster().nodes().get(5, TimeUnit.SECONDS);
+                    return true;
+                } catch (Exception e) {
+                    last.set(e);
+                    return false;
+                }
+            });
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while the Kafka broker started", e);
         }
-        throw new IllegalStateException("the Kafka broker was not ready within " + READY_TIMEOUT, last);
+        if (!ready) {
+            throw new IllegalStateException("the Kafka broker was not ready within " + READY_TIMEOUT, last.get());
+        }
     }
 
     /** {@code kill -9} of the broker, then a start on the same ports and data. */

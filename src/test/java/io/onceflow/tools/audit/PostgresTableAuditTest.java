@@ -7,9 +7,7 @@ import io.onceflow.config.PostgresSettings;
 import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
 import io.onceflow.testing.TestPostgres.TestDatabase;
 import io.onceflow.testing.TestPostgres;
-import java.sql.Connection;
 import java.sql.SQLException;
-import java.sql.Statement;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.Set;
@@ -105,8 +103,6 @@ class PostgresTableAuditTest {
     }
 
     private void execute(String sql) throws SQLException {
-        try (Connection connection = database.connect(); Statement statement = connection.createStatement()) {
-            statement.execute(sql);
-        }
+        database.execute(sql);
     }
 }

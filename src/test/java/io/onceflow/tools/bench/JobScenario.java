@@ -8,6 +8,7 @@ import io.onceflow.config.OnceflowConfig;
 import io.onceflow.config.PostgresSettings;
 import io.onceflow.job.JobDefinition;
 import io.onceflow.job.OnceflowPipeline;
+import io.onceflow.testing.Eventually;
 import io.onceflow.testing.PipelineScenario;
 import java.nio.file.Files;
 import java.time.Duration;
@@ -235,13 +236,9 @@ final class JobScenario {
         throw new IllegalStateException("no task named " + DEDUP_TASK_NAME + " in the job graph");
     }
 
-    /** A condition that may throw while it checks. */
-    interface Condition {
-        boolean holds() throws Exception;
-    }
-
     /** Polls {@code condition} until it holds; fails fast if the job stopped, or after {@code timeout}. */
-    static void await(Duration timeout, Condition condition, String what, JobClient job) throws Exception {
+    static void await(Duration timeout, Eventually.Condition<Exception> condition, String what, JobClient job)
+            throws Exception {
         await(timeout, condition, what, () -> {
             if (job.getJobStatus().get().isGloballyTerminalState()) {
                 job.getJobExecutionResult().get(); // throws the job's failure
@@ -257,14 +254,17 @@ final class JobScenario {
     }
 
     /** Polls {@code condition} until it holds; fails fast when {@code liveness} throws, or after {@code timeout}. */
-    static void await(Duration timeout, Condition condition, String what, Liveness liveness) throws Exception {
-        long deadline = System.nanoTime() + timeout.toNanos();
-        while (!condition.holds()) {
-            liveness.check();
-            if (System.nanoTime() > deadline) {
-                throw new TimeoutException("no " + what + " within " + timeout);
+    static void await(Duration timeout, Eventually.Condition<Exception> condition, String what, Liveness liveness)
+            throws Exception {
+        boolean held = Eventually.holdsWithin(timeout, Duration.ofMillis(50), () -> {
+            if (condition.holds()) {
+                return true;
             }
-            Thread.sleep(50);
+            liveness.check();
+            return false;
+        });
+        if (!held) {
+            throw new TimeoutException("no " + what + " within " + timeout);
         }
     }
 }

@@ -6,6 +6,7 @@ import io.onceflow.dedup.MessageIdKey;
 import io.onceflow.dedup.MessageIdKeyTypeInfo;
 import io.onceflow.dedup.PreloadedDedupState;
 import io.onceflow.job.OnceflowPipeline;
+import io.onceflow.testing.Eventually;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
@@ -119,7 +120,7 @@ final class StatePreloader {
      * was whole-file filter blocks too big to stay in the block cache, fixed by partitioned filters
      * in flink-conf/config.yaml; docs/benchmarks.md, "Preloading with the State Processor API".)
      */
-    private static final class FilesUnchanged implements JobScenario.Condition {
+    private static final class FilesUnchanged implements Eventually.Condition<Exception> {
         private final Path directory;
         private final Duration quiet;
         private Map<String, Long> lastSeen = Map.of();

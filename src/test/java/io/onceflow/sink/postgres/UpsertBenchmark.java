@@ -14,21 +14,21 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.UUID;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.condition.EnabledIfSystemProperty;
 
 /**
- * Compares two ways to write a batch inside a two-phase transaction, run by hand:
- * {@code mvn -o test -Dtest=UpsertBenchmarkTest -Donceflow.benchmark=true}; figures go to the
- * test's output file. Each run: 200k distinct ids in one transaction, PREPARE, COMMIT PREPARED.
+ * Compares two ways to write a batch inside a two-phase transaction; a benchmark run by hand, not a
+ * test (it measures, it asserts nothing), and not in the published test jar:
+ * its {@code main} with the test classpath, e.g. {@code mvn -q test-compile exec:exec -Dexec.executable=java
+ * -Dexec.classpathScope=test "-Dexec.args=-classpath %classpath io.onceflow.sink.postgres.UpsertBenchmark"}
+ * (it lives in this package for the sink's package-private classes); figures go to standard output.
+ * Each run: 200k distinct ids in one transaction, PREPARE, COMMIT PREPARED.
  * <ul>
  *   <li>unnest: {@link EventUpsertBatch}, one INSERT ... SELECT FROM unnest(arrays) per batch;
  *   <li>rewritten batch: one INSERT ... VALUES per row, JDBC batches that pgjdbc rewrites into
  *       multi-row inserts ({@code reWriteBatchedInserts=true}).
  * </ul>
  */
-@EnabledIfSystemProperty(named = "onceflow.benchmark", matches = "true")
-class UpsertBenchmarkTest {
+final class UpsertBenchmark {
     private static final int ROWS = 200_000;
     private static final int ROUNDS = 2;
 
@@ -36,8 +36,12 @@ class UpsertBenchmarkTest {
     private final PostgresSinkConfig config = db.config("bench");
     private final List<Event> events = new ArrayList<>();
 
-    @Test
-    void compareBatchWrites() throws Exception {
+    public static void main(String[] args) throws Exception {
+        new UpsertBenchmark().compareBatchWrites();
+        System.exit(0); // the embedded PostgreSQL server stops in the shutdown hook
+    }
+
+    private void compareBatchWrites() throws Exception {
         for (int i = 0; i < ROWS; i++) {
             String id = UUID.randomUUID().toString();
             String payload = "{\"id\":\"" + id + "\",\"amount\":" + i + ",\"customer\":\"customer-" + (i % 997)
