@@ -45,4 +45,15 @@ public final class CommitLogTable {
     public String isLoggedQuery() {
         return "SELECT 1 FROM " + name + " WHERE gid = ?";
     }
+
+    /**
+     * Deletes up to parameter 3 rows of the gids starting with parameter 1 (one sink prefix's) that
+     * were logged before parameter 2 (a timestamptz); returns the count. A row is logged when its
+     * transaction is prepared, at its checkpoint: a restore of a checkpoint taken after parameter 2
+     * finds every row it asks for.
+     */
+    public String purgeBatchStatement() {
+        return "DELETE FROM " + name + " WHERE gid IN (SELECT gid FROM " + name
+                + " WHERE starts_with(gid, ?) AND committed_at < ? LIMIT ? FOR UPDATE SKIP LOCKED)";
+    }
 }

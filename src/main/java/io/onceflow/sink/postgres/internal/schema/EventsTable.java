@@ -30,6 +30,9 @@ public final class EventsTable {
             + " source_offset, deliveries, effect_transaction) SELECT *, ?::text FROM unnest(?::text[],"
             + " ?::text[]::jsonb[], ?::text[], ?::int[], ?::bigint[], ?::int[])";
 
+    /** A row whose effect is still to be called: the index of pending effects finds these. */
+    private static final String AWAITING_EFFECT = "result IS NULL AND effect_transaction IS NOT NULL";
+
     private final String name;
     private final String upsertSql;
     private final String upsertTaggedSql;
@@ -64,6 +67,26 @@ public final class EventsTable {
     /** The table's name, as configured. */
     public String name() {
         return name;
+    }
+
+    /**
+     * Deletes up to parameter 2 rows first processed before parameter 1 (a timestamptz), never a
+     * row whose effect is still to be called (no result, a transaction that calls it), and skipping
+     * rows a running writer holds locked (its prepared transaction's redelivery). Returns the count.
+     * A purged id that is delivered again makes a new row (and calls its effect again): see
+     * docs/operations.md, "Retention", for the window this needs.
+     */
+    public String purgeBatchStatement() {
+        return "DELETE FROM " + name + " WHERE id IN (SELECT id FROM " + name + " WHERE first_processed_at < ?"
+                + " AND NOT (" + AWAITING_EFFECT + ") LIMIT ? FOR UPDATE SKIP LOCKED)";
+    }
+
+    /**
+     * How many rows first processed before parameter 1 a purge keeps because their effect is still
+     * to be called.
+     */
+    public String pendingEffectsBeforeQuery() {
+        return "SELECT count(*) FROM " + name + " WHERE first_processed_at < ? AND " + AWAITING_EFFECT;
     }
 
     /** {@code CREATE TABLE IF NOT EXISTS}. */
