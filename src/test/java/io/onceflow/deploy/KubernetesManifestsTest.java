@@ -22,6 +22,7 @@ import io.fabric8.kubernetes.api.model.ContainerPort;
 import io.fabric8.kubernetes.api.model.EnvVar;
 import io.fabric8.kubernetes.api.model.GenericKubernetesResource;
 import io.fabric8.kubernetes.api.model.PodTemplateSpec;
+import io.fabric8.kubernetes.api.model.Quantity;
 import io.fabric8.kubernetes.api.model.Secret;
 import io.fabric8.kubernetes.api.model.SecretKeySelector;
 import io.fabric8.kubernetes.api.model.Volume;
@@ -30,6 +31,7 @@ import io.onceflow.config.OnceflowConfig;
 import io.onceflow.config.Secrets;
 import java.io.IOException;
 import java.io.StringReader;
+import java.math.BigDecimal;
 import java.net.URI;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -57,6 +59,7 @@ import org.apache.flink.configuration.PipelineOptions;
 import org.apache.flink.configuration.RestartStrategyOptions;
 import org.apache.flink.configuration.StateBackendOptions;
 import org.apache.flink.kubernetes.operator.api.FlinkDeployment;
+import org.apache.flink.state.rocksdb.RocksDBOptions;
 import org.apache.flink.kubernetes.operator.api.spec.JobSpec;
 import org.apache.flink.kubernetes.operator.api.spec.JobState;
 import org.apache.flink.kubernetes.operator.api.spec.UpgradeMode;
@@ -74,6 +77,7 @@ class KubernetesManifestsTest {
     private static final Path DIRECTORY = Path.of("deploy", "kubernetes");
     /** The container of a pod template that Flink's native Kubernetes integration merges its own into. */
     private static final String MAIN_CONTAINER = "flink-main-container";
+    private static final String ROCKSDB_LOCAL_DIR = RocksDBOptions.LOCAL_DIRECTORIES.key();
     private static final Pattern OPERATOR_FLINK_VERSION = Pattern.compile("v(\\d+)_(\\d+)");
     private static final Pattern WHOLE_VARIABLE = Pattern.compile("\\$\\{([A-Za-z_][A-Za-z0-9_]*)}");
     private static final int METRICS_PORT = 9249;
@@ -354,6 +358,29 @@ class KubernetesManifestsTest {
     }
 
     @Test
+    void rocksDbWorksOnALocalDiskVolumeThatTheTaskManagerRequestsAndLimits() {
+        String localDir = deployment.getSpec().getFlinkConfiguration().get(ROCKSDB_LOCAL_DIR);
+        Container taskManager = mainContainer("taskManager");
+        VolumeMount mount = taskManager.getVolumeMounts().stream().filter(candidate -> candidate.getMountPath().equals(localDir))
+                .findFirst().orElseThrow(() -> new AssertionError(ROCKSDB_LOCAL_DIR + " = " + localDir
+                        + " is on no volume of the TaskManager: RocksDB would fill the container's writable layer"));
+        Volume volume = podTemplate("taskManager").getSpec().getVolumes().stream()
+                .filter(candidate -> candidate.getName().equals(mount.getName())).findFirst()
+                .orElseThrow(() -> new AssertionError("the TaskManager mounts an undefined volume " + mount.getName()));
+        Quantity request = taskManager.getResources().getRequests().get("ephemeral-storage");
+        Quantity limit = taskManager.getResources().getLimits().get("ephemeral-storage");
+
+        assertThat(volume.getEmptyDir()).as("the node's local disk: an emptyDir").isNotNull();
+        assertThat(mount.getReadOnly()).as("RocksDB writes there").isNotEqualTo(Boolean.TRUE);
+        assertThat(request).as("an ephemeral-storage request, so the pod lands on a node with the disk").isNotNull();
+        assertThat(limit).as("an ephemeral-storage limit").isNotNull();
+        assertThat(Quantity.getAmountInBytes(request)).as("100M ids per TaskManager x 24.7 B x 4 (docs/sizing.md)")
+                .isGreaterThanOrEqualTo(new BigDecimal(10L << 30));
+        assertThat(Quantity.getAmountInBytes(volume.getEmptyDir().getSizeLimit())).as("the volume's sizeLimit")
+                .isBetween(Quantity.getAmountInBytes(request), Quantity.getAmountInBytes(limit));
+    }
+
+    @Test
     void theFlinkSettingsAreThoseOfTheClusterConfiguration() {
         Map<String, String> cluster = ProjectFiles.clusterConfig().toMap();
         Map<String, String> flink = deployment.getSpec().getFlinkConfiguration();
@@ -407,7 +434,8 @@ class KubernetesManifestsTest {
         assertThat(deployment.getSpec().getPodTemplate())
                 .as("spec.podTemplate: the operator merges it into the role templates by list position (env, ports, volumes)")
                 .isNull();
-        assertThat(mainContainer("taskManager").getVolumeMounts()).as("the TaskManagers do not read job.properties").isEmpty();
+        assertThat(mainContainer("taskManager").getVolumeMounts()).extracting(VolumeMount::getName)
+                .as("the TaskManagers do not read job.properties: they mount only RocksDB's disk").containsExactly("rocksdb");
         assertThat(mountedConfigFile(configFileArgument())).as("job.properties on the JobManager, where main runs").isNotBlank();
     }
 
