@@ -103,6 +103,16 @@ public final class ProgramArguments {
     }
 
     /**
+     * Shows a duration the way options and settings are written, e.g. {@code 7d}, for messages.
+     *
+     * @param duration any duration
+     * @return e.g. {@code 15min}
+     */
+    public static String formatDuration(Duration duration) {
+        return ValueParsers.format(duration);
+    }
+
+    /**
      * Reads and validates the job configuration.
      *
      * @param environment for {@code ${VAR}} substitution, usually {@link System#getenv()}

@@ -1,6 +1,7 @@
 package io.onceflow.tools.retention;
 
 import io.onceflow.config.ConfigException;
+import io.onceflow.config.ProgramArguments;
 import io.onceflow.sink.postgres.PostgresConnectionOptions;
 import io.onceflow.sink.postgres.PostgresTableOptions;
 import io.onceflow.sink.postgres.internal.commit.TransactionId;
@@ -75,7 +76,8 @@ public final class Retention {
     public Purged purge(Duration keep, int batchSize) throws SQLException {
         if (keep.compareTo(dedupTtl) < 0) {
             throw new ConfigException(List.of(ConfigException.problem(KEEP_OPTION,
-                    "is " + keep + ", shorter than dedup.ttl (" + dedupTtl + "): ids the dedup state has forgotten"
+                    "is " + ProgramArguments.formatDuration(keep) + ", shorter than dedup.ttl ("
+                            + ProgramArguments.formatDuration(dedupTtl) + "): ids the dedup state has forgotten"
                             + " would lose their row too, and a redelivery would be written and its effect called again",
                     "Keep rows at least as long as dedup.ttl, and as long as the oldest checkpoint or savepoint you"
                             + " may restore.")));

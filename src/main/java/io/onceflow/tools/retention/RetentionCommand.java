@@ -51,7 +51,8 @@ public final class RetentionCommand {
         CommandLineTool.run(RetentionCommand.class, () -> run(args));
     }
 
-    private static ExitCode run(String[] args) {
+    /** The command without ending the process: its exit code, or the exception that names what to fix. */
+    static ExitCode run(String[] args) {
         if (ProgramArguments.helpRequested(args)) {
             System.out.println(COMMAND_USAGE + OnceflowConfig.usage());
             return ExitCode.CLEAN;

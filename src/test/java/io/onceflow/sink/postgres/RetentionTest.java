@@ -61,7 +61,7 @@ class RetentionTest {
 
         assertThatThrownBy(() -> retention.purge(Duration.ofDays(6), BATCH_SIZE))
                 .isInstanceOf(ConfigException.class)
-                .hasMessageContaining("--keep: is PT144H, shorter than dedup.ttl (PT168H)")
+                .hasMessageContaining("--keep: is 6d, shorter than dedup.ttl (7d)")
                 .hasMessageContaining("Keep rows at least as long as dedup.ttl");
         assertThat(db.deliveriesById()).containsOnlyKeys("a");
     }
