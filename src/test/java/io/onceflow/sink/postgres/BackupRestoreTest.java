@@ -84,7 +84,7 @@ class BackupRestoreTest {
     }
 
     @Test
-    void aLogicalRestoreRefusesEveryStartUntilTheRunsOfTheOldServerAreCleared() throws Exception {
+    void aLogicalRestoreRefusesEveryStartNamingTheRunbookUntilTheRunsOfTheOldServerAreCleared() throws Exception {
         try (TestPostgres old = TestPostgres.start(directory.resolve("old"))) {
             // an older server has issued more transaction ids than a newly initialised one
             old.execute("DO $$ BEGIN FOR i IN 1..1000 LOOP PERFORM pg_current_xact_id(); COMMIT; END LOOP; END $$");
@@ -96,9 +96,13 @@ class BackupRestoreTest {
                 dumpAndRestore(old, restored, config);
                 PostgresSinkBuilder builder = builder(restored);
 
-                assertThatThrownBy(() -> writer(SinkDatabase.config(builder), OptionalLong.empty()))
-                        .as("the new run's id is an xid of the younger server: older than the restored runs")
-                        .hasStackTraceContaining("belongs to a newer run");
+                assertThatThrownBy(() -> SinkDatabase.config(builder))
+                        .as("the new run's id would be an xid of the younger server: older than the restored runs")
+                        .isInstanceOf(IllegalStateException.class)
+                        .hasMessageContaining("PostgreSQL sink prefix 'job' has run ")
+                        .hasMessageContaining("a transaction id this server has not issued yet: the database was"
+                                + " restored from a logical backup (pg_dump) of another server")
+                        .hasMessageContaining("docs/backup-restore.md");
 
                 // the runbook: the runs and writer claims of the old server mean nothing on this one
                 restored.execute("DELETE FROM " + PostgresTableOptions.DEFAULT_WRITERS + " WHERE sink_prefix = '"

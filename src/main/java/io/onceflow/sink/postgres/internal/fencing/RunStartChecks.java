@@ -94,6 +94,30 @@ final class RunStartChecks {
     }
 
     /**
+     * Run ids are transaction ids of the server, which only grow: a run this server has not issued
+     * came with a logical restore from another one, and would make every new run look older than it
+     * (each start refused as a replaced job's).
+     */
+    void refuseRunsOfAnotherServer() throws SQLException {
+        try (PreparedStatement query = connection.prepareStatement(config.schema().runs().runOfAnotherServerQuery())) {
+            query.setString(1, config.sinkPrefix());
+            try (ResultSet result = query.executeQuery()) {
+                result.next();
+                long run = result.getLong(1);
+                if (!result.wasNull()) {
+                    throw new IllegalStateException("PostgreSQL sink prefix '" + config.sinkPrefix() + "' has run " + run
+                            + " in " + config.tables().runs() + ", a transaction id this server has not issued yet:"
+                            + " the database was restored from a logical backup (pg_dump) of another server, and"
+                            + " Flink's checkpoints are ahead of it. Follow docs/backup-restore.md, \"Resume safely\":"
+                            + " clear the prefix's rows from " + config.tables().runs() + " and "
+                            + config.tables().writers() + ", then start fresh with the input rewound to before the"
+                            + " backup.");
+                }
+            }
+        }
+    }
+
+    /**
      * Two live jobs with one prefix would roll back each other's transactions. Sessions whose lease
      * expired (paused or dead writers of an earlier run) do not count: the new run's writers end them.
      */

@@ -42,6 +42,7 @@ public final class SinkRuns {
         try (Connection connection = PostgresConnections.open(config, "run-start")) {
             RunStartChecks checks = new RunStartChecks(connection, config);
             checks.checkDatabase(parallelism);
+            checks.refuseRunsOfAnotherServer();
             checks.refuseWhileLiveWritersHoldThePrefix();
             if (mode == StartMode.FRESH) {
                 checks.refuseWhilePrepared();

@@ -59,6 +59,16 @@ public final class RunsTable {
                 + " VALUES (?, pg_current_xact_id()::text::bigint, ?, ?, host(inet_client_addr()), ?) RETURNING run";
     }
 
+    /**
+     * The newest run of a sink prefix (parameter 1) that this server has not issued yet as a
+     * transaction id, null if none: such a run was registered on another server, and its rows came
+     * with a logical restore ({@code pg_dump}) into this one.
+     */
+    public String runOfAnotherServerQuery() {
+        return "SELECT max(run) FROM " + name + " WHERE sink_prefix = ?"
+                + " AND run >= pg_snapshot_xmax(pg_current_snapshot())::text::bigint";
+    }
+
     /** The newest run of a sink prefix (parameter 1); null if it has none. */
     public String newestRunQuery() {
         return "SELECT max(run) FROM " + name + " WHERE sink_prefix = ?";
