@@ -17,8 +17,11 @@ import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.CoreOptions;
 import org.apache.flink.configuration.GlobalConfiguration;
 import org.apache.flink.configuration.HeartbeatManagerOptions;
+import org.apache.flink.configuration.HighAvailabilityOptions;
+import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.configuration.RestartStrategyOptions;
 import org.apache.flink.configuration.StateBackendOptions;
+import org.apache.flink.configuration.WebOptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -40,6 +43,21 @@ class ClusterConfigTest {
             assertThat(cluster.getOptional(option)).as(option.key() + " in config.yaml").isPresent();
             assertThat(cluster.get(option)).as(option.key() + ": config.yaml and the job's default").isEqualTo(job.get(option));
         }
+    }
+
+    /**
+     * Flink's REST API has no authentication, and POST /jobs runs any job graph sent to it whatever
+     * web.submit.enable says: by default it answers only on the loopback interface, and the web UI's jar
+     * upload is off too.
+     */
+    @Test
+    void theRestApiListensOnTheLoopbackInterfaceAndTheJarUploadIsOff() {
+        Configuration cluster = ProjectFiles.clusterConfig();
+
+        assertThat(cluster.get(RestOptions.BIND_ADDRESS)).as(RestOptions.BIND_ADDRESS.key()).isIn("localhost", "127.0.0.1");
+        assertThat(cluster.getOptional(WebOptions.SUBMIT_ENABLE)).as(WebOptions.SUBMIT_ENABLE.key()).contains(false);
+        assertThat(cluster.getOptional(HighAvailabilityOptions.HA_MODE)).as("HA is the deployment's to configure: the"
+                + " comment in config.yaml and docs/operations.md say how").isEmpty();
     }
 
     @Test
