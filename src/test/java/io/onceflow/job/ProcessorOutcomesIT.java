@@ -75,6 +75,7 @@ class ProcessorOutcomesIT {
             DeadLetterReason reason = DeadLetterReason.valueOf(
                     new String(record.headers().lastHeader(OnceflowHeaders.DEAD_LETTER_REASON).value(), UTF_8));
             if (reason.fromProcessor()) {
+                // a dead letter keeps its source record's key, which the generator sets to the message id
                 String error = new String(record.headers().lastHeader(OnceflowHeaders.DEAD_LETTER_ERROR).value(), UTF_8);
                 processorDeadLettersPerId.computeIfAbsent(new String(record.key(), UTF_8), id -> new ArrayList<>())
                         .add(reason + ": " + error);
