@@ -47,10 +47,11 @@ import org.apache.flink.core.io.SimpleVersionedSerializer;
  * right after the checkpoint's transaction committed the id's row, its changes committed with the
  * result it records ({@link PendingEffects}).
  *
- * <p>Before a job with this sink is submitted, {@link #startRun} checks the database and registers
- * the submission as a new run of the sink prefix; put the sink it returns into the job. Writer
- * attempts of older runs, and older attempts of the same run, are fenced out in the database (see
- * {@link WriterFence}), so a paused or cut-off attempt that wakes up cannot undo its successor's work.
+ * <p>Before a job with this sink is submitted, {@link PostgresRunRegistry#startRun} checks the database
+ * and registers the submission as a new run of the sink prefix; put the sink of the
+ * {@link RegisteredRun} it returns into the job. Writer attempts of older runs, and older attempts
+ * of the same run, are fenced out in the database (see {@link WriterFence}), so a paused or cut-off
+ * attempt that wakes up cannot undo its successor's work.
  *
  * <p>Keep the sink prefix stable across restarts and upgrades of a job, and unique among the jobs
  * writing to one database: on a start without a checkpoint the sink rolls back every prepared
