@@ -25,7 +25,8 @@ import org.junit.jupiter.api.Test;
 /**
  * The example's job, with onceflow's test kit, on a real broker, a real PostgreSQL and a
  * MiniCluster: payments in roubles to open accounts and to one that was never opened, orders,
- * payments in dollars, redeliveries and poison, and a crash of the job mid-run. Each dollar payment is
+ * payments in dollars, redeliveries, poison and a record without an id, and a crash of the job
+ * mid-run. Each dollar payment is
  * dead-lettered once by {@link PaymentScreening}; every other event is output once and applied once
  * by {@code ledger.apply_payment}, so each balance is its opening balance less that account's unique
  * rouble payments, to the cent.
@@ -70,6 +71,7 @@ class PaymentsLedgerTest {
             records.add(TestRecord.raw("poison-" + i, null, ("{\"id\":\"poison-" + i).getBytes(UTF_8),
                     Map.of("message-id", ("poison-" + i).getBytes(UTF_8))));
         }
+        records.add(TestRecord.raw("no-id", null, "{\"type\":\"order\"}".getBytes(UTF_8), Map.of()));
         List<TestRecord> redeliveries = new ArrayList<>();
         for (int i = 0; i < records.size(); i += 10) {
             redeliveries.add(records.get(i));
@@ -115,7 +117,8 @@ class PaymentsLedgerTest {
         accepted.addAll(orders.keySet());
         assertThat(outcomes.outputIds()).isEqualTo(accepted);
         assertThat(outcomes.rowIds()).isEqualTo(accepted);
-        assertThat(outcomes.deadLetterLabels()).hasSize(FOREIGN_PAYMENTS + POISON);
+        assertThat(outcomes.deadLetterOf("no-id").reason()).isEqualTo("MISSING_ID");
+        assertThat(outcomes.deadLetterLabels()).hasSize(FOREIGN_PAYMENTS + POISON + 1);
 
         Map<Long, BigDecimal> expected = new TreeMap<>();
         for (long account = 1; account <= ACCOUNTS; account++) {

@@ -16,7 +16,7 @@ import org.junit.jupiter.api.Test;
  * The kit on one small run of a wrong processor: it reports each id's outcome (output, dead letter
  * with its reason, row with the effect's result) and catches the id the processor emits twice.
  */
-class OnceflowTestKitTest {
+class OnceflowTestKitIT {
     private static final String EFFECT = "CREATE FUNCTION kit_effect(message_id text, payload jsonb) RETURNS jsonb"
             + " LANGUAGE sql AS $$ SELECT jsonb_build_object('status', 'applied', 'id', message_id) $$";
 
