@@ -143,8 +143,9 @@ public final class JobUnderTest {
 
     private void checkFailureHappened() {
         if (!FailureInjector.fired(scenario.name)) {
-            throw new AssertionError("the failure after " + failOnceAfterEvents + " events never came: the input"
-                    + " drained before a checkpoint was pending; give the run a few hundred more records");
+            throw new AssertionError("the failure after " + failOnceAfterEvents + " events never came: fewer"
+                    + " events passed the processor, or the input drained before a checkpoint was pending; give the"
+                    + " run a few hundred records more than " + failOnceAfterEvents);
         }
         if (!FailureInjector.restartedAfterFiring(scenario.name)) {
             throw new AssertionError("the job did not restart after the injected failure");
