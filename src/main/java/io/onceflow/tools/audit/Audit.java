@@ -37,7 +37,8 @@ import org.apache.kafka.common.header.Header;
  * input record, and that id's outcome is then "output"; any other is unexpected.
  *
  * <p>Totals alone would hide a lost id and a duplicated id that cancel out, so the audit keeps a
- * count per id. Memory: about 200 bytes per unique id, plus the dead letters' coordinates.
+ * count per id. Memory: every unique id (a second set of them with PostgreSQL, the ids that must
+ * have a row), plus the dead letters' coordinates.
  */
 public final class Audit {
     private final CommittedTopicReader reader;
