@@ -12,6 +12,9 @@ import java.util.TreeMap;
  * number of times other than once. {@link #clean()} is the verdict.
  */
 public final class AuditReport {
+    /** How many of a finding's examples a line of the text report shows. */
+    private static final int TEXT_EXAMPLES = 3;
+
     long inputRecords;
     long acceptedRecords;
     long uniqueIds;
@@ -297,8 +300,10 @@ public final class AuditReport {
         text.append(String.format("%-28s", label)).append(value).append('\n');
     }
 
+    /** The count and the first few examples, so that a line for people stays short (the JSON has more). */
     private static String withExamples(Finding finding) {
-        return finding.count + (finding.count == 0 ? "" : ", e.g. " + finding.examples);
+        return finding.count + (finding.count == 0 ? ""
+                : ", e.g. " + finding.examples.subList(0, Math.min(TEXT_EXAMPLES, finding.examples.size())));
     }
 
     /** The report for machines. */

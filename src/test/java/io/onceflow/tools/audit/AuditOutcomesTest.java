@@ -90,6 +90,9 @@ class AuditOutcomesTest {
                 "  derived ids               1, e.g. [refunded-1:refund (from refunded-1)]\n",
                 "VERDICT: clean, every id has exactly one outcome\n");
         assertThat(report.toJson()).contains("\"REJECTED_BY_PROCESSOR\" : {\n        \"count\" : 2,");
+        assertThat(report.toText().lines().filter(line -> line.startsWith("  output  ")).findFirst().orElseThrow())
+                .as("a line for people shows three examples").matches("  output +5, e\\.g\\. \\[[^,]+, [^,]+, [^,]+\\]");
+        assertThat(report.toJson()).as("the JSON counts them all").contains("\"output\" : {\n      \"count\" : 5,");
     }
 
     @Test

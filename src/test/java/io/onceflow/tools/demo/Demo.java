@@ -117,7 +117,7 @@ public final class Demo {
         }
         System.out.println("LEDGER: " + money);
         boolean clean = report.clean() && money.clean();
-        System.out.println(clean ? "DEMO: clean: every id exactly once, and every balance matches its unique applied payments to the cent"
+        System.out.println(clean ? "DEMO: clean: every id has exactly one outcome, and every balance matches its unique applied payments to the cent"
                 : "DEMO: NOT CLEAN");
         System.exit(clean ? 0 : 1);
     }
