@@ -96,6 +96,18 @@ class AuditOutcomesTest {
     }
 
     @Test
+    void anIdWhoseEventTheProcessorReplacedHasItsOutputUnderTheDerivedId() throws Exception {
+        output("replaced-1:v2", in("replaced-1"));
+        row("replaced-1:v2", "{\"status\": \"applied\"}");
+
+        AuditReport report = scenario.audit();
+
+        assertThat(report.problems()).isEmpty();
+        assertThat(report.derivedOnlyIds()).isEqualTo(1);
+        assertThat(report.toText()).contains("  output, derived ids only  1, e.g. [replaced-1]\n");
+    }
+
+    @Test
     void anIdThatNeverCameOutIsALoss() {
         in("lost-1");
 
