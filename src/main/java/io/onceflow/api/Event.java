@@ -13,7 +13,7 @@ import java.util.Objects;
  * key of the source record.
  */
 public class Event {
-    /** The message id, as found by the configured {@link MessageIdSource}; never null or empty. */
+    /** The message id, as found by the configured {@link io.onceflow.ingest.MessageIdSource}; never null or empty. */
     public String messageId;
     /** The record value as received: UTF-8 bytes. */
     public byte[] payload;
@@ -23,6 +23,12 @@ public class Event {
     /** The Kafka record timestamp (producer or log-append time), in epoch milliseconds. */
     public long sourceTimestamp;
     public Map<String, byte[]> headers = new HashMap<>();
+    /**
+     * The source record's key as received, or null when it had none. Not written to the output (whose key
+     * is the message id): it is the key of this event's dead letter, as of every dead letter, so that a
+     * dead letter is its source record as received and can be replayed to the same partition.
+     */
+    public byte[] sourceKey;
 
     public Event() {}
 

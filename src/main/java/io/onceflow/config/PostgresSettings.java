@@ -39,23 +39,14 @@ public final class PostgresSettings implements Serializable {
     private final String sinkPrefix;
 
     private PostgresSettings(ConfigReader settings, String kafkaTransactionalIdPrefix) {
+        // read in the order the problems are listed: connection, tables, prefix, then tuning
         connection = new PostgresConnectionOptions(settings.parsed(POSTGRES_URL, ValueParsers::postgresUrl),
                 settings.text(POSTGRES_USER), settings.text(POSTGRES_PASSWORD));
-        tables = new PostgresTableOptions(
-                settings.parsed(POSTGRES_TABLE, ValueParsers::sqlTableName),
-                settings.parsed(POSTGRES_REJECTS_TABLE, ValueParsers::sqlTableName),
-                settings.parsed(POSTGRES_COMMIT_LOG_TABLE, ValueParsers::sqlTableName),
-                settings.parsed(POSTGRES_RUNS_TABLE, ValueParsers::sqlTableName),
-                settings.parsed(POSTGRES_WRITERS_TABLE, ValueParsers::sqlTableName),
-                settings.parsed(POSTGRES_EFFECT_FUNCTION, ValueParsers::sqlFunctionName));
-        PostgresWriterOptions defaults = PostgresWriterOptions.defaults();
-        // an invalid value is reported and fails the configuration; its default only fills the slot
-        writer = new PostgresWriterOptions(
-                Objects.requireNonNullElse(settings.parsed(POSTGRES_BATCH_SIZE,
-                        ValueParsers.integerBetween(1, PostgresWriterOptions.MAX_BATCH_SIZE)), defaults.batchSize()),
-                settings.parsed(POSTGRES_LOCK_TIMEOUT, ValueParsers.timeout()),
-                settings.parsed(POSTGRES_STATEMENT_TIMEOUT, ValueParsers.timeout()),
-                defaults.writerLease());
+        String events = settings.parsed(POSTGRES_TABLE, ValueParsers::sqlTableName);
+        String rejects = settings.parsed(POSTGRES_REJECTS_TABLE, ValueParsers::sqlTableName);
+        String commitLog = settings.parsed(POSTGRES_COMMIT_LOG_TABLE, ValueParsers::sqlTableName);
+        String runs = settings.parsed(POSTGRES_RUNS_TABLE, ValueParsers::sqlTableName);
+        String writers = settings.parsed(POSTGRES_WRITERS_TABLE, ValueParsers::sqlTableName);
         sinkPrefix = settings.parsed(POSTGRES_SINK_PREFIX, ValueParsers.accepting(
                 PostgresSinkBuilder::isValidSinkPrefix, "is not a valid sink prefix",
                 "Use 1 to 40 of the characters a-z, A-Z, 0-9 and '_'."));
@@ -65,6 +56,18 @@ public final class PostgresSettings implements Serializable {
                     "is required when postgres.url is set",
                     requiredSinkPrefixAdvice(kafkaTransactionalIdPrefix));
         }
+        PostgresWriterOptions defaults = PostgresWriterOptions.defaults();
+        // an invalid value is reported and fails the configuration; its default only fills the slot
+        int batchSize = Objects.requireNonNullElse(settings.parsed(POSTGRES_BATCH_SIZE,
+                ValueParsers.integerBetween(1, PostgresWriterOptions.MAX_BATCH_SIZE)), defaults.batchSize());
+        tables = new PostgresTableOptions(events, rejects, commitLog, runs, writers,
+                settings.parsed(POSTGRES_EFFECT_FUNCTION, ValueParsers::sqlFunctionName));
+        writer = new PostgresWriterOptions(
+                batchSize,
+                settings.parsed(POSTGRES_LOCK_TIMEOUT,
+                        ValueParsers.timeout(PostgresWriterOptions.maxLockTimeout(defaults.writerLease()))),
+                settings.parsed(POSTGRES_STATEMENT_TIMEOUT, ValueParsers.timeout(PostgresWriterOptions.MAX_TIMEOUT)),
+                defaults.writerLease());
         checkTablesAreDistinct(settings);
     }
 

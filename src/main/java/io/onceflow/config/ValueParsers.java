@@ -109,15 +109,15 @@ final class ValueParsers {
 
     /**
      * Returns a parser of a PostgreSQL timeout: {@link PostgresWriterOptions#MIN_TIMEOUT} to
-     * {@link PostgresWriterOptions#MAX_TIMEOUT}.
+     * {@code maximum}.
      */
-    static Function<String, Duration> timeout() {
+    static Function<String, Duration> timeout(Duration maximum) {
         Function<String, Duration> atLeast = durationAtLeast(PostgresWriterOptions.MIN_TIMEOUT);
         return text -> {
             Duration timeout = atLeast.apply(text);
-            if (timeout.compareTo(PostgresWriterOptions.MAX_TIMEOUT) > 0) {
-                throw new InvalidValueException("'" + text + "' is more than "
-                        + format(PostgresWriterOptions.MAX_TIMEOUT), "Use a duration of at most 24 days.");
+            if (timeout.compareTo(maximum) > 0) {
+                throw new InvalidValueException("'" + text + "' is more than " + format(maximum),
+                        "Use a duration of at most " + format(maximum) + ".");
             }
             return timeout;
         };

@@ -125,14 +125,16 @@ public class IngestDeserializer implements KafkaRecordDeserializationSchema<Inge
         try {
             JsonNode payload = parseJsonObject(record.value());
             String messageId = extractId(record, payload);
-            return IngestResult.accepted(new Event(
+            Event event = new Event(
                     messageId,
                     record.value(),
                     record.topic(),
                     record.partition(),
                     record.offset(),
                     record.timestamp(),
-                    headers));
+                    headers);
+            event.sourceKey = record.key();
+            return IngestResult.accepted(event);
         } catch (Rejection rejection) {
             return IngestResult.rejected(new DeadLetter(
                     record.key(),

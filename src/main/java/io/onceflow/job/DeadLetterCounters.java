@@ -7,9 +7,22 @@ import java.util.Map;
 import java.util.function.Predicate;
 import org.apache.flink.metrics.Counter;
 import org.apache.flink.metrics.MetricGroup;
+import org.apache.flink.metrics.SimpleCounter;
 
-/** The counters {@code deadLetters.<REASON>} of one operator, for the reasons it can give. Internal to the job. */
+/**
+ * The dead-letter counters of one operator, one per reason it can give. Each is the counter
+ * {@code deadLetters} in the group {@code reason} whose value is the reason: Flink's reporters turn that
+ * value into a variable, so Prometheus gets one name with a {@code reason} label
+ * ({@code flink_taskmanager_job_task_operator_reason_deadLetters{reason="MALFORMED_JSON"}}), and a new reason
+ * needs no new name in a query. The same counter is also registered under the name used up to 0.1
+ * ({@code deadLetters.<REASON>}, the reason in the name), deprecated, to be removed in the next release
+ * (docs/operations.md). Internal to the job.
+ */
 final class DeadLetterCounters {
+    /** The group key whose value, the reason, becomes the label. */
+    private static final String REASON_GROUP = "reason";
+    private static final String COUNTER = "deadLetters";
+
     private final Map<DeadLetterReason, Counter> byReason = new EnumMap<>(DeadLetterReason.class);
 
     /**
@@ -17,10 +30,11 @@ final class DeadLetterCounters {
      * @param reasons the reasons the operator gives; a counter is registered for each
      */
     DeadLetterCounters(MetricGroup operator, Predicate<DeadLetterReason> reasons) {
-        MetricGroup deadLetters = operator.addGroup("deadLetters");
+        MetricGroup deprecatedNames = operator.addGroup(COUNTER);
         for (DeadLetterReason reason : DeadLetterReason.values()) {
             if (reasons.test(reason)) {
-                byReason.put(reason, deadLetters.counter(reason.name()));
+                Counter counter = operator.addGroup(REASON_GROUP, reason.name()).counter(COUNTER, new SimpleCounter());
+                byReason.put(reason, deprecatedNames.counter(reason.name(), counter));
             }
         }
     }

@@ -91,7 +91,10 @@ public final class JobDefinition {
         return defineIn(env, sinks);
     }
 
-    /** Adds the pipeline with {@code sinks} as they are, not started: for a test of the job graph. */
+    /**
+     * Adds the pipeline with {@code sinks} as given: started by {@link JobStart} (main, which reports
+     * a failed start apart from the rest), or not started, for a test of the job graph.
+     */
     DataStream<Event> defineIn(StreamExecutionEnvironment env, OnceflowPipeline.Sinks sinks) {
         KafkaSourceBuilder<IngestResult> source = KafkaInput.sourceBuilder(
                 config.bootstrapServers(),

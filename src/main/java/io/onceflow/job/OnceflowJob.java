@@ -95,14 +95,16 @@ public final class OnceflowJob {
                 StreamExecutionEnvironment.getExecutionEnvironment(FlinkSettings.configuration(config));
         Preflight.check(config, Preflight.Purpose.RUN_JOB);
         // fail before submitting, with a message that says what to fix, rather than in a restart loop
+        OnceflowPipeline.Sinks sinks;
         try {
-            new JobDefinition(config, processor).defineIn(env);
+            sinks = JobStart.start(config, env);
         } catch (JobStart.FreshStartRefused e) {
             throw new CannotRunException(List.of(Preflight.withoutSecrets(
                     "fresh.start.pending: " + Preflight.oneLine(e.getMessage()), config)));
         } catch (SQLException | IllegalStateException e) {
             throw Preflight.postgresFailure(config, e);
         }
+        new JobDefinition(config, processor).defineIn(env, sinks);
         env.execute(FlinkSettings.jobName(config));
         return ExitCode.CLEAN;
     }

@@ -24,9 +24,9 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
  * bounded or failing ones and {@link OnceflowJob#main} only wires configuration to it:
  *
  * <pre>
- * source -> split -> keyBy(message id) -> dedup -> processor -> Kafka [+ PostgreSQL]
+ * source -&gt; split -&gt; keyBy(message id) -&gt; dedup -&gt; processor -&gt; Kafka [+ PostgreSQL]
  *             |                                       |
- *             dead letters -> dead-letter sink <- dead letters (rejected, failed)
+ *             dead letters -&gt; dead-letter sink &lt;- dead letters (rejected, failed)
  * </pre>
  *
  * <p>Every stateful operator and sink has a stable uid (the constants below): they are the

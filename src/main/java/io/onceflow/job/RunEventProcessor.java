@@ -29,7 +29,6 @@ import org.apache.flink.util.Collector;
 import org.apache.flink.util.OutputTag;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
-import static java.nio.charset.StandardCharsets.UTF_8;
 
 
 /**
@@ -182,9 +181,9 @@ final class RunEventProcessor extends ProcessFunction<Event, Event>
         attemptOutput.clear();
     }
 
-    /** Dead-letters {@code event} as received, keyed by its message id. */
+    /** Dead-letters {@code event} as received, with its source record's key (as ingest's dead letters). */
     private void deadLetter(Context ctx, Event event, DeadLetterReason reason, String error) {
-        DeadLetter deadLetter = new DeadLetter(event.messageId.getBytes(UTF_8), event.payload, reason, error,
+        DeadLetter deadLetter = new DeadLetter(event.sourceKey, event.payload, reason, error,
                 event.sourceTopic, event.sourcePartition, event.sourceOffset, event.sourceTimestamp, event.headers);
         deadLetters.count(deadLetter);
         ctx.output(DEAD_LETTERS, deadLetter);

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.InstanceOfAssertFactories.STRING;
 
+import io.onceflow.sink.postgres.PostgresWriterOptions;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
@@ -471,6 +472,24 @@ class OnceflowConfigTest {
     }
 
     @Test
+    void postgresTimeoutsAreReadIntoTheWriterOptionsAndDefaultToTheirOldFixedValues() {
+        Map<String, String> settings = ValidSettings.withPostgres("pw");
+        assertThat(build(settings).postgres().orElseThrow().writer())
+                .isEqualTo(PostgresWriterOptions.defaults())
+                .extracting(PostgresWriterOptions::lockTimeout, PostgresWriterOptions::statementTimeout)
+                .containsExactly(Duration.ofSeconds(30), Duration.ofMinutes(2));
+
+        settings.put("postgres.lock.timeout", "5s");
+        settings.put("postgres.statement.timeout", "10min");
+        PostgresWriterOptions writer = build(settings).postgres().orElseThrow().writer();
+
+        assertThat(writer.lockTimeout()).isEqualTo(Duration.ofSeconds(5));
+        assertThat(writer.statementTimeout()).isEqualTo(Duration.ofMinutes(10));
+        assertThat(writer.sessionSettings()).containsExactly(
+                Map.entry("lock_timeout", "5000"), Map.entry("statement_timeout", "600000"));
+    }
+
+    @Test
     void postgresPasswordMayBeLeftOut() {
         Map<String, String> settings = ValidSettings.withPostgres("");
 
@@ -508,6 +527,10 @@ class OnceflowConfigTest {
                 Arguments.of("postgres.sink.prefix", "payments-1", "'payments-1' is not a valid sink prefix"),
                 Arguments.of("postgres.sink.prefix", "p".repeat(41), "is not a valid sink prefix"),
                 Arguments.of("postgres.batch.size", "100001", "is not a whole number from 1 to 100000"),
+                Arguments.of("postgres.lock.timeout", "0ms", "is less than 1ms"),
+                Arguments.of("postgres.lock.timeout", "25d", "'25d' is more than"),
+                Arguments.of("postgres.statement.timeout", "soon", "soon"),
+                Arguments.of("postgres.statement.timeout", "25d", "'25d' is more than"),
                 Arguments.of("postgres.effect.function", "ledger.apply_payment(text, jsonb)",
                         "'ledger.apply_payment(text, jsonb)' is not a valid function name. Use only letters"));
     }

@@ -6,19 +6,25 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.onceflow.api.Onceflow;
 import io.onceflow.config.OnceflowConfig;
 import java.io.IOException;
+import java.lang.reflect.Field;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.ConfigOption;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.CoreOptions;
 import org.apache.flink.configuration.GlobalConfiguration;
 import org.apache.flink.configuration.HeartbeatManagerOptions;
+import org.apache.flink.configuration.HighAvailabilityOptions;
+import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.configuration.RestartStrategyOptions;
 import org.apache.flink.configuration.StateBackendOptions;
+import org.apache.flink.configuration.WebOptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -40,6 +46,42 @@ class ClusterConfigTest {
             assertThat(cluster.getOptional(option)).as(option.key() + " in config.yaml").isPresent();
             assertThat(cluster.get(option)).as(option.key() + ": config.yaml and the job's default").isEqualTo(job.get(option));
         }
+    }
+
+    /**
+     * Flink's REST API has no authentication, and POST /jobs runs any job graph sent to it whatever
+     * web.submit.enable says: by default it answers only on the loopback interface, and the web UI's jar
+     * upload is off too.
+     */
+    @Test
+    void theRestApiListensOnTheLoopbackInterfaceAndTheJarUploadIsOff() {
+        Configuration cluster = ProjectFiles.clusterConfig();
+
+        assertThat(cluster.get(RestOptions.BIND_ADDRESS)).as(RestOptions.BIND_ADDRESS.key()).isIn("localhost", "127.0.0.1");
+        assertThat(cluster.getOptional(WebOptions.SUBMIT_ENABLE)).as(WebOptions.SUBMIT_ENABLE.key()).contains(false);
+    }
+
+    /**
+     * High availability needs a service and shared storage this file cannot name, so it is left to the
+     * deployment: the commented-out keys that say how must be Flink's own.
+     */
+    @Test
+    void theCommentedHighAvailabilityKeysAreFlinksOwn() throws Exception {
+        Set<String> flinkKeys = new HashSet<>();
+        for (Field field : HighAvailabilityOptions.class.getFields()) {
+            if (field.get(null) instanceof ConfigOption<?> option) {
+                flinkKeys.add(option.key());
+            }
+        }
+        List<String> commented = Files.readAllLines(Path.of("flink-conf", "config.yaml")).stream()
+                .map(line -> line.replaceFirst("^#\\s+", ""))
+                .filter(line -> line.startsWith("high-availability.")).map(line -> line.substring(0, line.indexOf(':')))
+                .toList();
+
+        assertThat(ProjectFiles.clusterConfig().getOptional(HighAvailabilityOptions.HA_MODE)).isEmpty();
+        assertThat(commented).as("the commented high-availability keys in config.yaml").contains(
+                HighAvailabilityOptions.HA_MODE.key(), HighAvailabilityOptions.HA_STORAGE_PATH.key())
+                .allSatisfy(key -> assertThat(flinkKeys).contains(key));
     }
 
     @Test

@@ -111,6 +111,22 @@ class ComposeFileTest {
         assertThat(interpolated(submit.path("environment").path("JOB_NAME"))).isEqualTo(Onceflow.jobName(submittedConfig()));
     }
 
+    /**
+     * The JobManager's REST API (no authentication) listens on the container's interfaces, so every
+     * published port must be on the host's loopback address; the submitter uses Flink's CLI, which does
+     * not need the jar upload that flink-conf/ turns off.
+     */
+    @Test
+    void portsArePublishedOnTheHostsLoopbackOnlyAndTheJobIsSubmittedWithoutTheJarUpload() throws IOException {
+        List<String> published = new ArrayList<>();
+        services.fields().forEachRemaining(service -> published.addAll(list(service.getValue().path("ports"))));
+
+        assertThat(published).isNotEmpty().allSatisfy(port -> assertThat(port).startsWith("127.0.0.1:"));
+        assertThat(flinkPropertyText("jobmanager", "rest.bind-address")).isEqualTo("0.0.0.0");
+        String script = Files.readString(Path.of("docker", "submit-job.sh"));
+        assertThat(script).contains("\"$FLINK\" run -m \"$JOBMANAGER\"").doesNotContain("/jars/");
+    }
+
     @Test
     void theMonitoringProfileScrapesEveryFlinkProcessOnTheReportersPortAndLoadsTheRulesAndTheDashboard()
             throws IOException {
@@ -152,9 +168,13 @@ class ComposeFileTest {
     }
 
     private static MemorySize flinkProperty(String service, String key) {
+        return MemorySize.parse(flinkPropertyText(service, key));
+    }
+
+    private static String flinkPropertyText(String service, String key) {
         for (String line : interpolated(services.path(service).path("environment").path("FLINK_PROPERTIES")).split("\n")) {
             if (line.startsWith(key + ":")) {
-                return MemorySize.parse(line.substring(key.length() + 1).trim());
+                return line.substring(key.length() + 1).trim();
             }
         }
         throw new AssertionError(service + " does not set " + key + " in FLINK_PROPERTIES");

@@ -58,6 +58,7 @@ import org.apache.flink.configuration.JobManagerOptions;
 import org.apache.flink.configuration.PipelineOptions;
 import org.apache.flink.configuration.RestartStrategyOptions;
 import org.apache.flink.configuration.StateBackendOptions;
+import org.apache.flink.configuration.WebOptions;
 import org.apache.flink.kubernetes.operator.api.FlinkDeployment;
 import org.apache.flink.state.rocksdb.RocksDBOptions;
 import org.apache.flink.kubernetes.operator.api.spec.JobSpec;
@@ -158,8 +159,8 @@ class KubernetesManifestsTest {
 
     /**
      * The 1.10.0 model (the newest operator release this build resolves) knows FlinkVersion values up to
-     * v1_20; the manifest needs a 2.x value that later operators define. So the value is checked on its own
-     * ({@link #theOperatorsFlinkVersionIsA2xValueNoNewerThanThePomsFlink}) and removed before binding.
+     * v1_20; the manifest needs v2_2, which operator 1.13.0 added. So the value is checked on its own
+     * ({@link #theOperatorsFlinkVersionIsThePomsFlinkMajorAndMinor}) and removed before binding.
      */
     private static String takeFlinkVersion(JsonNode document) {
         JsonNode spec = document.path("spec");
@@ -226,17 +227,14 @@ class KubernetesManifestsTest {
     }
 
     @Test
-    void theOperatorsFlinkVersionIsA2xValueNoNewerThanThePomsFlink() {
+    void theOperatorsFlinkVersionIsThePomsFlinkMajorAndMinor() {
         Matcher version = OPERATOR_FLINK_VERSION.matcher(String.valueOf(flinkVersion));
         String flink = ProjectFiles.pomProperties().get("flink.version");
         String[] pom = flink.split("\\.");
 
         assertThat(version.matches()).as("spec.flinkVersion '%s' is v<major>_<minor>", flinkVersion).isTrue();
-        assertThat(Integer.parseInt(version.group(1))).as("spec.flinkVersion's major against pom.xml's flink.version " + flink)
-                .isEqualTo(Integer.parseInt(pom[0])).isEqualTo(2);
-        assertThat(Integer.parseInt(version.group(2)))
-                .as("spec.flinkVersion's minor: it may lag the image's Flink %s until the operator knows that version, never lead it", flink)
-                .isLessThanOrEqualTo(Integer.parseInt(pom[1]));
+        assertThat(version.group(1) + "." + version.group(2)).as("spec.flinkVersion against pom.xml's flink.version " + flink)
+                .isEqualTo(pom[0] + "." + pom[1]);
     }
 
     @Test
@@ -378,6 +376,15 @@ class KubernetesManifestsTest {
                 .isGreaterThanOrEqualTo(new BigDecimal(10L << 30));
         assertThat(Quantity.getAmountInBytes(volume.getEmptyDir().getSizeLimit())).as("the volume's sizeLimit")
                 .isBetween(Quantity.getAmountInBytes(request), Quantity.getAmountInBytes(limit));
+    }
+
+    @Test
+    void applicationModeRunsWithoutTheJarUploadOfTheUnauthenticatedRestApi() {
+        Map<String, String> flink = deployment.getSpec().getFlinkConfiguration();
+
+        assertThat(flink.get(WebOptions.SUBMIT_ENABLE.key())).as(WebOptions.SUBMIT_ENABLE.key()).isEqualTo("false");
+        assertThat(flink).as("the JobManager's Service stays of Flink's default type, ClusterIP")
+                .doesNotContainKey("kubernetes.rest-service.exposed.type");
     }
 
     @Test

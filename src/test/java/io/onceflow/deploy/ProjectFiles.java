@@ -25,8 +25,17 @@ final class ProjectFiles {
 
     /** The {@code <properties>} of {@code pom.xml}, e.g. {@code flink.version}. */
     static Map<String, String> pomProperties() {
+        return properties(pom());
+    }
+
+    /** The {@code <properties>} of another project's pom, e.g. {@code examples/payments-ledger/pom.xml}. */
+    static Map<String, String> pomProperties(Path pomFile) {
+        return properties(parse(pomFile));
+    }
+
+    private static Map<String, String> properties(Document pom) {
         Map<String, String> properties = new HashMap<>();
-        Element element = (Element) pom().getElementsByTagName("properties").item(0);
+        Element element = (Element) pom.getElementsByTagName("properties").item(0);
         for (var node = element.getFirstChild(); node != null; node = node.getNextSibling()) {
             if (node instanceof Element property) {
                 properties.put(property.getTagName(), property.getTextContent().strip());
@@ -69,12 +78,16 @@ final class ProjectFiles {
 
     private static synchronized Document pom() {
         if (pom == null) {
-            try {
-                pom = DocumentBuilderFactory.newInstance().newDocumentBuilder().parse(Path.of("pom.xml").toFile());
-            } catch (Exception e) {
-                throw new AssertionError("cannot read pom.xml", e);
-            }
+            pom = parse(Path.of("pom.xml"));
         }
         return pom;
+    }
+
+    private static Document parse(Path pomFile) {
+        try {
+            return DocumentBuilderFactory.newInstance().newDocumentBuilder().parse(pomFile.toFile());
+        } catch (Exception e) {
+            throw new AssertionError("cannot read " + pomFile, e);
+        }
     }
 }

@@ -65,6 +65,7 @@ class IngestDeserializerTest {
         assertThat(event.sourceTimestamp).isEqualTo(TIMESTAMP);
         assertThat(event.headers).containsOnlyKeys("message-id", "trace");
         assertThat(event.headers.get("trace")).isEqualTo(utf8("t-1"));
+        assertThat(event.sourceKey).as("the key of its dead letter, should the processor refuse it").isEqualTo(utf8("k"));
     }
 
     @Test

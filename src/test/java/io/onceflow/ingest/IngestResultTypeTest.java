@@ -68,7 +68,9 @@ class IngestResultTypeTest {
         Map<String, byte[]> headers = new HashMap<>();
         headers.put("message-id", utf8("m-1"));
         headers.put("no-value", null);
-        IngestResult accepted = IngestResult.accepted(new Event("m-1", utf8("{}"), "t", 1, 2L, 3L, headers));
+        Event event = new Event("m-1", utf8("{}"), "t", 1, 2L, 3L, headers);
+        event.sourceKey = utf8("account-7");
+        IngestResult accepted = IngestResult.accepted(event);
         IngestResult rejected = IngestResult.rejected(
                 new DeadLetter(null, null, DeadLetterReason.NULL_VALUE, "null", "t", 1, 2L, 3L, new HashMap<>()));
 
@@ -79,6 +81,7 @@ class IngestResultTypeTest {
         assertThat(acceptedCopy.deadLetter).isNull();
         assertThat(acceptedCopy.event.headers).containsOnlyKeys("message-id", "no-value");
         assertThat(acceptedCopy.event.headers.get("message-id")).isEqualTo(utf8("m-1"));
+        assertThat(acceptedCopy.event.sourceKey).isEqualTo(utf8("account-7"));
         assertThat(rejectedCopy.event).isNull();
         assertThat(rejectedCopy.deadLetter.reason).isEqualTo("NULL_VALUE");
         assertThat(rejectedCopy.deadLetter.value).isNull();

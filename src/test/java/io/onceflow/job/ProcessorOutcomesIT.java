@@ -10,6 +10,7 @@ import io.onceflow.sink.kafka.OnceflowHeaders;
 import io.onceflow.testing.FailureInjector;
 import io.onceflow.testing.MiniClusters;
 import io.onceflow.testing.PipelineScenario;
+import io.onceflow.tools.audit.AuditReport;
 import io.onceflow.tools.generator.GeneratedInput;
 import java.sql.Connection;
 import java.sql.ResultSet;
@@ -38,7 +39,8 @@ import static org.assertj.core.api.Assertions.assertThat;
  * checkpoint protocol. The oracle counts per message id: each rejected id exactly once in the
  * dead-letter topic as REJECTED_BY_PROCESSOR, each failing id exactly once as PROCESSOR_FAILED, none
  * of them in the output topic or the table; every other id exactly once in the output topic and
- * once in the table with deliveries = 1; the ingest's poison as in {@link ExactlyOnceIT}.
+ * once in the table with deliveries = 1; the ingest's poison as in {@link ExactlyOnceIT}. The audit
+ * command's reconciliation finds the same outcomes, and no problem.
  */
 class ProcessorOutcomesIT {
     private static final long RECORDS = 4_000;
@@ -75,6 +77,7 @@ class ProcessorOutcomesIT {
             DeadLetterReason reason = DeadLetterReason.valueOf(
                     new String(record.headers().lastHeader(OnceflowHeaders.DEAD_LETTER_REASON).value(), UTF_8));
             if (reason.fromProcessor()) {
+                // a dead letter keeps its source record's key, which the generator sets to the message id
                 String error = new String(record.headers().lastHeader(OnceflowHeaders.DEAD_LETTER_ERROR).value(), UTF_8);
                 processorDeadLettersPerId.computeIfAbsent(new String(record.key(), UTF_8), id -> new ArrayList<>())
                         .add(reason + ": " + error);
@@ -109,7 +112,17 @@ class ProcessorOutcomesIT {
         assertThat(processorDeadLettersPerId.keySet()).as("dead-lettered ids").isSubsetOf(truth.uniqueIds());
         assertThat(rowsPerId.keySet()).as("table ids").isSubsetOf(truth.uniqueIds());
         assertThat(ingestDeadLettersPerReason).isEqualTo(truth.poisonByReason());
-        assertThat(scenario.audit().preparedTransactionsLeft()).isZero();
+
+        // the audit a team runs in production agrees: every id accounted for, none lost or twice
+        AuditReport audit = scenario.audit();
+        assertThat(audit.problems()).as("audit problems").isEmpty();
+        assertThat(audit.processorDeadLetters()).isEqualTo(Map.of(
+                DeadLetterReason.REJECTED_BY_PROCESSOR.name(), (long) idsPerOutcome.get(BusinessRules.Outcome.REJECTED),
+                DeadLetterReason.PROCESSOR_FAILED.name(), (long) idsPerOutcome.get(BusinessRules.Outcome.FAILS)));
+        assertThat(audit.outputIds()).isEqualTo(idsPerOutcome.get(BusinessRules.Outcome.PASSES)
+                + idsPerOutcome.get(BusinessRules.Outcome.FAILS_ONCE));
+        assertThat(audit.postgresRows()).isEqualTo(audit.outputIds());
+        assertThat(audit.preparedTransactionsLeft()).isZero();
     }
 
     /** How many rows of each id the table has; an id with deliveries > 1 counts as that many. */

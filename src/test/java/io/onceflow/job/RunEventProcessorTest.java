@@ -92,8 +92,13 @@ class RunEventProcessorTest {
                 .orElseThrow(() -> new AssertionError("no metric " + name + " among " + metrics.keySet()));
     }
 
+    /** The source record's key, unlike the message id: a dead letter must carry this one. */
+    private static final byte[] SOURCE_KEY = "account-7".getBytes(UTF_8);
+
     private static Event event(String id) {
-        return new Event(id, PAYLOAD.clone(), "payments", 3, 42, 1_700_000_000_000L, Map.of("trace", "t-1".getBytes(UTF_8)));
+        Event event = new Event(id, PAYLOAD.clone(), "payments", 3, 42, 1_700_000_000_000L, Map.of("trace", "t-1".getBytes(UTF_8)));
+        event.sourceKey = SOURCE_KEY.clone();
+        return event;
     }
 
     /** What a processor emits: the event as it is now, under another id. */
@@ -123,7 +128,7 @@ class RunEventProcessorTest {
         assertThat(attempts).as("a rejection is never retried").hasValue(1);
         DeadLetter deadLetter = deadLetters(harness).get(0);
         assertThat(deadLetter.reason).isEqualTo("REJECTED_BY_PROCESSOR");
-        assertThat(deadLetter.key).isEqualTo("p-1".getBytes(UTF_8));
+        assertThat(deadLetter.key).as("the source record's key, as ingest's dead letters").isEqualTo(SOURCE_KEY);
         assertThat(deadLetter.value).as("the payload as received").isEqualTo(PAYLOAD);
         assertThat(deadLetter.headers).containsOnlyKeys("trace");
         assertThat(deadLetter.sourceTopic + "-" + deadLetter.sourcePartition + "@" + deadLetter.sourceOffset)
@@ -177,7 +182,7 @@ class RunEventProcessorTest {
             assertThat(deadLetter.reason).isEqualTo("PROCESSOR_FAILED");
             assertThat(deadLetter.errorMessage)
                     .isEqualTo("java.lang.IllegalArgumentException: no rate for currency 'XYZ' (after 3 attempts)");
-            assertThat(deadLetter.key).isEqualTo("bug".getBytes(UTF_8));
+            assertThat(deadLetter.key).as("the source record's key, as ingest's dead letters").isEqualTo(SOURCE_KEY);
             assertThat(deadLetter.value).isEqualTo(PAYLOAD);
         });
         assertThat(harness.extractOutputValues()).extracting(output -> output.messageId).containsExactly("fine");

@@ -22,12 +22,20 @@ public final class MiniClusters {
 
     /** Enough slots for a job at parallelism 3 plus a spare, as in the rescaling tests. */
     public static MiniClusterExtension fourSlots() {
-        Configuration configuration = new Configuration();
-        configuration.set(TaskManagerOptions.MEMORY_SEGMENT_SIZE, NETWORK_BUFFER_SIZE);
         return new MiniClusterExtension(new MiniClusterResourceConfiguration.Builder()
-                .setConfiguration(configuration)
+                .setConfiguration(configuration())
                 .setNumberTaskManagers(1)
                 .setNumberSlotsPerTaskManager(4)
                 .build());
+    }
+
+    /**
+     * The MiniCluster settings above, for a local environment that starts its own MiniCluster
+     * ({@code io.onceflow.testkit}, whose users have no flink-test-utils).
+     */
+    public static Configuration configuration() {
+        Configuration configuration = new Configuration();
+        configuration.set(TaskManagerOptions.MEMORY_SEGMENT_SIZE, NETWORK_BUFFER_SIZE);
+        return configuration;
     }
 }

@@ -3,25 +3,16 @@ package io.onceflow.sink.postgres;
 import io.onceflow.api.Event;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
-import io.onceflow.sink.postgres.internal.commit.PendingEffects;
 import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
 import io.onceflow.sink.postgres.internal.commit.PostgresCommittableSerializer;
 import io.onceflow.sink.postgres.internal.commit.PostgresCommitter;
 import io.onceflow.sink.postgres.internal.commit.PostgresWriterState;
 import io.onceflow.sink.postgres.internal.commit.PostgresWriterStateSerializer;
-import io.onceflow.sink.postgres.internal.commit.TransactionId;
-import io.onceflow.sink.postgres.internal.fencing.ClaimToken;
-import io.onceflow.sink.postgres.internal.fencing.SinkRuns;
-import io.onceflow.sink.postgres.internal.fencing.WriterFence;
-import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
 import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
 import io.onceflow.sink.postgres.internal.writer.WriterStart;
 import java.io.IOException;
-import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.Collection;
-import java.util.Optional;
-import java.util.OptionalLong;
 import org.apache.flink.annotation.VisibleForTesting;
 import org.apache.flink.api.connector.sink2.Committer;
 import org.apache.flink.api.connector.sink2.CommitterInitContext;
@@ -38,19 +29,20 @@ import org.apache.flink.core.io.SimpleVersionedSerializer;
  * committer commits it ({@code COMMIT PREPARED}) only after Flink has completed that checkpoint. A
  * row is visible if and only if the checkpoint covering it has completed; after a failure, the
  * transactions of checkpoints that never completed are rolled back before anything is written
- * again. Build one with {@link #builder()}; see {@link TransactionId} for the gids and
- * {@link PostgresSchema} for the tables and the server setting it needs.
+ * again. Build one with {@link #builder()}; see {@code TransactionId} for the gids and
+ * {@code PostgresSchema} for the tables and the server setting it needs.
  *
  * <p>Rows are upserted by message id, so a duplicate that escapes dedup raises {@code deliveries}
  * instead of adding a row. The event payload must be JSON (the column is {@code jsonb}), as the
  * onceflow ingest guarantees. With an {@link EffectFunction}, the committer calls it for each new id
  * right after the checkpoint's transaction committed the id's row, its changes committed with the
- * result it records ({@link PendingEffects}).
+ * result it records ({@code PendingEffects}).
  *
- * <p>Before a job with this sink is submitted, {@link #startRun} checks the database and registers
- * the submission as a new run of the sink prefix; put the sink it returns into the job. Writer
- * attempts of older runs, and older attempts of the same run, are fenced out in the database (see
- * {@link WriterFence}), so a paused or cut-off attempt that wakes up cannot undo its successor's work.
+ * <p>Before a job with this sink is submitted, {@link PostgresRunRegistry#startRun} checks the
+ * database and registers the submission as a new run of the sink prefix; the sink comes from that
+ * {@link RegisteredRun}, the only way to obtain one. Writer attempts of older runs, and older attempts
+ * of the same run, are fenced out in the database (see {@code WriterFence}), so a paused or cut-off
+ * attempt that wakes up cannot undo its successor's work.
  *
  * <p>Keep the sink prefix stable across restarts and upgrades of a job, and unique among the jobs
  * writing to one database: on a start without a checkpoint the sink rolls back every prepared

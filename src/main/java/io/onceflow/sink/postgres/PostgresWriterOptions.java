@@ -68,6 +68,19 @@ public record PostgresWriterOptions(int batchSize, Duration lockTimeout, Duratio
         return settings;
     }
 
+    /**
+     * The lock timeout of a writer's claim transaction: it may wait for a paused holder's lease to
+     * run out (twice, see the operations guide on zombie attempts) before its own lock timeout.
+     */
+    public Duration claimLockTimeout() {
+        return writerLease.multipliedBy(2).plus(lockTimeout);
+    }
+
+    /** The longest lock timeout that leaves {@link #claimLockTimeout()} within {@link #MAX_TIMEOUT}. */
+    public static Duration maxLockTimeout(Duration writerLease) {
+        return MAX_TIMEOUT.minus(writerLease.multipliedBy(2));
+    }
+
     /** Every problem with these options, each saying what to do; empty when they are valid. */
     public List<String> problems() {
         List<String> problems = new ArrayList<>();
@@ -77,6 +90,11 @@ public record PostgresWriterOptions(int batchSize, Duration lockTimeout, Duratio
         checkTimeout(problems, "lock timeout", lockTimeout);
         checkTimeout(problems, "statement timeout", statementTimeout);
         checkTimeout(problems, "writer lease", writerLease);
+        if (problems.isEmpty() && lockTimeout.compareTo(maxLockTimeout(writerLease)) > 0) {
+            problems.add("lock timeout " + lockTimeout + " plus twice the writer lease " + writerLease + " is more than"
+                    + " PostgreSQL's longest lock_timeout, which a writer's claim needs: use at most "
+                    + maxLockTimeout(writerLease));
+        }
         return problems;
     }
 

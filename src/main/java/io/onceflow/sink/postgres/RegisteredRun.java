@@ -16,7 +16,10 @@ public final class RegisteredRun {
         this.config = config;
     }
 
-    /** The run's number: runs of one prefix count up from 1; the newest owns the prefix. */
+    /**
+     * The run's number (the registering transaction's id): a newer run of the prefix has a greater
+     * one, and the newest owns the prefix.
+     */
     public long run() {
         return config.run();
     }

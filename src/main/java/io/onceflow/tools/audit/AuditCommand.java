@@ -19,9 +19,10 @@ import org.apache.kafka.common.KafkaException;
 /**
  * {@code java -cp onceflow-job.jar:$FLINK_HOME/lib/* io.onceflow.tools.audit.AuditCommand --config
  * job.properties [--format text|json] [--read-timeout 120s]}: audits a stopped or drained
- * deployment with the same configuration the job uses. Prints the report; exits 0 when clean, 1
- * when any id is missing or duplicated, 2 when it cannot audit (invalid configuration, a service
- * that cannot be used), with one line per problem.
+ * deployment with the same configuration the job uses: every accepted input id must have exactly
+ * one outcome (see {@link Audit}). Prints the report per outcome; exits 0 when clean, 1 when an id
+ * is lost or has two outcomes, 2 when it cannot audit (invalid configuration, a service that cannot
+ * be used), with one line per problem.
  */
 public final class AuditCommand {
     private static final String FORMAT = "format";
@@ -32,10 +33,13 @@ public final class AuditCommand {
             Usage: java -cp onceflow-<version>-job.jar:$FLINK_HOME/lib/* io.onceflow.tools.audit.AuditCommand \\
                        [--config FILE] [settings...] [--format text|json] [--read-timeout DURATION]
 
-            Counts per message id what the job read (its input topics, judged as the job judges
-            them), what it wrote (the output and dead-letter topics as a read_committed consumer sees
-            them, and the PostgreSQL table) and the prepared transactions it left. Run it on a stopped
-            or drained job, with the job's own settings.
+            Reconciles per message id what the job read (its input topics, judged as the job judges
+            them) with what it wrote (the output and dead-letter topics as a read_committed consumer
+            sees them, the PostgreSQL tables): every accepted id must have exactly one outcome, an
+            output record (and its row, or its row in the rejects table) or a dead letter of the
+            processor (REJECTED_BY_PROCESSOR, PROCESSOR_FAILED); every poison record its dead letter.
+            Output ids the processor derived from an input id (e.g. id:refund) are accounted for by
+            their source record. Run it on a stopped or drained job, with the job's own settings.
 
               --help, -h
                   Print this help and exit; anywhere among the arguments.
@@ -44,7 +48,7 @@ public final class AuditCommand {
               --read-timeout DURATION (default: 120s)
                   How long to wait for each topic's committed end, e.g. 30s or 10min.
 
-            Exit status: 0 clean; 1 findings (ids missing or duplicated, transactions left behind);
+            Exit status: 0 clean; 1 findings (an id lost or with two outcomes, transactions left behind);
             2 nothing audited: invalid configuration or a service that cannot be used, one line per
             problem.
 

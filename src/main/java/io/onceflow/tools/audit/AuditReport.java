@@ -1,35 +1,41 @@
 package io.onceflow.tools.audit;
 
-import com.fasterxml.jackson.core.JsonProcessingException;
-import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.SerializationFeature;
 import java.util.ArrayList;
 import java.util.Collections;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 
 /**
- * The result of an {@link Audit}: what went in, what came out, and every message id (or poison
- * record) that came out a number of times other than once. {@link #clean()} is the verdict.
+ * The result of an {@link Audit}: what went in, the outcome of each accepted id (an output, a dead
+ * letter of the processor), what came out, and every message id (or poison record) that came out a
+ * number of times other than once. {@link #clean()} is the verdict.
  */
 public final class AuditReport {
-    /** How many example ids a finding lists; the counts are always complete. */
-    static final int SAMPLE_SIZE = 10;
+    /** How many of a finding's examples a line of the text report shows. */
+    private static final int TEXT_EXAMPLES = 3;
 
     long inputRecords;
     long acceptedRecords;
     long uniqueIds;
     final Map<String, Long> expectedDeadLettersByReason = new TreeMap<>();
-    long outputRecords;
+    /** The outcome of each unique id: exactly one of these (or one of the problems after them). */
+    final Finding outputIds = new Finding();
+    final Finding derivedOnlyIds = new Finding();
+    final Map<String, Finding> processorDeadLetters = new TreeMap<>();
+    /** Ids with no outcome at all: lost. */
     final Finding missingIds = new Finding();
+    final Finding outputAndDeadLetterIds = new Finding();
+    long outputRecords;
+    /** Output ids that are no input id, each named with the input id it was derived from. */
+    final Finding derivedIds = new Finding();
     final Finding duplicatedIds = new Finding();
     final Finding unexpectedIds = new Finding();
     long deadLetterRecords;
     final Map<String, Long> deadLettersByReason = new TreeMap<>();
     final Finding missingDeadLetters = new Finding();
     final Finding duplicatedDeadLetters = new Finding();
+    final Finding duplicatedProcessorDeadLetters = new Finding();
     final Finding unexpectedDeadLetters = new Finding();
     final Finding wrongReasonDeadLetters = new Finding();
     boolean postgresAudited;
@@ -37,6 +43,7 @@ public final class AuditReport {
     long maxDeliveries;
     final Finding postgresMissingIds = new Finding();
     final Finding postgresUnexpectedIds = new Finding();
+    final Finding postgresDeadLetteredIds = new Finding();
     final Finding postgresRepeatedDeliveries = new Finding();
     /** Rows the database refused: accounted for (in the rejects table), so not a problem. */
     final Finding postgresRejectedIds = new Finding();
@@ -51,26 +58,6 @@ public final class AuditReport {
     final Finding effectsFailed = new Finding();
     /** Rows without a result although an effect is configured: the effect never ran for them. */
     final Finding effectsMissing = new Finding();
-
-    /** A count of offending ids with the first few as examples. */
-    static final class Finding {
-        long count;
-        final List<String> examples = new ArrayList<>();
-
-        void add(String id) {
-            count++;
-            if (examples.size() < SAMPLE_SIZE) {
-                examples.add(id);
-            }
-        }
-
-        Map<String, Object> toMap() {
-            Map<String, Object> map = new LinkedHashMap<>();
-            map.put("count", count);
-            map.put("examples", examples);
-            return map;
-        }
-    }
 
     public long inputRecords() {
         return inputRecords;
@@ -93,12 +80,40 @@ public final class AuditReport {
         return Collections.unmodifiableMap(expectedDeadLettersByReason);
     }
 
+    /** Unique ids whose outcome is one output record under their own id (and derived ones, maybe). */
+    public long outputIds() {
+        return outputIds.count;
+    }
+
+    /** Unique ids whose outcome is output under derived ids only: the processor replaced the event. */
+    public long derivedOnlyIds() {
+        return derivedOnlyIds.count;
+    }
+
+    /** Unique ids whose outcome is one dead letter of the processor, per reason. */
+    public Map<String, Long> processorDeadLetters() {
+        Map<String, Long> counts = new TreeMap<>();
+        processorDeadLetters.forEach((reason, ids) -> counts.put(reason, ids.count));
+        return counts;
+    }
+
+    /** Unique ids without any outcome: no output record, no dead letter. */
+    public long missingIds() {
+        return missingIds.count;
+    }
+
+    /** Unique ids with both an output and a dead letter of the processor. */
+    public long outputAndDeadLetterIds() {
+        return outputAndDeadLetterIds.count;
+    }
+
     public long outputRecords() {
         return outputRecords;
     }
 
-    public long missingIds() {
-        return missingIds.count;
+    /** Output ids that are no input id but name an accepted input record as their source. */
+    public long derivedIds() {
+        return derivedIds.count;
     }
 
     public long duplicatedIds() {
@@ -125,6 +140,11 @@ public final class AuditReport {
         return duplicatedDeadLetters.count;
     }
 
+    /** Ids the processor dead-lettered more than once. */
+    public long duplicatedProcessorDeadLetters() {
+        return duplicatedProcessorDeadLetters.count;
+    }
+
     public boolean postgresAudited() {
         return postgresAudited;
     }
@@ -135,6 +155,11 @@ public final class AuditReport {
 
     public long postgresMissingIds() {
         return postgresMissingIds.count;
+    }
+
+    /** Rows (in the events or the rejects table) of ids the processor dead-lettered. */
+    public long postgresDeadLetteredIds() {
+        return postgresDeadLetteredIds.count;
     }
 
     /** The largest {@code deliveries} in the table: 1 when no duplicate ever reached PostgreSQL. */
@@ -178,16 +203,20 @@ public final class AuditReport {
     /** Every problem found, one line each; empty when the audit is clean. */
     public List<String> problems() {
         List<String> problems = new ArrayList<>();
-        describe(problems, missingIds, "ids missing from the output topic");
+        describe(problems, missingIds, "ids lost: no output record and no dead letter");
         describe(problems, duplicatedIds, "ids more than once in the output topic");
-        describe(problems, unexpectedIds, "ids in the output topic that no accepted input record has");
+        describe(problems, outputAndDeadLetterIds, "ids both in the output topic and dead-lettered by the processor");
+        describe(problems, duplicatedProcessorDeadLetters, "ids dead-lettered by the processor more than once");
+        describe(problems, unexpectedIds, "ids in the output topic that are no accepted input id and do not name"
+                + " an accepted input record as their source");
         describe(problems, missingDeadLetters, "poison records missing from the dead-letter topic");
         describe(problems, duplicatedDeadLetters, "poison records more than once in the dead-letter topic");
-        describe(problems, unexpectedDeadLetters, "dead letters whose source record is not poison");
+        describe(problems, unexpectedDeadLetters, "dead letters whose source record is not in the input topics");
         describe(problems, wrongReasonDeadLetters, "dead letters with a reason other than the expected one");
-        describe(problems, postgresMissingIds, "ids missing from the PostgreSQL table");
-        describe(problems, postgresUnexpectedIds, "rows in the PostgreSQL table that no accepted input record has");
-        describe(problems, postgresUnexpectedRejects, "rows in the rejects table that no accepted input record has");
+        describe(problems, postgresMissingIds, "ids with output missing from the PostgreSQL table");
+        describe(problems, postgresUnexpectedIds, "rows in the PostgreSQL table that no output id has");
+        describe(problems, postgresUnexpectedRejects, "rows in the rejects table that no output id has");
+        describe(problems, postgresDeadLetteredIds, "rows in PostgreSQL of ids the processor dead-lettered");
         describe(problems, postgresRepeatedDeliveries,
                 "rows delivered more than once (a duplicate passed dedup, e.g. after its TTL expired)");
         describe(problems, preparedTransactionsLeft, "prepared PostgreSQL transactions of this job left behind");
@@ -209,99 +238,76 @@ public final class AuditReport {
     /** The report for people. */
     public String toText() {
         StringBuilder text = new StringBuilder();
-        text.append("input records           ").append(inputRecords).append('\n')
-                .append("  accepted              ").append(acceptedRecords).append('\n')
-                .append("  unique ids            ").append(uniqueIds).append('\n')
-                .append("  duplicates (to drop)  ").append(duplicateRecords()).append('\n')
-                .append("  poison (dead letters) ").append(expectedDeadLettersByReason).append('\n')
-                .append("output topic (read_committed)\n")
-                .append("  records               ").append(outputRecords).append('\n')
-                .append("  ids missing           ").append(missingIds.count).append('\n')
-                .append("  ids duplicated        ").append(duplicatedIds.count).append('\n')
-                .append("  ids unexpected        ").append(unexpectedIds.count).append('\n')
-                .append("dead-letter topic (read_committed)\n")
-                .append("  records               ").append(deadLetterRecords).append('\n')
-                .append("  by reason             ").append(deadLettersByReason).append('\n')
-                .append("  missing               ").append(missingDeadLetters.count).append('\n')
-                .append("  duplicated            ").append(duplicatedDeadLetters.count).append('\n');
+        line(text, "input records", inputRecords);
+        line(text, "  accepted", acceptedRecords);
+        line(text, "  unique ids", uniqueIds);
+        line(text, "  duplicates (to drop)", duplicateRecords());
+        text.append("outcome of each unique id (exactly one)\n");
+        line(text, "  output", withExamples(outputIds));
+        if (derivedOnlyIds.count > 0) {
+            line(text, "  output, derived ids only", withExamples(derivedOnlyIds));
+        }
         if (postgresAudited) {
-            text.append("PostgreSQL table\n")
-                    .append("  rows                  ").append(postgresRows).append('\n')
-                    .append("  ids rejected          ").append(postgresRejectedIds.count)
-                    .append(postgresRejectsBySqlState.isEmpty() ? "" : " by SQLSTATE " + postgresRejectsBySqlState)
-                    .append(" (in the rejects table)").append('\n')
-                    .append("  ids missing           ").append(postgresMissingIds.count).append('\n')
-                    .append("  ids unexpected        ").append(postgresUnexpectedIds.count).append('\n')
-                    .append("  max(deliveries)       ").append(maxDeliveries).append('\n')
-                    .append("  prepared txns left    ").append(preparedTransactionsLeft.count).append('\n');
+            line(text, "    row refused", postgresRejectedIds.count + " (in the rejects table)");
             if (effectsAudited) {
-                text.append("  effects applied       ").append(effectsApplied).append('\n')
-                        .append("  effects rejected      ").append(withExamples(effectsRejected)).append('\n')
-                        .append("  effects failed        ").append(withExamples(effectsFailed)).append('\n')
-                        .append("  effects missing       ").append(effectsMissing.count).append('\n');
+                line(text, "    effect rejected", effectsRejected.count + " (business rejection, in the row's result)");
+            }
+        }
+        line(text, "  dead letter by processor",
+                processorDeadLetters.values().stream().mapToLong(ids -> ids.count).sum());
+        processorDeadLetters.forEach((reason, ids) -> line(text, "    " + reason, withExamples(ids)));
+        line(text, "  lost (no outcome)", missingIds.count);
+        line(text, "  output + dead letter", outputAndDeadLetterIds.count);
+        line(text, "dead letter by ingest", expectedDeadLettersByReason.values().stream().mapToLong(Long::longValue).sum()
+                + " poison records " + expectedDeadLettersByReason);
+        text.append("output topic (read_committed)\n");
+        line(text, "  records", outputRecords);
+        line(text, "  derived ids", withExamples(derivedIds));
+        line(text, "  ids duplicated", duplicatedIds.count);
+        line(text, "  ids unexpected", unexpectedIds.count);
+        text.append("dead-letter topic (read_committed)\n");
+        line(text, "  records", deadLetterRecords);
+        line(text, "  by reason", deadLettersByReason);
+        line(text, "  poison missing", missingDeadLetters.count);
+        line(text, "  poison duplicated", duplicatedDeadLetters.count);
+        line(text, "  processor duplicated", duplicatedProcessorDeadLetters.count);
+        if (postgresAudited) {
+            text.append("PostgreSQL table\n");
+            line(text, "  rows", postgresRows);
+            line(text, "  ids refused", postgresRejectedIds.count
+                    + (postgresRejectsBySqlState.isEmpty() ? "" : " by SQLSTATE " + postgresRejectsBySqlState)
+                    + " (in the rejects table)");
+            line(text, "  ids missing", postgresMissingIds.count);
+            line(text, "  ids unexpected", postgresUnexpectedIds.count);
+            line(text, "  ids dead-lettered", postgresDeadLetteredIds.count);
+            line(text, "  max(deliveries)", maxDeliveries);
+            line(text, "  prepared txns left", preparedTransactionsLeft.count);
+            if (effectsAudited) {
+                line(text, "  effects applied", effectsApplied);
+                line(text, "  effects rejected", withExamples(effectsRejected));
+                line(text, "  effects failed", withExamples(effectsFailed));
+                line(text, "  effects missing", effectsMissing.count);
             }
         }
         List<String> problems = problems();
-        text.append(problems.isEmpty() ? "VERDICT: clean, every id exactly once\n" : "VERDICT: FAILED\n");
+        text.append(problems.isEmpty() ? "VERDICT: clean, every id has exactly one outcome\n" : "VERDICT: FAILED\n");
         problems.forEach(problem -> text.append("  - ").append(problem).append('\n'));
         return text.toString();
     }
 
+    /** One line of the text report, its values aligned in a column. */
+    private static void line(StringBuilder text, String label, Object value) {
+        text.append(String.format("%-28s", label)).append(value).append('\n');
+    }
+
+    /** The count and the first few examples, so that a line for people stays short (the JSON has more). */
     private static String withExamples(Finding finding) {
-        return finding.count + (finding.count == 0 ? "" : ", e.g. " + finding.examples);
+        return finding.count + (finding.count == 0 ? ""
+                : ", e.g. " + finding.examples.subList(0, Math.min(TEXT_EXAMPLES, finding.examples.size())));
     }
 
     /** The report for machines. */
     public String toJson() {
-        Map<String, Object> json = new LinkedHashMap<>();
-        Map<String, Object> input = new LinkedHashMap<>();
-        input.put("records", inputRecords);
-        input.put("accepted", acceptedRecords);
-        input.put("uniqueIds", uniqueIds);
-        input.put("duplicates", duplicateRecords());
-        input.put("deadLettersByReason", expectedDeadLettersByReason);
-        json.put("input", input);
-        Map<String, Object> output = new LinkedHashMap<>();
-        output.put("records", outputRecords);
-        output.put("idsMissing", missingIds.toMap());
-        output.put("idsDuplicated", duplicatedIds.toMap());
-        output.put("idsUnexpected", unexpectedIds.toMap());
-        json.put("output", output);
-        Map<String, Object> deadLetters = new LinkedHashMap<>();
-        deadLetters.put("records", deadLetterRecords);
-        deadLetters.put("byReason", deadLettersByReason);
-        deadLetters.put("missing", missingDeadLetters.toMap());
-        deadLetters.put("duplicated", duplicatedDeadLetters.toMap());
-        deadLetters.put("unexpected", unexpectedDeadLetters.toMap());
-        deadLetters.put("wrongReason", wrongReasonDeadLetters.toMap());
-        json.put("deadLetters", deadLetters);
-        if (postgresAudited) {
-            Map<String, Object> postgres = new LinkedHashMap<>();
-            postgres.put("rows", postgresRows);
-            postgres.put("idsMissing", postgresMissingIds.toMap());
-            postgres.put("idsUnexpected", postgresUnexpectedIds.toMap());
-            postgres.put("rejected", postgresRejectedIds.toMap());
-            postgres.put("rejectsBySqlState", postgresRejectsBySqlState);
-            postgres.put("unexpectedRejects", postgresUnexpectedRejects.toMap());
-            postgres.put("maxDeliveries", maxDeliveries);
-            postgres.put("repeatedDeliveries", postgresRepeatedDeliveries.toMap());
-            postgres.put("preparedTransactionsLeft", preparedTransactionsLeft.toMap());
-            if (effectsAudited) {
-                Map<String, Object> effects = new LinkedHashMap<>();
-                effects.put("applied", effectsApplied);
-                effects.put("rejected", effectsRejected.toMap());
-                effects.put("failed", effectsFailed.toMap());
-                effects.put("missing", effectsMissing.toMap());
-                postgres.put("effects", effects);
-            }
-            json.put("postgres", postgres);
-        }
-        json.put("clean", clean());
-        json.put("problems", problems());
-        try {
-            return new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValueAsString(json);
-        } catch (JsonProcessingException e) {
-            throw new IllegalStateException("could not render the audit as JSON", e);
-        }
+        return AuditReportJson.render(this);
     }
 }

@@ -15,9 +15,10 @@ import java.util.HashSet;
 import java.util.Set;
 
 /**
- * The PostgreSQL part of an {@link Audit}: one row per accepted id, {@code deliveries = 1} on every
- * row (of the event table and of the rejects table), and no prepared transaction of this job's sink prefix left behind. An id that the database
- * refused is accounted for by its row in the rejects table (reported, not a problem). Run it once the job has
+ * The PostgreSQL part of an {@link Audit}: one row per id with output (none for an id the processor
+ * dead-lettered), {@code deliveries = 1} on every row (of the event table and of the rejects table),
+ * and no prepared transaction of this job's sink prefix left behind. An id that the database refused
+ * is accounted for by its row in the rejects table (reported, not a problem). Run it once the job has
  * stopped or drained: a running job legitimately has the transaction of its next checkpoint prepared.
  *
  * <p>With an effect function configured ({@code postgres.effect.function}), every row written with it
@@ -55,8 +56,11 @@ final class PostgresTableAudit {
         }
     }
 
-    /** @param expectedIds every accepted id of the input */
-    void audit(Set<String> expectedIds, AuditReport report) {
+    /**
+     * @param expectedIds the ids that must have a row: every accepted id of the input with an output
+     * @param deadLetteredIds the ids the processor dead-lettered: a row of theirs is a second outcome
+     */
+    void audit(Set<String> expectedIds, Set<String> deadLetteredIds, AuditReport report) {
         report.postgresAudited = true;
         try (Connection connection = DriverManager.getConnection(settings.url(), settings.user(), settings.password())) {
             pinSessionSettings(connection);
@@ -75,9 +79,7 @@ final class PostgresTableAudit {
                                 effectConfigured && rows.getBoolean(5));
                         report.postgresRows++;
                         report.maxDeliveries = Math.max(report.maxDeliveries, deliveries);
-                        if (!expectedIds.contains(id)) {
-                            report.postgresUnexpectedIds.add(id);
-                        }
+                        unexpected(id, expectedIds, deadLetteredIds, report.postgresUnexpectedIds, report);
                         if (deliveries > 1) {
                             report.postgresRepeatedDeliveries.add(id + " x" + deliveries);
                         }
@@ -95,9 +97,7 @@ final class PostgresTableAudit {
                         if (deliveries > 1) {
                             report.postgresRepeatedDeliveries.add(id + " x" + deliveries + " (rejects table)");
                         }
-                        if (!expectedIds.contains(id)) {
-                            report.postgresUnexpectedRejects.add(id);
-                        }
+                        unexpected(id, expectedIds, deadLetteredIds, report.postgresUnexpectedRejects, report);
                         seen.add(id);
                     }
                 }
@@ -121,6 +121,16 @@ final class PostgresTableAudit {
             }
         } catch (SQLException e) {
             throw new IllegalStateException("could not audit PostgreSQL table " + settings.table() + ": " + e.getMessage(), e);
+        }
+    }
+
+    /** Reports a row of an id that should have none: dead-lettered by the processor, or no input id at all. */
+    private static void unexpected(String id, Set<String> expectedIds, Set<String> deadLetteredIds,
+            Finding unexpected, AuditReport report) {
+        if (deadLetteredIds.contains(id)) {
+            report.postgresDeadLetteredIds.add(id);
+        } else if (!expectedIds.contains(id)) {
+            unexpected.add(id);
         }
     }
 

@@ -110,6 +110,19 @@ class PostgresSinkBuilderTest {
     }
 
     @Test
+    void aLockTimeoutThatLeavesTheWritersClaimNoValidLockTimeoutIsRefused() {
+        Duration lease = Duration.ofSeconds(30);
+        Duration longest = PostgresWriterOptions.maxLockTimeout(lease);
+
+        assertThat(valid().setWriterLease(lease).setLockTimeout(longest).build().config().writer().claimLockTimeout())
+                .isEqualTo(PostgresWriterOptions.MAX_TIMEOUT);
+        assertThatThrownBy(() -> valid().setWriterLease(lease).setLockTimeout(longest.plusMillis(1)).build())
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("plus twice the writer lease")
+                .hasMessageContaining("use at most " + longest);
+    }
+
+    @Test
     void reportsEveryProblemAtOnce() {
         assertThatThrownBy(() -> PostgresSink.builder()
                         .setJdbcUrl("jdbc:mysql://db/x")

@@ -114,6 +114,9 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
         overrides.put("rest.address", "127.0.0.1");
         overrides.put("rest.bind-address", "127.0.0.1");
         overrides.put("rest.port", String.valueOf(restPort));
+        // the tests submit jars over REST (FlinkRestClient.uploadJar), which flink-conf/ turns off; this REST
+        // endpoint listens on the loopback interface only
+        overrides.put("web.submit.enable", "true");
         overrides.put("blob.server.port", "0");
         overrides.put("taskmanager.rpc.port", "0");
         overrides.put("taskmanager.data.port", "0");

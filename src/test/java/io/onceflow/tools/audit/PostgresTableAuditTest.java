@@ -31,8 +31,8 @@ class PostgresTableAuditTest {
         assertThat(report.effectsMissing()).isEqualTo(1);
         assertThat(report.problems()).containsExactly("1 rows in the PostgreSQL table whose effect is still pending"
                 + " (committed, no result yet), e.g. [not-run]");
-        assertThat(report.toText()).contains("  effects rejected      1, e.g. [rejected]\n",
-                "  effects failed        1, e.g. [failed]\n", "  effects missing       1\n");
+        assertThat(report.toText()).contains("  effects rejected          1, e.g. [rejected]\n",
+                "  effects failed            1, e.g. [failed]\n", "  effects missing           1\n");
         assertThat(report.toJson()).contains("\"effects\" : {\n      \"applied\" : 1,\n      \"rejected\" : {\n"
                 + "        \"count\" : 1,\n        \"examples\" : [ \"rejected\" ]");
     }
@@ -79,7 +79,7 @@ class PostgresTableAuditTest {
 
     private static AuditReport audit(PostgresSettings settings) {
         AuditReport report = new AuditReport();
-        new PostgresTableAudit(settings).audit(IDS, report);
+        new PostgresTableAudit(settings).audit(IDS, Set.of(), report);
         return report;
     }
 

@@ -1,5 +1,8 @@
 package io.onceflow.tools.demo;
 
+import io.onceflow.api.Event;
+import io.onceflow.api.EventProcessor;
+import io.onceflow.api.EventRejectedException;
 import io.onceflow.api.Onceflow;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.testing.FailureInjector;
@@ -23,6 +26,7 @@ import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.RestartStrategyOptions;
 import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.util.Collector;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.TopicPartition;
@@ -35,7 +39,9 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  * mid-run, shows progress, and ends with the per-id audit of the output topic, the dead-letter topic
  * and the PostgreSQL table. The PostgreSQL sink applies each payment to a ledger of accounts
  * ({@link Ledger}: its effect function runs once per new message id), and the demo ends by checking
- * every balance to the cent. Exits 1 when any id is missing or duplicated, or a balance is off.
+ * every balance to the cent. Its processor ({@link ReviewRule}) rejects some events and fails on a
+ * few, so the audit shows those outcomes too. Exits 1 when any id is lost or has two outcomes, or a
+ * balance is off.
  */
 public final class Demo {
     private static final long DEFAULT_RECORDS = 100_000;
@@ -70,7 +76,11 @@ public final class Demo {
 
         String failureScenario = scenario.name + "-failure";
         FailureInjector failure = new FailureInjector(
-                failureScenario, FailureInjector.Moment.AFTER_SNAPSHOT_BEFORE_COMPLETION, truth.uniqueIds().size() * 2L / 5);
+                failureScenario, FailureInjector.Moment.AFTER_SNAPSHOT_BEFORE_COMPLETION, truth.uniqueIds().size() * 2L / 5)
+                .then(new ReviewRule());
+        say("the processor rejects 1 id in " + ReviewRule.REJECT_ONE_IN + " (REJECTED_BY_PROCESSOR) and throws on 1 in "
+                + ReviewRule.FAIL_ONE_IN + " (PROCESSOR_FAILED after " + config.processorRetries().maxAttempts()
+                + " attempts): both go to the dead-letter topic, and the audit counts them as outcomes");
         Configuration flink = Onceflow.flinkConfiguration(config);
         flink.set(RestartStrategyOptions.RESTART_STRATEGY, "fixed-delay");
         flink.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_ATTEMPTS, 3);
@@ -107,9 +117,28 @@ public final class Demo {
         }
         System.out.println("LEDGER: " + money);
         boolean clean = report.clean() && money.clean();
-        System.out.println(clean ? "DEMO: clean: every id exactly once, and every balance matches its unique applied payments to the cent"
+        System.out.println(clean ? "DEMO: clean: every id has exactly one outcome, and every balance matches its unique applied payments to the cent"
                 : "DEMO: NOT CLEAN");
         System.exit(clean ? 0 : 1);
+    }
+
+    /** The demo's business logic: a rejection rule and a bug, each on a fixed share of the ids. */
+    static final class ReviewRule implements EventProcessor {
+        static final int REJECT_ONE_IN = 200;
+        static final int FAIL_ONE_IN = 5000;
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        public void flatMap(Event event, Collector<Event> out) {
+            int bucket = Math.floorMod(event.messageId.hashCode(), REJECT_ONE_IN * FAIL_ONE_IN);
+            if (bucket % REJECT_ONE_IN == 0) {
+                throw new EventRejectedException("flagged for review by the demo's rule");
+            }
+            if (bucket % FAIL_ONE_IN == 1) {
+                throw new IllegalStateException("the demo's deliberate bug");
+            }
+            out.collect(event);
+        }
     }
 
     private static void waitUpTo(CompletableFuture<?> future, Duration timeout) throws InterruptedException {

@@ -3,99 +3,144 @@ package io.onceflow.examples.ledger;
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.onceflow.api.Onceflow;
-import io.onceflow.config.OnceflowConfig;
-import io.onceflow.sink.kafka.OnceflowHeaders;
-import io.onceflow.testing.Ledger;
-import io.onceflow.testing.MiniClusters;
-import io.onceflow.testing.PipelineScenario;
-import io.onceflow.tools.audit.AuditReport;
-import io.onceflow.tools.generator.EventGenerator;
-import io.onceflow.tools.generator.GeneratedInput;
+import com.fasterxml.jackson.databind.DeserializationFeature;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.json.JsonMapper;
+import io.onceflow.testkit.OnceflowTestKit;
+import io.onceflow.testkit.Outcomes;
+import io.onceflow.testkit.TestRecord;
 import java.io.IOException;
 import java.io.InputStream;
 import java.math.BigDecimal;
-import java.sql.Connection;
-import java.time.Duration;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
-import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
-import org.apache.flink.test.junit5.MiniClusterExtension;
-import org.apache.kafka.clients.consumer.ConsumerRecord;
-import org.apache.kafka.clients.producer.KafkaProducer;
-import org.apache.kafka.clients.producer.ProducerRecord;
-import org.apache.kafka.common.header.internals.RecordHeader;
+import java.util.Random;
+import java.util.Set;
+import java.util.TreeMap;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
- * The example's job against a real broker, a real PostgreSQL and a MiniCluster (onceflow's test
- * jar): generated payments and orders with duplicates and poison, plus payments in a currency the
- * ledger does not keep. Each of those is dead-lettered once by {@link PaymentScreening}; every
- * other payment is applied once by {@code ledger.apply_payment}, so each balance is its opening
- * balance less that account's unique RUB payments, to the cent.
+ * The example's job, with onceflow's test kit, on a real broker, a real PostgreSQL and a
+ * MiniCluster: payments in roubles to open accounts and to one that was never opened, orders,
+ * payments in dollars, redeliveries, poison and a record without an id, and a crash of the job
+ * mid-run. Each dollar payment is
+ * dead-lettered once by {@link PaymentScreening}; every other event is output once and applied once
+ * by {@code ledger.apply_payment}, so each balance is its opening balance less that account's unique
+ * rouble payments, to the cent.
  */
 class PaymentsLedgerTest {
+    private static final JsonMapper JSON =
+            JsonMapper.builder().enable(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS).build();
     private static final BigDecimal OPENING = new BigDecimal("1000000.00");
+    private static final int ACCOUNTS = 40;
+    /** Never opened: payments to it are rejected by the effect function as "unknown account". */
+    private static final long UNKNOWN_ACCOUNT = ACCOUNTS + 1;
+    private static final int PAYMENTS = 2_500;
+    private static final int ORDERS = 300;
     private static final int FOREIGN_PAYMENTS = 25;
+    private static final int POISON = 20;
 
-    @RegisterExtension
-    static final MiniClusterExtension FLINK = MiniClusters.fourSlots();
+    private final List<TestRecord> records = new ArrayList<>();
+    /** Per id, the JSON sent, which is also the output expected. */
+    private final Map<String, String> roublePayments = new HashMap<>();
+    private final Map<String, String> orders = new HashMap<>();
+    private final Map<Long, BigDecimal> debitedByAccount = new TreeMap<>();
 
     @Test
     void everyPaymentIsAppliedOnceAndForeignCurrenciesAreDeadLettered() throws Exception {
-        PipelineScenario scenario = new PipelineScenario("payments-ledger").withPostgres()
-                .with("postgres.effect.function", "ledger.apply_payment");
-        try (Connection ledger = scenario.database().connect()) {
-            Ledger.install(ledger, ledgerSql());
-            Ledger.openAccounts(ledger, EventGenerator.ACCOUNTS, OPENING, false);
-        }
-        GeneratedInput generated = scenario.produce(3_000, 5);
-        Ledger.PaymentTally rubPayments = new Ledger.PaymentTally(EventGenerator.ID_HEADER);
-        scenario.kafka().readCommitted(scenario.inputTopic, Duration.ofSeconds(60)).forEach(rubPayments);
-        produceForeignPayments(scenario);
-        OnceflowConfig config = scenario.config();
-
-        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(
-                Onceflow.flinkConfiguration(config));
-        Onceflow.job(config, new PaymentScreening()).boundedAtLatestOffsets().defineIn(env);
-        env.execute(scenario.name);
-
-        Map<String, Integer> rejectedByProcessor = new HashMap<>();
-        for (ConsumerRecord<byte[], byte[]> deadLetter
-                : scenario.kafka().readCommitted(scenario.deadLetterTopic, Duration.ofSeconds(60))) {
-            if ("REJECTED_BY_PROCESSOR".equals(header(deadLetter, OnceflowHeaders.DEAD_LETTER_REASON))) {
-                rejectedByProcessor.merge(new String(deadLetter.key(), UTF_8), 1, Integer::sum);
+        Random random = new Random(5);
+        for (int i = 0; i < PAYMENTS; i++) {
+            long account = 1 + random.nextInt(ACCOUNTS + 1);
+            BigDecimal amount = BigDecimal.valueOf(1 + random.nextInt(100_000), 2);
+            roublePayments.put("pay-" + i, add("pay-" + i, payment("pay-" + i, account, amount, "RUB")));
+            if (account != UNKNOWN_ACCOUNT) {
+                debitedByAccount.merge(account, amount, BigDecimal::add);
             }
         }
-        assertThat(rejectedByProcessor).hasSize(FOREIGN_PAYMENTS).allSatisfy((id, count) -> {
-            assertThat(id).startsWith("usd-");
-            assertThat(count).isEqualTo(1);
-        });
-        try (Connection ledger = scenario.database().connect()) {
-            Ledger.Report report = Ledger.audit(ledger, config.postgres().orElseThrow().table());
-            assertThat(report.clean()).as("ledger audit: %s", report).isTrue();
-            assertThat(Ledger.balances(ledger)).isEqualTo(Ledger.expectedBalances(ledger, rubPayments.paymentsByAccount()));
+        for (int i = 0; i < ORDERS; i++) {
+            orders.put("order-" + i, add("order-" + i, "{\"id\":\"order-" + i + "\",\"type\":\"order\",\"user_id\":"
+                    + (i % ACCOUNTS + 1) + ",\"amount\":99.90}"));
         }
-        AuditReport audit = scenario.audit();
-        assertThat(audit.uniqueIds()).isEqualTo(generated.uniqueIds().size() + FOREIGN_PAYMENTS);
-    }
+        for (int i = 0; i < FOREIGN_PAYMENTS; i++) {
+            add("usd-" + i, payment("usd-" + i, i % ACCOUNTS + 1, new BigDecimal("10.00"), "USD"));
+        }
+        for (int i = 0; i < POISON; i++) {
+            records.add(TestRecord.raw("poison-" + i, null, ("{\"id\":\"poison-" + i).getBytes(UTF_8),
+                    Map.of("message-id", ("poison-" + i).getBytes(UTF_8))));
+        }
+        records.add(TestRecord.raw("no-id", null, "{\"type\":\"order\"}".getBytes(UTF_8), Map.of()));
+        List<TestRecord> redeliveries = new ArrayList<>();
+        for (int i = 0; i < records.size(); i += 10) {
+            redeliveries.add(records.get(i));
+        }
+        records.addAll(redeliveries);
 
-    private static void produceForeignPayments(PipelineScenario scenario) {
-        try (KafkaProducer<byte[], byte[]> producer = scenario.kafka().newProducer()) {
-            for (int i = 0; i < FOREIGN_PAYMENTS; i++) {
-                String id = "usd-" + i;
-                byte[] value = ("{\"id\":\"" + id + "\",\"type\":\"payment\",\"user_id\":" + (i + 1)
-                        + ",\"amount\":10.00,\"currency\":\"USD\"}").getBytes(UTF_8);
-                producer.send(new ProducerRecord<>(scenario.inputTopic, null, null, id.getBytes(UTF_8), value,
-                        List.of(new RecordHeader(EventGenerator.ID_HEADER, id.getBytes(UTF_8)))));
+        Outcomes outcomes = OnceflowTestKit.start().job(new PaymentScreening())
+                .withSql(ledgerSql(), "INSERT INTO ledger.accounts (id, opening_balance, balance)"
+                        + " SELECT id, " + OPENING + ", " + OPENING + " FROM generate_series(1, " + ACCOUNTS + ") id")
+                .withEffect("ledger.apply_payment")
+                .failOnceAfter(1_000)
+                .run(records);
+
+        outcomes.assertExactlyOnce();
+        for (Map.Entry<String, String> payment : roublePayments.entrySet()) {
+            String id = payment.getKey();
+            assertThat(outcomes.outputOf(id)).isEqualTo(payment.getValue());
+            Outcomes.Row row = outcomes.rowOf(id);
+            assertThat(row.deliveries()).as(id).isEqualTo(1);
+            JsonNode sent = JSON.readTree(payment.getValue());
+            JsonNode result = JSON.readTree(row.result());
+            if (sent.get("user_id").asLong() == UNKNOWN_ACCOUNT) {
+                assertThat(result.path("status").asText()).as(id).isEqualTo("rejected");
+                assertThat(result.path("reason").asText()).as(id).isEqualTo("unknown account");
+            } else {
+                assertThat(result.path("status").asText()).as(id).isEqualTo("applied");
+                assertThat(result.path("amount").decimalValue()).as(id).isEqualByComparingTo(sent.get("amount").decimalValue());
             }
         }
+        for (Map.Entry<String, String> order : orders.entrySet()) {
+            assertThat(outcomes.outputOf(order.getKey())).isEqualTo(order.getValue());
+            assertThat(outcomes.rowOf(order.getKey()).result()).isEqualTo("{\"change\": \"none\", \"status\": \"applied\"}");
+        }
+        for (int i = 0; i < FOREIGN_PAYMENTS; i++) {
+            Outcomes.DeadLetter deadLetter = outcomes.deadLetterOf("usd-" + i);
+            assertThat(deadLetter.reason()).isEqualTo("REJECTED_BY_PROCESSOR");
+            assertThat(deadLetter.error()).contains("no account in currency 'USD'");
+        }
+        for (int i = 0; i < POISON; i++) {
+            assertThat(outcomes.deadLetterOf("poison-" + i).reason()).isEqualTo("MALFORMED_JSON");
+        }
+        Set<String> accepted = new HashSet<>(roublePayments.keySet());
+        accepted.addAll(orders.keySet());
+        assertThat(outcomes.outputIds()).isEqualTo(accepted);
+        assertThat(outcomes.rowIds()).isEqualTo(accepted);
+        assertThat(outcomes.deadLetterOf("no-id").reason()).isEqualTo("MISSING_ID");
+        assertThat(outcomes.deadLetterLabels()).hasSize(FOREIGN_PAYMENTS + POISON + 1);
+
+        Map<Long, BigDecimal> expected = new TreeMap<>();
+        for (long account = 1; account <= ACCOUNTS; account++) {
+            expected.put(account, OPENING.subtract(debitedByAccount.getOrDefault(account, BigDecimal.ZERO)));
+        }
+        Map<Long, BigDecimal> balances = new TreeMap<>();
+        for (String row : outcomes.query("SELECT id, balance FROM ledger.accounts")) {
+            String[] columns = row.split(" ");
+            balances.put(Long.parseLong(columns[0]), new BigDecimal(columns[1]));
+        }
+        assertThat(balances).isEqualTo(expected);
     }
 
-    private static String header(ConsumerRecord<byte[], byte[]> record, String name) {
-        return record.headers().lastHeader(name) == null ? null : new String(record.headers().lastHeader(name).value(), UTF_8);
+    /** Adds a record of {@code id} with {@code json} as its value; returns the JSON, the output expected. */
+    private String add(String id, String json) {
+        records.add(TestRecord.of(id, json));
+        return json;
+    }
+
+    private static String payment(String id, long account, BigDecimal amount, String currency) {
+        return "{\"id\":\"" + id + "\",\"type\":\"payment\",\"user_id\":" + account + ",\"amount\":" + amount
+                + ",\"currency\":\"" + currency + "\"}";
     }
 
     private static String ledgerSql() throws IOException {

@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal.commit;
 
+import org.apache.flink.annotation.Internal;
 import java.util.Objects;
 
 /**
@@ -7,6 +8,7 @@ import java.util.Objects;
  * prepared ({@code PREPARE TRANSACTION}) and that the committer must commit once that checkpoint
  * has completed.
  */
+@Internal
 public final class PostgresCommittable {
     private final TransactionId transactionId;
 

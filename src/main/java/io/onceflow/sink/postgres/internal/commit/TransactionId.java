@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal.commit;
 
+import org.apache.flink.annotation.Internal;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.regex.Matcher;
@@ -28,6 +29,7 @@ import java.util.regex.Pattern;
  * <p>The separator {@code ':'} cannot occur in a prefix, so the prefix {@code job} never matches the
  * gids of the prefix {@code job2}.
  */
+@Internal
 public final class TransactionId {
     /** What a sink prefix may look like: it goes into gids (at most 200 bytes in PostgreSQL). */
     public static final Pattern SINK_PREFIX = Pattern.compile("[a-zA-Z0-9_]{1,40}");

@@ -147,7 +147,7 @@ final class IndexClaims {
         long leaseMillis = config.writer().writerLease().toMillis();
         try (Statement statement = connection.createStatement()) {
             statement.execute("SET LOCAL idle_in_transaction_session_timeout = " + leaseMillis);
-            statement.execute("SET LOCAL lock_timeout = " + (2 * leaseMillis + config.writer().lockTimeout().toMillis()));
+            statement.execute("SET LOCAL lock_timeout = " + config.writer().claimLockTimeout().toMillis());
         }
     }
 

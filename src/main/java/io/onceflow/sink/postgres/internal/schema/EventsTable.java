@@ -43,9 +43,13 @@ public final class EventsTable {
     private final String pendingEffectTransactionsSql;
     private final String hasResultColumnSql;
 
-    /** @param name {@code table} or {@code schema.table}, validated by {@code PostgresTableOptions} */
+    /**
+     * @param name {@code table} or {@code schema.table}
+     * @throws IllegalArgumentException if it is not a plain SQL identifier
+     */
     public EventsTable(String name) {
-        this.name = name;
+        // checked again: a name goes into SQL text, and not every caller comes through the options
+        this.name = SqlIdentifiers.requireTableName("table", name);
         this.upsertSql = "INSERT INTO " + name + " AS existing" + BATCH_ROWS
                 + " ON CONFLICT (id) DO UPDATE SET deliveries = existing.deliveries + EXCLUDED.deliveries";
         // a conflict leaves effect_transaction as the first insert set it: the effect stays once

@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal.schema;
 
+import org.apache.flink.annotation.Internal;
 import io.onceflow.sink.postgres.PostgresTableOptions;
 import io.onceflow.sink.postgres.EffectFunction;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
@@ -40,6 +41,7 @@ import java.util.List;
  * log grows by one row per checkpoint and writer subtask, the runs table by one row per submission;
  * rows older than the oldest savepoint anyone may restore can be deleted.
  */
+@Internal
 public final class PostgresSchema {
     /** Serialises concurrent creation by several subtasks; the value is arbitrary but fixed. */
     private static final long SCHEMA_LOCK_KEY = 0x6f6e6365666c6f77L; // "onceflow"

@@ -19,9 +19,13 @@ public final class RejectsTable {
     private final String rejectSql;
     private final String auditSql;
 
-    /** @param name {@code table} or {@code schema.table}, validated by {@code PostgresTableOptions} */
+    /**
+     * @param name {@code table} or {@code schema.table}
+     * @throws IllegalArgumentException if it is not a plain SQL identifier
+     */
     public RejectsTable(String name) {
-        this.name = name;
+        // checked again: a name goes into SQL text, and not every caller comes through the options
+        this.name = SqlIdentifiers.requireTableName("rejects table", name);
         this.rejectSql = "INSERT INTO " + name + " AS existing"
                 + " (id, payload, source_topic, source_partition, source_offset, deliveries, sql_state, error)"
                 + " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"

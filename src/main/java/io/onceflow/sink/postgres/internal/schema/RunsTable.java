@@ -18,9 +18,13 @@ public final class RunsTable {
 
     private final String name;
 
-    /** @param name {@code table} or {@code schema.table}, validated by {@code PostgresTableOptions} */
+    /**
+     * @param name {@code table} or {@code schema.table}
+     * @throws IllegalArgumentException if it is not a plain SQL identifier
+     */
     public RunsTable(String name) {
-        this.name = name;
+        // checked again: a name goes into SQL text, and not every caller comes through the options
+        this.name = SqlIdentifiers.requireTableName("runs table", name);
     }
 
     /** The table's name, as configured. */

@@ -36,6 +36,10 @@ public final class SqlIdentifiers {
                 + " PostgreSQL folds it to lower case)";
     }
 
+    public static String requireTableName(String setting, String name) {
+        return require(name, tableNameProblem(setting, name));
+    }
+
     public static String requireFunctionName(String setting, String name) {
         return require(name, functionNameProblem(setting, name));
     }

@@ -1,0 +1,68 @@
+package io.onceflow.testkit;
+
+import static java.nio.charset.StandardCharsets.UTF_8;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.onceflow.api.Event;
+import io.onceflow.api.EventProcessor;
+import io.onceflow.api.EventRejectedException;
+import io.onceflow.sink.kafka.OnceflowHeaders;
+import java.util.Map;
+import org.apache.flink.util.Collector;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The kit on one small run of a wrong processor: it reports each id's outcome (output, dead letter
+ * with its reason, row with the effect's result) and catches the id the processor emits twice.
+ */
+class OnceflowTestKitIT {
+    private static final String EFFECT = "CREATE FUNCTION kit_effect(message_id text, payload jsonb) RETURNS jsonb"
+            + " LANGUAGE sql AS $$ SELECT jsonb_build_object('status', 'applied', 'id', message_id) $$";
+
+    /** Rejects ids starting with "reject", emits "dup-" ids twice (the bug), passes the rest. */
+    static final class EmitsDuplicates implements EventProcessor {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        public void flatMap(Event event, Collector<Event> out) {
+            if (event.messageId.startsWith("reject")) {
+                throw new EventRejectedException("no " + event.messageId + " here");
+            }
+            out.collect(event);
+            if (event.messageId.startsWith("dup-")) {
+                out.collect(event);
+            }
+        }
+    }
+
+    @Test
+    void reportsEachIdsOutcomeAndCatchesAnIdEmittedTwice() throws Exception {
+        TestRecord ok = TestRecord.of("ok-1", "{\"amount\": 12345678901234567.89}");
+        Outcomes outcomes = OnceflowTestKit.start().job(new EmitsDuplicates())
+                .withSql(EFFECT).withEffect("kit_effect")
+                .run(ok, ok, // a redelivery: still one outcome
+                        TestRecord.of("reject-1", "{}"),
+                        TestRecord.of("dup-1", "{}"),
+                        TestRecord.raw("not-json", null, "{oops".getBytes(UTF_8),
+                                Map.of(OnceflowHeaders.MESSAGE_ID, "not-json".getBytes(UTF_8))));
+
+        assertThat(outcomes.outputOf("ok-1")).isEqualTo("{\"amount\": 12345678901234567.89}");
+        assertThat(outcomes.rowOf("ok-1")).isEqualTo(new Outcomes.Row("{\"amount\": 12345678901234567.89}", 1,
+                "{\"id\": \"ok-1\", \"status\": \"applied\"}"));
+        assertThat(outcomes.deadLetterOf("reject-1").reason()).isEqualTo("REJECTED_BY_PROCESSOR");
+        assertThat(outcomes.deadLetterOf("reject-1").error()).contains("no reject-1 here");
+        assertThat(outcomes.deadLetterOf("not-json").reason()).isEqualTo("MALFORMED_JSON");
+        assertThat(outcomes.outputIds()).containsExactlyInAnyOrder("ok-1", "dup-1");
+        assertThat(outcomes.deadLetterLabels()).containsExactlyInAnyOrder("reject-1", "not-json");
+
+        assertThat(outcomes.problems()).containsExactlyInAnyOrder("id dup-1: 2 output records",
+                "id dup-1: its row was delivered 2 times");
+        assertThatThrownBy(outcomes::assertExactlyOnce).isInstanceOf(AssertionError.class)
+                .hasMessageContaining("id dup-1: 2 output records");
+        assertThatThrownBy(() -> outcomes.outputOf("dup-1")).isInstanceOf(AssertionError.class)
+                .hasMessageContaining("2 output records, expected 1");
+        assertThatThrownBy(() -> outcomes.outputOf("reject-1")).isInstanceOf(AssertionError.class)
+                .hasMessageContaining("dead letter REJECTED_BY_PROCESSOR (");
+    }
+}
