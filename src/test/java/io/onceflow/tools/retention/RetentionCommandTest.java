@@ -3,7 +3,16 @@ package io.onceflow.tools.retention;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.onceflow.cli.ExitCode;
 import io.onceflow.config.ConfigException;
+import io.onceflow.sink.postgres.PostgresTableOptions;
+import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
+import io.onceflow.testing.TestPostgres;
+import io.onceflow.testing.TestPostgres.TestDatabase;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -11,8 +20,8 @@ import java.util.Map;
 import org.junit.jupiter.api.Test;
 
 /**
- * The command's refusals, which come before it connects anywhere (so no database here: the purge
- * itself is {@code RetentionTest}'s).
+ * The command's refusals, which come before it connects anywhere, and one run on a real database
+ * (what the purge deletes and keeps is {@code RetentionTest}'s).
  */
 class RetentionCommandTest {
     private static final Map<String, String> JOB = Map.of(
@@ -37,6 +46,37 @@ class RetentionCommandTest {
                         .contains("--keep: is required. Give the retention window, e.g. --keep 14d (see --help).")
                         .anyMatch(problem -> problem.startsWith("dedup.ttl: 'forever' is not a duration"))
                         .anyMatch(problem -> problem.startsWith("kafka.bootstrap.servers: is required")));
+    }
+
+    @Test
+    void aRunPrintsWhatItDeletedAndExitsClean() throws Exception {
+        TestDatabase database = TestPostgres.shared().newDatabase();
+        try (Connection connection = database.connect()) {
+            new PostgresSchema(PostgresTableOptions.defaults()).createIfMissing(connection);
+        }
+        database.execute("INSERT INTO onceflow_events (id, first_processed_at) VALUES ('old', now() - interval '8 days'),"
+                + " ('new', now())", "INSERT INTO onceflow_commit_log VALUES ('onceflow:payments:e1:s0:c1',"
+                + " now() - interval '8 days')");
+        Map<String, String> settings = new HashMap<>(JOB);
+        settings.put("postgres.url", database.jdbcUrl());
+        settings.put("postgres.user", database.user());
+        settings.put("postgres.password", database.password());
+        settings.put("postgres.sink.prefix", "payments");
+        PrintStream console = System.out;
+        ByteArrayOutputStream printed = new ByteArrayOutputStream();
+        ExitCode exit;
+        try {
+            System.setOut(new PrintStream(printed, true, StandardCharsets.UTF_8));
+            exit = RetentionCommand.run(args(settings, "--keep", "7d"));
+        } finally {
+            System.setOut(console);
+        }
+
+        assertThat(exit).isEqualTo(ExitCode.CLEAN);
+        assertThat(printed.toString(StandardCharsets.UTF_8))
+                .contains("events table:      1 rows deleted, 0 older rows kept")
+                .contains("commit log:        1 rows deleted");
+        assertThat(database.rows("SELECT id FROM onceflow_events")).containsExactly("new");
     }
 
     @Test
