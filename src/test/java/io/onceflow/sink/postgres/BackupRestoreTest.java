@@ -71,7 +71,8 @@ class BackupRestoreTest {
             PostgresSinkConfig config = SinkDatabase.config(builder(restored));
             // what the job does from its latest checkpoint (2): every attempt fails the same way
             assertThatThrownBy(() -> commit(config, afterBackup)).isInstanceOf(IOException.class)
-                    .hasMessageContaining("LOST: prepared transaction " + afterBackup.transactionId());
+                    .hasMessageContaining("LOST: prepared transaction " + afterBackup.transactionId())
+                    .hasMessageContaining("after a database restore, follow docs/backup-restore.md");
 
             // the runbook: a fresh start discarding what is pending, the input replayed from before the backup
             PostgresSinkConfig fresh = SinkDatabase.newRun(config);

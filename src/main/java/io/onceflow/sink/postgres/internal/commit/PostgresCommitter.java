@@ -92,7 +92,9 @@ public final class PostgresCommitter implements Committer<PostgresCommittable> {
                 throw new IOException("LOST: prepared transaction " + transaction + " of a completed checkpoint"
                         + " is neither prepared nor in the commit log " + config.tables().commitLog() + ": it was rolled"
                         + " back (by hand, or by a second job using sink prefix '" + transaction.sinkPrefix()
-                        + "') and its rows are missing. Replay its input or restore an earlier savepoint.");
+                        + "'), or the database was restored to a point before this checkpoint, and its rows are"
+                        + " missing. Replay its input or restore an earlier savepoint; after a database restore,"
+                        + " follow docs/backup-restore.md.");
             }
         } catch (SQLException e) {
             if (PreparedTransactionRecovery.INSUFFICIENT_PRIVILEGE.equals(e.getSQLState())) {
