@@ -119,7 +119,7 @@ class PrometheusMetricsIT {
                     .isEqualTo(truth.records() - truth.poisonRecords() - truth.uniqueIds());
             assertThat(scrape.sum(OPERATOR + "reason_deadLetters")).as("dead letters, the reason as a label")
                     .isEqualTo(truth.poisonRecords());
-            assertThat(sumMatching(scrape, OPERATOR + "deadLetters_[A-Z_]+")).as("dead letters under the deprecated"
+            assertThat(sumMatching(scrape, OPERATOR + "deadLetters_[A-Z0-9_]+")).as("dead letters under the deprecated"
                     + " names, the reason in the name (until the next release)").isEqualTo(truth.poisonRecords());
             assertThat(scrape.sum(OPERATOR + "rowsRejected")).as("rowsRejected").isEqualTo(truth.refusedIds());
             for (String positive : List.of("transactionsPrepared", "rowsPerTransaction_count", "commitLatencyMs_count",
