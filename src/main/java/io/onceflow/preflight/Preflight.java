@@ -6,6 +6,7 @@ import io.onceflow.config.Secrets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import java.util.Properties;
 import org.apache.flink.annotation.Internal;
 
@@ -63,9 +64,20 @@ public final class Preflight {
     public static CannotRunException postgresFailure(OnceflowConfig config, Exception failure) {
         PostgresPreflight postgres = new PostgresPreflight(config.postgres().orElseThrow(), Purpose.RUN_JOB);
         String problem = failure instanceof java.sql.SQLException sqlFailure
-                ? postgres.connectionProblem(sqlFailure)
+                ? postgres.connectionProblem(sqlFailure, "")
                 : "postgres.url: PostgreSQL at " + postgres.server() + ": " + failure.getMessage();
         return new CannotRunException(List.of(withoutSecrets(oneLine(problem), config)));
+    }
+
+    /**
+     * The time since {@code startNanos}, as a message says it ("1.2 s"): what a check really took,
+     * which for an unknown host is far less than its timeout.
+     *
+     * @param startNanos a {@link System#nanoTime} reading
+     * @return the seconds elapsed since, with one decimal
+     */
+    public static String secondsSince(long startNanos) {
+        return String.format(Locale.ROOT, "%.1f s", (System.nanoTime() - startNanos) / 1e9);
     }
 
     /**
