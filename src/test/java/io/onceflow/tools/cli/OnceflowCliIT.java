@@ -2,6 +2,7 @@ package io.onceflow.tools.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.catchThrowable;
 
 import io.onceflow.cli.CannotRunException;
 import io.onceflow.cli.ExitCode;
@@ -12,6 +13,8 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Optional;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
@@ -75,5 +78,29 @@ class OnceflowCliIT {
                 .isInstanceOfSatisfying(CannotRunException.class, e -> assertThat(e.problems()).singleElement()
                         .asString().startsWith("run-local: not given, and this main method was started outside Flink"));
         assertThat(tables()).as("after the refused start").isEmpty();
+    }
+
+    @Test
+    void servicesThatFailAtOnceAreReportedWithTheTimeTheyReallyTook() {
+        String[] args = arguments("check");
+        args[Arrays.asList(args).indexOf("--kafka.bootstrap.servers") + 1] = "no-such-host.invalid:9092";
+        args[Arrays.asList(args).indexOf("--postgres.url") + 1] = "jdbc:postgresql://127.0.0.1:1/onceflow";
+
+        long started = System.nanoTime();
+        Throwable thrown = catchThrowable(() -> OnceflowCli.execute(args));
+        double tookSeconds = (System.nanoTime() - started) / 1e9;
+
+        assertThat(thrown).isInstanceOf(CannotRunException.class);
+        List<String> problems = ((CannotRunException) thrown).problems();
+        assertThat(problems).hasSize(2);
+        Matcher kafka = Pattern.compile("kafka.bootstrap.servers: no Kafka broker answered at no-such-host.invalid:9092"
+                + " \\(gave up after (\\d+\\.\\d) s\\).*").matcher(problems.get(0));
+        Matcher postgres = Pattern.compile("postgres.url: cannot connect to PostgreSQL at 127.0.0.1:1/onceflow"
+                + " after (\\d+\\.\\d) s .*").matcher(problems.get(1));
+        assertThat(kafka.matches()).as(problems.get(0)).isTrue();
+        assertThat(postgres.matches()).as(problems.get(1)).isTrue();
+        // the two checks run one after the other within this call: each took at most all of it
+        assertThat(Double.parseDouble(kafka.group(1)) + Double.parseDouble(postgres.group(1)))
+                .isLessThanOrEqualTo(tookSeconds + 0.1);
     }
 }
