@@ -31,7 +31,8 @@ public final class Onceflow {
      *
      * <p>Problems are reported, and the process ends, as for {@code OnceflowJob.main} when your
      * class is the JVM's main class or the job is started with {@code flink run}; see {@link
-     * CommandLineTool}.
+     * CommandLineTool}. Started outside Flink (plain {@code java}, an IDE) it checks, then starts
+     * the job on a local Flink only when {@code args} hold {@code --run-local}.
      *
      * @param args the job's arguments, as for {@code OnceflowJob.main} ({@code --help} lists them)
      * @param processor the business logic; serialised into the job graph, like any Flink function

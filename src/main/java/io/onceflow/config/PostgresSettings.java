@@ -38,7 +38,7 @@ public final class PostgresSettings implements Serializable {
     private final PostgresWriterOptions writer;
     private final String sinkPrefix;
 
-    private PostgresSettings(ConfigReader settings, String kafkaTransactionalIdPrefix) {
+    private PostgresSettings(ConfigReader settings, String kafkaTransactionalIdPrefix, boolean sinkPrefixRequired) {
         // read in the order the problems are listed: connection, tables, prefix, then tuning
         connection = new PostgresConnectionOptions(settings.parsed(POSTGRES_URL, ValueParsers::postgresUrl),
                 settings.text(POSTGRES_USER), settings.text(POSTGRES_PASSWORD));
@@ -50,7 +50,7 @@ public final class PostgresSettings implements Serializable {
         sinkPrefix = settings.parsed(POSTGRES_SINK_PREFIX, ValueParsers.accepting(
                 PostgresSinkBuilder::isValidSinkPrefix, "is not a valid sink prefix",
                 "Use 1 to 40 of the characters a-z, A-Z, 0-9 and '_'."));
-        if (!settings.isSet(POSTGRES_SINK_PREFIX)) {
+        if (sinkPrefixRequired && !settings.isSet(POSTGRES_SINK_PREFIX)) {
             settings.problem(
                     POSTGRES_SINK_PREFIX,
                     "is required when postgres.url is set",
@@ -109,8 +109,23 @@ public final class PostgresSettings implements Serializable {
      * postgres.*} key given, as it would silently have no effect, and returns null.
      */
     static PostgresSettings read(ConfigReader settings, String kafkaTransactionalIdPrefix) {
+        return read(settings, kafkaTransactionalIdPrefix, true);
+    }
+
+    /**
+     * Reads only what names the tables, for the DDL, which names no transaction: {@code
+     * postgres.sink.prefix} is not required (an invalid one is still reported). Reports as {@link
+     * #read} does when {@code postgres.url} is not set, and then returns null.
+     */
+    static PostgresTableOptions readTables(ConfigReader settings) {
+        PostgresSettings postgres = read(settings, null, false);
+        return postgres == null ? null : postgres.tables();
+    }
+
+    private static PostgresSettings read(ConfigReader settings, String kafkaTransactionalIdPrefix,
+            boolean sinkPrefixRequired) {
         if (settings.isSet(POSTGRES_URL)) {
-            return new PostgresSettings(settings, kafkaTransactionalIdPrefix);
+            return new PostgresSettings(settings, kafkaTransactionalIdPrefix, sinkPrefixRequired);
         }
         Arrays.stream(ConfigKey.values())
                 .filter(key -> key.key().startsWith("postgres.") && settings.isSet(key))

@@ -3,8 +3,8 @@ package io.onceflow.config;
 import static io.onceflow.config.ConfigKey.POSTGRES_PASSWORD;
 import static io.onceflow.config.ConfigKey.POSTGRES_URL;
 import static io.onceflow.config.ConfigKey.PROCESSOR_CLASS;
-import static io.onceflow.config.ConfigKey.TRANSACTIONAL_ID_PREFIX;
 
+import io.onceflow.sink.postgres.PostgresTableOptions;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -154,13 +154,15 @@ public final class ProgramArguments {
     }
 
     /**
-     * Reads only the PostgreSQL settings, for commands that need nothing else (the DDL).
+     * Reads only the settings that name the PostgreSQL tables, for commands that need nothing else
+     * (the DDL): {@code postgres.url}, {@code postgres.user} and the {@code postgres.*table} keys;
+     * neither the password nor {@code postgres.sink.prefix} is required.
      *
      * @param environment for {@code ${VAR}} substitution
-     * @return the settings
+     * @return the tables
      * @throws ConfigException listing every problem, including a missing {@code postgres.url}
      */
-    public PostgresSettings postgresSettings(Map<String, String> environment) {
+    public PostgresTableOptions postgresTables(Map<String, String> environment) {
         // The DDL connects to nothing: a password (often ${VAR} of a variable set only where the job
         // runs) must not be required.
         Map<String, String> withoutPassword = new HashMap<>(commandLine.settings());
@@ -169,12 +171,9 @@ public final class ProgramArguments {
         if (!settings.isSet(POSTGRES_URL)) {
             settings.problem(POSTGRES_URL, "is required here but not set", "Set it: " + POSTGRES_URL.description());
         }
-        // only the sink prefix's default depends on it; the Kafka keys are not needed otherwise
-        String transactionalIdPrefix =
-                settings.isSet(TRANSACTIONAL_ID_PREFIX) ? settings.text(TRANSACTIONAL_ID_PREFIX) : null;
-        PostgresSettings postgres = PostgresSettings.read(settings, transactionalIdPrefix);
+        PostgresTableOptions tables = PostgresSettings.readTables(settings);
         settings.throwIfAnyProblem();
-        return postgres;
+        return tables;
     }
 
     private ConfigReader reader(Map<String, String> environment) {

@@ -7,6 +7,7 @@ import io.onceflow.sink.kafka.KafkaSinks;
 import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
 import io.onceflow.sink.postgres.PostgresSink;
 import io.onceflow.sink.postgres.PostgresSinkBuilder;
+import io.onceflow.sink.postgres.PostgresTableOptions;
 import java.util.Optional;
 import org.apache.flink.annotation.Internal;
 import org.apache.flink.api.connector.sink2.Sink;
@@ -71,7 +72,7 @@ public final class JobSinks {
     }
 
     /** The PostgreSQL sink's tables, as configured. */
-    public static PostgresSchema postgresSchema(PostgresSettings postgres) {
-        return new PostgresSchema(postgres.tables());
+    public static PostgresSchema postgresSchema(PostgresTableOptions tables) {
+        return new PostgresSchema(tables);
     }
 }

@@ -27,26 +27,40 @@ public final class OnceflowJob {
     private OnceflowJob() {}
 
     /** The flag that prints the DDL of the configured tables instead of running the job, for DBAs who create them by hand. */
-    static final String PRINT_POSTGRES_DDL = "print-postgres-ddl";
+    public static final String PRINT_POSTGRES_DDL = "print-postgres-ddl";
+    /** The flag that checks the configuration and the services it names, and starts nothing. */
+    public static final String CHECK = "check";
+    /**
+     * The flag that runs the job inside this JVM, on a local Flink; without it a main method started
+     * outside Flink (plain {@code java}, an IDE) refuses instead of starting the job.
+     */
+    public static final String RUN_LOCAL = "run-local";
 
     private static final Logger LOG = LoggerFactory.getLogger(OnceflowJob.class);
 
     /** What {@code --help} prints before the settings reference. */
     static final String COMMAND_USAGE = """
             Usage: flink run [-d] [-s SAVEPOINT] onceflow-<version>-job.jar [--config FILE] [settings...]
-                   java -cp onceflow-<version>-job.jar:$FLINK_HOME/lib/* io.onceflow.job.OnceflowJob \\
-                       --print-postgres-ddl [--config FILE] [postgres.* settings...]
+                   bin/onceflow check|ddl|run|audit [--config FILE] [settings...]   (docs/configuration.md)
 
               --help, -h
                   Print this help and exit; anywhere among the arguments.
+              --check
+                  Check the configuration and the services it names (below), then exit: nothing is
+                  started, no run registered, no table created.
               --print-postgres-ddl
                   Print the CREATE TABLE statements of the PostgreSQL tables instead of running the job;
                   needs only postgres.url, postgres.user and the table settings.
+              --run-local
+                  Run the job inside this JVM on a local Flink (development). Without it, a main method
+                  started outside Flink (java, an IDE) refuses to start the job; flink run and Flink's
+                  application mode need no flag.
 
             Before the job graph is built, the Kafka brokers, the topics, the brokers' transaction
             settings and PostgreSQL are checked, about 10 s at most each.
-            Exit status: 0 job submitted (or help or DDL printed); 2 nothing done: invalid
-            configuration or a service that cannot be used, one line per problem.
+            Exit status: 0 job submitted (or help, DDL or a passed check printed); 2 nothing done:
+            invalid configuration, a service that cannot be used, or no --run-local outside Flink,
+            one line per problem.
 
             """;
 
@@ -69,17 +83,26 @@ public final class OnceflowJob {
      */
     @Internal
     public static void run(Class<?> mainClass, String[] args, Optional<EventProcessor> processor) throws Exception {
-        CommandLineTool.run(mainClass, () -> run(args, processor));
+        CommandLineTool.run(mainClass, () -> execute(args, processor));
     }
 
-    private static ExitCode run(String[] args, Optional<EventProcessor> givenProcessor) throws Exception {
+    /**
+     * Does what {@link #run} does, without ending the process: for a command-line tool that
+     * dispatches to the job's commands.
+     *
+     * @return how it ended
+     * @throws io.onceflow.config.ConfigException if the configuration is invalid
+     * @throws CannotRunException if a service cannot be used, or the job may not start here
+     */
+    @Internal
+    public static ExitCode execute(String[] args, Optional<EventProcessor> givenProcessor) throws Exception {
         if (ProgramArguments.helpRequested(args)) {
             System.out.println(COMMAND_USAGE + OnceflowConfig.usage());
             return ExitCode.CLEAN;
         }
-        ProgramArguments arguments = ProgramArguments.parse(args, Set.of(PRINT_POSTGRES_DDL), Set.of());
+        ProgramArguments arguments = ProgramArguments.parse(args, Set.of(PRINT_POSTGRES_DDL, CHECK, RUN_LOCAL), Set.of());
         if (arguments.flag(PRINT_POSTGRES_DDL)) {
-            System.out.print(JobSinks.postgresSchema(arguments.postgresSettings(System.getenv())).ddl());
+            System.out.print(JobSinks.postgresSchema(arguments.postgresTables(System.getenv())).ddl());
             return ExitCode.CLEAN;
         }
         OnceflowConfig config = arguments.jobConfig(System.getenv(),
@@ -91,9 +114,19 @@ public final class OnceflowJob {
                     LOG.warn(warning);
                     System.err.println("onceflow: warning: " + warning);
                 });
+        long checkStarted = System.nanoTime();
+        Preflight.check(config, Preflight.Purpose.RUN_JOB);
+        if (arguments.flag(CHECK)) {
+            System.out.println("onceflow: the configuration is valid and Kafka" + (config.postgres().isPresent()
+                    ? " and PostgreSQL are" : " is") + " usable (checked in " + Preflight.secondsSince(checkStarted)
+                    + "); nothing was started.");
+            return ExitCode.CLEAN;
+        }
+        localStartRefusal(startedByFlink(), arguments.flag(RUN_LOCAL)).ifPresent(refusal -> {
+            throw new CannotRunException(List.of(refusal));
+        });
         StreamExecutionEnvironment env =
                 StreamExecutionEnvironment.getExecutionEnvironment(FlinkSettings.configuration(config));
-        Preflight.check(config, Preflight.Purpose.RUN_JOB);
         // fail before submitting, with a message that says what to fix, rather than in a restart loop
         OnceflowPipeline.Sinks sinks;
         try {
@@ -107,6 +140,33 @@ public final class OnceflowJob {
         new JobDefinition(config, processor).defineIn(env, sinks);
         env.execute(FlinkSettings.jobName(config));
         return ExitCode.CLEAN;
+    }
+
+    /**
+     * Tells whether Flink started this main method: {@code flink run}, a REST submission or
+     * application mode give it a context environment; plain {@code java} or an IDE a local one.
+     */
+    private static boolean startedByFlink() {
+        return !(StreamExecutionEnvironment.getExecutionEnvironment() instanceof LocalStreamEnvironment);
+    }
+
+    /**
+     * Refuses to start the job in this JVM unless asked to: outside Flink, {@code env.execute}
+     * starts a local Flink that registers a run and creates the tables, which a forgotten flag
+     * (say, a check meant as {@code --check}) must not do.
+     *
+     * @param startedByFlink whether Flink runs this main method
+     * @param runLocalGiven whether {@code --run-local} was given
+     * @return the problem line to report, or empty to start the job
+     */
+    static Optional<String> localStartRefusal(boolean startedByFlink, boolean runLocalGiven) {
+        if (startedByFlink || runLocalGiven) {
+            return Optional.empty();
+        }
+        return Optional.of("run-local: not given, and this main method was started outside Flink, so the job was"
+                + " not started (the configuration and the services passed the check). Submit it with"
+                + " flink run onceflow-<version>-job.jar <the same arguments>, or pass --run-local"
+                + " (bin/onceflow run) to run it inside this JVM on a local Flink.");
     }
 
     /**

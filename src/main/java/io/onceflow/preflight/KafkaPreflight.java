@@ -57,6 +57,7 @@ final class KafkaPreflight {
         int timeoutMs = (int) Preflight.SERVICE_TIMEOUT.toMillis();
         properties.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, String.valueOf(timeoutMs / 2));
         properties.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, String.valueOf(timeoutMs));
+        long started = System.nanoTime();
         try (Admin admin = Admin.create(properties)) {
             Collection<Node> nodes = admin.describeCluster(new DescribeClusterOptions().timeoutMs(timeoutMs))
                     .nodes().get(timeoutMs + 1000L, TimeUnit.MILLISECONDS);
@@ -65,21 +66,22 @@ final class KafkaPreflight {
                 checkTransactions(admin, nodes);
             }
         } catch (ExecutionException | java.util.concurrent.TimeoutException e) {
-            problems.add(unreachable(e instanceof ExecutionException ? e.getCause() : e));
+            problems.add(unreachable(e instanceof ExecutionException ? e.getCause() : e, started));
         } catch (org.apache.kafka.common.config.ConfigException e) {
             problems.add(problem("kafka.properties",
                     "the Kafka client refuses its settings (" + e.getMessage() + ")",
                     "Fix the kafka.properties.<name> setting it names."));
         } catch (KafkaException e) {
-            problems.add(unreachable(e));
+            problems.add(unreachable(e, started));
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            problems.add(unreachable(e));
+            problems.add(unreachable(e, started));
         }
         return problems;
     }
 
-    private String unreachable(Throwable cause) {
+    /** @param started when the client was created ({@link System#nanoTime}), to say how long it tried */
+    private String unreachable(Throwable cause, long started) {
         if (cause instanceof AuthenticationException) {
             return problem("kafka.properties.sasl.jaas.config",
                     "the Kafka brokers at " + brokers + " refused the client's authentication ("
@@ -92,10 +94,21 @@ final class KafkaPreflight {
                     "Grant the job's principal Describe on the cluster and the topics.");
         }
         return problem("kafka.bootstrap.servers",
-                "no Kafka broker answered at " + brokers + " within " + seconds(Preflight.SERVICE_TIMEOUT),
+                "no Kafka broker answered at " + brokers + " (gave up after " + Preflight.secondsSince(started) + ")"
+                        + reason(cause),
                 "Check the host names and ports, that the brokers run, and that they are reachable from where"
                         + " the job's main method runs (the flink run client, or the JobManager for a REST"
                         + " submission); for TLS or SASL set kafka.properties.security.protocol.");
+    }
+
+    /**
+     * The client's own reason when it is not a plain timeout, e.g. that a host name does not
+     * resolve: why it gave up before the limit.
+     */
+    private static String reason(Throwable cause) {
+        boolean timedOut = cause instanceof java.util.concurrent.TimeoutException
+                || cause instanceof org.apache.kafka.common.errors.TimeoutException;
+        return timedOut || cause.getMessage() == null ? "" : ": " + cause.getMessage();
     }
 
     private void checkTopics(Admin admin) throws InterruptedException {

@@ -37,6 +37,7 @@ final class PostgresPreflight {
     }
 
     List<String> problems() {
+        long started = System.nanoTime();
         try (Connection connection = connect()) {
             if (purpose == Preflight.Purpose.RUN_JOB) {
                 // every table the sink writes: a privilege missing on any of them (the rejects table is
@@ -54,7 +55,7 @@ final class PostgresPreflight {
                 checkTable(connection, "postgres.table", settings.table(), List.of("SELECT"));
             }
         } catch (SQLException e) {
-            problems.add(connectionProblem(e));
+            problems.add(connectionProblem(e, " after " + Preflight.secondsSince(started)));
         }
         return problems;
     }
@@ -81,8 +82,12 @@ final class PostgresPreflight {
         return server;
     }
 
-    /** One line for a failure to connect or log in, naming the key to check. */
-    String connectionProblem(SQLException e) {
+    /**
+     * One line for a failure to connect or log in, naming the key to check.
+     *
+     * @param after when the attempt failed, e.g. {@code " after 1.2 s"}; empty if not measured
+     */
+    String connectionProblem(SQLException e, String after) {
         String state = e.getSQLState() == null ? "" : e.getSQLState();
         String message = e.getMessage();
         if (state.startsWith("28")) {
@@ -94,7 +99,7 @@ final class PostgresPreflight {
             return problem("postgres.url", "PostgreSQL at " + server + " answered: " + message,
                     "Create the database, or name an existing one in the URL.");
         }
-        return problem("postgres.url", "cannot connect to PostgreSQL at " + server + " (" + message + ")",
+        return problem("postgres.url", "cannot connect to PostgreSQL at " + server + after + " (" + message + ")",
                 "Check the host, port and database in the URL, that PostgreSQL runs and listens on that address"
                         + " (listen_addresses), and that it is reachable from where the job's main method runs.");
     }

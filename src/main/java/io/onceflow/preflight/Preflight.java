@@ -6,8 +6,11 @@ import io.onceflow.config.Secrets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import java.util.Properties;
 import org.apache.flink.annotation.Internal;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Checks, before a job graph is built or an audit reads anything, that the services the
@@ -24,6 +27,7 @@ import org.apache.flink.annotation.Internal;
 public final class Preflight {
     /** How long each service may take to answer; together well under the 30 s a user waits. */
     static final Duration SERVICE_TIMEOUT = Duration.ofSeconds(10);
+    private static final Logger LOG = LoggerFactory.getLogger(Preflight.class);
 
     /** What the checked configuration is used for, which decides what it needs. */
     public enum Purpose {
@@ -43,6 +47,11 @@ public final class Preflight {
      * @throws CannotRunException listing every problem found, one line each
      */
     public static void check(OnceflowConfig config, Purpose purpose) {
+        // a check of unreachable services takes seconds: say what is being waited for
+        LOG.info("Checking the Kafka brokers at {}{}, at most {} s each", config.bootstrapServers(),
+                config.postgres().map(postgres -> " and PostgreSQL at "
+                        + new PostgresPreflight(postgres, purpose).server()).orElse(""),
+                SERVICE_TIMEOUT.toSeconds());
         List<String> problems = new ArrayList<>(new KafkaPreflight(config, purpose).problems());
         config.postgres().ifPresent(postgres -> problems.addAll(new PostgresPreflight(postgres, purpose).problems()));
         if (!problems.isEmpty()) {
@@ -63,9 +72,20 @@ public final class Preflight {
     public static CannotRunException postgresFailure(OnceflowConfig config, Exception failure) {
         PostgresPreflight postgres = new PostgresPreflight(config.postgres().orElseThrow(), Purpose.RUN_JOB);
         String problem = failure instanceof java.sql.SQLException sqlFailure
-                ? postgres.connectionProblem(sqlFailure)
+                ? postgres.connectionProblem(sqlFailure, "")
                 : "postgres.url: PostgreSQL at " + postgres.server() + ": " + failure.getMessage();
         return new CannotRunException(List.of(withoutSecrets(oneLine(problem), config)));
+    }
+
+    /**
+     * The time since {@code startNanos}, as a message says it ("1.2 s"): what a check really took,
+     * which for an unknown host is far less than its timeout.
+     *
+     * @param startNanos a {@link System#nanoTime} reading
+     * @return the seconds elapsed since, with one decimal
+     */
+    public static String secondsSince(long startNanos) {
+        return String.format(Locale.ROOT, "%.1f s", (System.nanoTime() - startNanos) / 1e9);
     }
 
     /**

@@ -3,6 +3,7 @@ package io.onceflow.config;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.onceflow.sink.postgres.PostgresTableOptions;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -60,24 +61,48 @@ class ProgramArgumentsTest {
     }
 
     @Test
-    void postgresSettingsNeedOnlyThePostgresKeys() {
+    void postgresTablesNeedOnlyTheUrlUserAndTablesNotTheSinkPrefix() {
         ProgramArguments arguments = ProgramArguments.parse(new String[] {
             "--postgres.url=jdbc:postgresql://db:5432/payments", "--postgres.user", "onceflow",
-            "--postgres.table", "ledger.events", "--postgres.sink.prefix", "payments", "--print-postgres-ddl"}, Set.of("print-postgres-ddl"), Set.of());
+            "--postgres.table", "ledger.events", "--print-postgres-ddl"}, Set.of("print-postgres-ddl"), Set.of());
 
-        PostgresSettings postgres = arguments.postgresSettings(Map.of());
+        PostgresTableOptions tables = arguments.postgresTables(Map.of());
 
-        assertThat(postgres.table()).isEqualTo("ledger.events");
-        assertThat(postgres.commitLogTable()).isEqualTo("onceflow_commit_log");
+        assertThat(tables.events()).isEqualTo("ledger.events");
+        assertThat(tables.commitLog()).isEqualTo("onceflow_commit_log");
     }
 
     @Test
-    void postgresSettingsNeedNoPasswordEvenWhenItsVariableIsUnset() {
+    void anInvalidSinkPrefixIsStillReportedByThePostgresTables() {
         ProgramArguments arguments = ProgramArguments.parse(new String[] {
             "--postgres.url=jdbc:postgresql://db:5432/payments", "--postgres.user", "onceflow",
-            "--postgres.password", "${ONCEFLOW_UNSET_PASSWORD}", "--postgres.sink.prefix", "payments"}, Set.of(), Set.of());
+            "--postgres.sink.prefix", "no-dashes"},
+                Set.of(), Set.of());
 
-        assertThat(arguments.postgresSettings(Map.of()).table()).isEqualTo("onceflow_events");
+        assertThatThrownBy(() -> arguments.postgresTables(Map.of()))
+                .isInstanceOfSatisfying(ConfigException.class, e -> assertThat(e.problems())
+                        .singleElement().asString().startsWith("postgres.sink.prefix: "));
+    }
+
+    @Test
+    void theJobStillRequiresTheSinkPrefix() {
+        ProgramArguments arguments = ProgramArguments.parse(new String[] {
+            "--kafka.bootstrap.servers", "kafka:9092", "--input.topics", "in", "--input.group.id", "g",
+            "--output.topic", "out", "--dead.letter.topic", "dlq", "--kafka.transactional.id.prefix", "p",
+            "--postgres.url=jdbc:postgresql://db:5432/payments", "--postgres.user", "onceflow"}, Set.of(), Set.of());
+
+        assertThatThrownBy(() -> arguments.config(Map.of()))
+                .isInstanceOfSatisfying(ConfigException.class, e -> assertThat(e.problems())
+                        .anyMatch(problem -> problem.startsWith("postgres.sink.prefix: is required when postgres.url is set")));
+    }
+
+    @Test
+    void postgresTablesNeedNoPasswordEvenWhenItsVariableIsUnset() {
+        ProgramArguments arguments = ProgramArguments.parse(new String[] {
+            "--postgres.url=jdbc:postgresql://db:5432/payments", "--postgres.user", "onceflow",
+            "--postgres.password", "${ONCEFLOW_UNSET_PASSWORD}"}, Set.of(), Set.of());
+
+        assertThat(arguments.postgresTables(Map.of()).events()).isEqualTo("onceflow_events");
     }
 
     @Test
@@ -85,7 +110,7 @@ class ProgramArgumentsTest {
         ProgramArguments arguments = ProgramArguments.parse(
                 new String[] {"--postgres.table", "events"}, Set.of(), Set.of());
 
-        assertThatThrownBy(() -> arguments.postgresSettings(Map.of()))
+        assertThatThrownBy(() -> arguments.postgresTables(Map.of()))
                 .isInstanceOfSatisfying(ConfigException.class, e -> assertThat(e.problems()).containsExactly(
                         "postgres.url: is required here but not set. Set it: JDBC URL"
                                 + " jdbc:postgresql://host:port/database; setting it enables the PostgreSQL sink.",

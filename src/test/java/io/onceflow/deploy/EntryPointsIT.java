@@ -23,7 +23,8 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * Every entry point run as a user runs it, each in its own JVM from the job jar: the job through
  * Flink's CLI ({@code flink run}, with the project's client logging), {@code --help}, {@code
- * --print-postgres-ddl} and the audit with {@code java -cp job.jar:flink-libs}. Against a real broker
+ * --print-postgres-ddl} and the audit with {@code java -cp job.jar:flink-libs} (the job itself only
+ * with {@code --run-local} there). Against a real broker
  * and a real PostgreSQL, and against addresses where nothing listens. A distinct secret is planted in
  * every place a secret can be given; none may appear in any output or log. Failures are one line per
  * problem, never a stack trace, and end with exit status 2.
@@ -135,9 +136,15 @@ class EntryPointsIT {
         args.set(args.indexOf("entry-dlq"), dlq);
         // more prepared transactions than the server allows (TestPostgres.MAX_PREPARED_TRANSACTIONS)
         args.addAll(List.of("--parallelism", "40"));
+        List<String> runLocal = new ArrayList<>(args);
+        runLocal.add("--run-local");
 
-        Run run = runJava(JOB, args);
+        Run refused = runJava(JOB, args);
+        Run run = runJava(JOB, runLocal);
 
+        refused.failsWithOneLinePerProblem();
+        assertThat(refused.stderr()).as("outside Flink without --run-local, before the tables are checked")
+                .startsWith("run-local: not given, and this main method was started outside Flink");
         run.failsWithOneLinePerProblem();
         run.revealsNoSecret();
         assertThat(run.stderr()).startsWith("postgres.url: PostgreSQL at ").contains("max_prepared_transactions");
@@ -163,7 +170,7 @@ class EntryPointsIT {
     void theDdlNeedsOnlyThePostgresSettings() throws Exception {
         Run ddl = runJava(JOB, List.of("--print-postgres-ddl", "--postgres.url=jdbc:postgresql://db/x",
                 "--postgres.user", "onceflow", "--postgres.password", ARGUMENT_SPACE_SECRET,
-                "--postgres.table", "ledger.events", "--postgres.sink.prefix", "ledger"));
+                "--postgres.table", "ledger.events"));
         Run withoutUrl = runJava(JOB, List.of("--print-postgres-ddl", "--postgres.password=" + ARGUMENT_EQUALS_SECRET));
 
         assertThat(ddl.exitCode()).as(ddl.stderr()).isZero();

@@ -179,7 +179,7 @@ class PrometheusMetricsIT {
             Ledger.install(connection);
             Ledger.openAccounts(connection, EventGenerator.ACCOUNTS, new BigDecimal("1000.00"), true);
             // the job's tables before the job, so that the user's CHECK constraint is there before any row
-            JobSinks.postgresSchema(OnceflowConfig.fromMap(job, Map.of()).postgres().orElseThrow()).createIfMissing(connection);
+            JobSinks.postgresSchema(OnceflowConfig.fromMap(job, Map.of()).postgres().orElseThrow().tables()).createIfMissing(connection);
         }
         cluster.postgres().execute("ALTER TABLE onceflow_events ADD CONSTRAINT metrics_refuses CHECK (payload->>'"
                 + ContinuousProducer.REFUSED_FIELD + "' IS NULL)");

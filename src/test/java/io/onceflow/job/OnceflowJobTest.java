@@ -157,4 +157,13 @@ class OnceflowJobTest {
         flink.set(PipelineOptionsInternal.PIPELINE_FIXED_JOB_ID, "fc636adbdfdd280ae7d92dd813ab6cc3");
         assertThat(JobStart.fixedJobId(flink)).contains("fc636adbdfdd280ae7d92dd813ab6cc3");
     }
+
+    @Test
+    void outsideFlinkTheJobStartsOnlyWithRunLocal() {
+        assertThat(OnceflowJob.localStartRefusal(false, false)).get().asString()
+                .startsWith("run-local: not given, and this main method was started outside Flink")
+                .contains("flink run onceflow-<version>-job.jar", "--run-local");
+        assertThat(OnceflowJob.localStartRefusal(false, true)).isEmpty();
+        assertThat(OnceflowJob.localStartRefusal(true, false)).as("flink run, REST, application mode").isEmpty();
+    }
 }

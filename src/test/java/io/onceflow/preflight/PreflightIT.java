@@ -116,7 +116,7 @@ class PreflightIT {
     void aPrivilegeMissingOnTheRejectsTableIsReportedBeforeARefusedRowNeedsIt() throws Exception {
         String writer = "writer_" + UUID.randomUUID().toString().substring(0, 8);
         try (Connection admin = database.connect(); Statement sql = admin.createStatement()) {
-            JobSinks.postgresSchema(config().postgres().orElseThrow()).createIfMissing(admin);
+            JobSinks.postgresSchema(config().postgres().orElseThrow().tables()).createIfMissing(admin);
             sql.execute("CREATE ROLE " + writer + " LOGIN");
             sql.execute("GRANT SELECT, INSERT, UPDATE ON onceflow_events, onceflow_commit_log, onceflow_runs,"
                     + " onceflow_writers TO " + writer);

@@ -13,6 +13,7 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Properties;
 import java.util.Set;
+import org.apache.flink.annotation.Internal;
 import org.apache.kafka.clients.CommonClientConfigs;
 import org.apache.kafka.common.KafkaException;
 
@@ -30,7 +31,8 @@ public final class AuditCommand {
 
     /** What {@code --help} prints before the settings reference. */
     static final String COMMAND_USAGE = """
-            Usage: java -cp onceflow-<version>-job.jar:$FLINK_HOME/lib/* io.onceflow.tools.audit.AuditCommand \\
+            Usage: bin/onceflow audit [--config FILE] [settings...] [--format text|json] [--read-timeout DURATION]
+                   java -cp onceflow-<version>-job.jar:$FLINK_HOME/lib/* io.onceflow.tools.audit.AuditCommand \\
                        [--config FILE] [settings...] [--format text|json] [--read-timeout DURATION]
 
             Reconciles per message id what the job read (its input topics, judged as the job judges
@@ -57,10 +59,19 @@ public final class AuditCommand {
     private AuditCommand() {}
 
     public static void main(String[] args) throws Exception {
-        CommandLineTool.run(AuditCommand.class, () -> run(args));
+        CommandLineTool.run(AuditCommand.class, () -> execute(args));
     }
 
-    private static ExitCode run(String[] args) {
+    /**
+     * Audits as {@link #main} does, without ending the process: for a command-line tool that
+     * dispatches to the audit.
+     *
+     * @return how the audit ended
+     * @throws io.onceflow.config.ConfigException if the configuration is invalid
+     * @throws CannotRunException if a service cannot be used
+     */
+    @Internal
+    public static ExitCode execute(String[] args) {
         if (ProgramArguments.helpRequested(args)) {
             System.out.println(COMMAND_USAGE + OnceflowConfig.usage());
             return ExitCode.CLEAN;
