@@ -2,6 +2,7 @@ package io.onceflow.config;
 
 import static java.util.Comparator.comparingInt;
 
+import io.onceflow.ingest.JsonLimits;
 import io.onceflow.sink.postgres.PostgresTableOptions;
 import io.onceflow.sink.postgres.PostgresWriterOptions;
 import java.util.Arrays;
@@ -45,6 +46,23 @@ enum ConfigKey {
             "message.id.max.length",
             "256",
             "Longest accepted message id in characters (1..4096)."),
+    JSON_MAX_NESTING_DEPTH(
+            "json.max.nesting.depth",
+            String.valueOf(JsonLimits.DEFAULTS.maxNestingDepth()),
+            "Deepest nesting of JSON objects and arrays in a value; deeper values are dead-lettered as"
+                    + " JSON_LIMIT_EXCEEDED."),
+    JSON_MAX_NUMBER_LENGTH(
+            "json.max.number.length",
+            String.valueOf(JsonLimits.DEFAULTS.maxNumberLength()),
+            "Most characters of one JSON number; longer ones are dead-lettered as JSON_LIMIT_EXCEEDED."),
+    JSON_MAX_NAME_LENGTH(
+            "json.max.name.length",
+            String.valueOf(JsonLimits.DEFAULTS.maxNameLength()),
+            "Most characters of one JSON field name; longer ones are dead-lettered as JSON_LIMIT_EXCEEDED."),
+    JSON_MAX_STRING_LENGTH(
+            "json.max.string.length",
+            String.valueOf(JsonLimits.DEFAULTS.maxStringLength()),
+            "Most characters of one JSON string; longer ones are dead-lettered as JSON_LIMIT_EXCEEDED."),
     DEDUP_TTL("dedup.ttl", "7d", "How long a message id is remembered to drop duplicates."),
     PROCESSOR_CLASS(
             "processor.class",

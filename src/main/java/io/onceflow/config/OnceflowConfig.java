@@ -14,6 +14,10 @@ import static io.onceflow.config.ConfigKey.FRESH_START_PENDING;
 import static io.onceflow.config.ConfigKey.INPUT_GROUP_ID;
 import static io.onceflow.config.ConfigKey.INPUT_STARTING_OFFSETS;
 import static io.onceflow.config.ConfigKey.INPUT_TOPICS;
+import static io.onceflow.config.ConfigKey.JSON_MAX_NAME_LENGTH;
+import static io.onceflow.config.ConfigKey.JSON_MAX_NESTING_DEPTH;
+import static io.onceflow.config.ConfigKey.JSON_MAX_NUMBER_LENGTH;
+import static io.onceflow.config.ConfigKey.JSON_MAX_STRING_LENGTH;
 import static io.onceflow.config.ConfigKey.KAFKA_PROPERTIES_PREFIX;
 import static io.onceflow.config.ConfigKey.MESSAGE_ID_MAX_LENGTH;
 import static io.onceflow.config.ConfigKey.MESSAGE_ID_SOURCE;
@@ -29,16 +33,19 @@ import static io.onceflow.config.ConfigKey.TRANSACTIONAL_ID_PREFIX;
 import static io.onceflow.config.ConfigKey.TRANSACTION_TIMEOUT;
 import static io.onceflow.config.ValueParsers.format;
 
+import io.onceflow.ingest.JsonLimits;
 import java.io.Serializable;
 import java.time.Duration;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Optional;
 import java.util.OptionalInt;
 import java.util.Properties;
 import java.util.Set;
 import java.util.SortedMap;
+import java.util.function.Function;
 import java.util.regex.Pattern;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.connector.base.DeliveryGuarantee;
@@ -117,6 +124,7 @@ public final class OnceflowConfig implements Serializable {
     // configuration never holds null in a non-optional field.
     private final Integer maxMessageBytes;
     private final Integer maxIdLength;
+    private final JsonLimits jsonLimits;
     private final Duration dedupTtl;
     private final String processorClass;
     private final ProcessorRetries processorRetries;
@@ -151,6 +159,7 @@ public final class OnceflowConfig implements Serializable {
         maxMessageBytes =
                 settings.parsed(MESSAGE_MAX_BYTES, ValueParsers.integerBetween(1, MAX_MESSAGE_BYTES));
         maxIdLength = settings.parsed(MESSAGE_ID_MAX_LENGTH, ValueParsers.integerBetween(1, 4096));
+        jsonLimits = jsonLimits(settings);
         dedupTtl = settings.parsed(DEDUP_TTL, ValueParsers.durationAtLeast(SHORTEST_DURATION));
         // only the job loads the class (ProgramArguments.jobConfig); the audit need not have it
         processorClass = settings.text(PROCESSOR_CLASS);
@@ -438,6 +447,22 @@ public final class OnceflowConfig implements Serializable {
      */
     public int maxIdLength() {
         return maxIdLength;
+    }
+
+    /** Returns the JSON parser's limits on a value ({@code json.max.*}). */
+    public JsonLimits jsonLimits() {
+        return jsonLimits;
+    }
+
+    /** An invalid value is reported and fails the configuration; its default only fills the slot. */
+    private static JsonLimits jsonLimits(ConfigReader settings) {
+        Function<String, Integer> positive = ValueParsers.integerBetween(1, Integer.MAX_VALUE);
+        JsonLimits defaults = JsonLimits.DEFAULTS;
+        return new JsonLimits(
+                Objects.requireNonNullElse(settings.parsed(JSON_MAX_NESTING_DEPTH, positive), defaults.maxNestingDepth()),
+                Objects.requireNonNullElse(settings.parsed(JSON_MAX_NUMBER_LENGTH, positive), defaults.maxNumberLength()),
+                Objects.requireNonNullElse(settings.parsed(JSON_MAX_NAME_LENGTH, positive), defaults.maxNameLength()),
+                Objects.requireNonNullElse(settings.parsed(JSON_MAX_STRING_LENGTH, positive), defaults.maxStringLength()));
     }
 
     /**

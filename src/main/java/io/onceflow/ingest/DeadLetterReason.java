@@ -38,6 +38,12 @@ public enum DeadLetterReason {
      */
     NUMBER_OUT_OF_RANGE,
     /**
+     * The value is valid JSON beyond a limit of the parser ({@link JsonLimits}, the
+     * {@code json.max.*} settings: nesting depth, number length, field name length, string length);
+     * the error names the limit.
+     */
+    JSON_LIMIT_EXCEEDED,
+    /**
      * The job's {@code EventProcessor} rejected the event ({@code EventRejectedException}): a
      * business result, recorded and never retried; the error is the processor's reason.
      */

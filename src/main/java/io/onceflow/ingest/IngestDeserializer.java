@@ -1,14 +1,7 @@
 package io.onceflow.ingest;
 
-import com.fasterxml.jackson.core.ErrorReportConfiguration;
-import com.fasterxml.jackson.core.JacksonException;
-import com.fasterxml.jackson.core.JsonFactoryBuilder;
-import com.fasterxml.jackson.core.JsonLocation;
-import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import io.onceflow.api.Event;
-import java.io.IOException;
 import java.nio.CharBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
@@ -34,7 +27,9 @@ import org.apache.kafka.common.header.Headers;
  *   <li>{@code NULL_VALUE}: the value is null (a tombstone);
  *   <li>{@code PAYLOAD_TOO_LARGE}: the value has more than {@code maxMessageBytes} bytes;
  *   <li>{@code INVALID_UTF8}: the value is not valid UTF-8;
- *   <li>{@code MALFORMED_JSON}: the value is not exactly one JSON value (trailing content counts);
+ *   <li>{@code MALFORMED_JSON}: the value is not exactly one JSON value (trailing content counts),
+ *       or {@code JSON_LIMIT_EXCEEDED}: it is valid JSON beyond a limit of the parser
+ *       ({@link JsonLimits});
  *   <li>{@code NOT_A_JSON_OBJECT}: the value is JSON but not an object. Checked whatever the id
  *       source, since the payload is later stored as jsonb;
  *   <li>{@code UNSUPPORTED_CHARACTER}: the value escapes U+0000 or an unpaired surrogate, and
@@ -61,15 +56,6 @@ import org.apache.kafka.common.header.Headers;
 public class IngestDeserializer implements KafkaRecordDeserializationSchema<IngestResult> {
     private static final long serialVersionUID = 1L;
 
-    /**
-     * Parses record values; shared, as an ObjectMapper is thread-safe once configured. Jackson's
-     * error messages quote the offending token, so that quote is bounded like ours.
-     */
-    private static final ObjectMapper JSON = new ObjectMapper(new JsonFactoryBuilder()
-            .errorReportConfiguration(ErrorReportConfiguration.builder()
-                    .maxErrorTokenLength(Rejection.MAX_QUOTED_CHARS)
-                    .build())
-            .build());
 
     private static final String VALUE_SUBJECT = "the value";
 
@@ -85,6 +71,7 @@ public class IngestDeserializer implements KafkaRecordDeserializationSchema<Inge
     private final int maxMessageBytes;
     private final int maxIdLength;
     private final int maxIdBytes;
+    private final JsonValueParser json;
 
     /** Created on first use, as it is not serialisable and Flink ships this schema to the tasks. */
     private transient StrictUtf8Decoder utf8;
@@ -98,6 +85,16 @@ public class IngestDeserializer implements KafkaRecordDeserializationSchema<Inge
      * @throws IllegalArgumentException if a maximum is not positive
      */
     public IngestDeserializer(MessageIdSource idSource, int maxMessageBytes, int maxIdLength, int maxIdBytes) {
+        this(idSource, maxMessageBytes, maxIdLength, maxIdBytes, JsonLimits.DEFAULTS);
+    }
+
+    /**
+     * As {@link #IngestDeserializer(MessageIdSource, int, int, int)}, with the parser's limits.
+     *
+     * @param jsonLimits the JSON parser's limits; a value beyond one is {@code JSON_LIMIT_EXCEEDED}
+     */
+    public IngestDeserializer(MessageIdSource idSource, int maxMessageBytes, int maxIdLength, int maxIdBytes,
+            JsonLimits jsonLimits) {
         if (maxMessageBytes <= 0 || maxIdLength <= 0 || maxIdBytes <= 0) {
             throw new IllegalArgumentException("maxMessageBytes, maxIdLength and maxIdBytes must be positive, got "
                     + maxMessageBytes + ", " + maxIdLength + " and " + maxIdBytes);
@@ -106,6 +103,7 @@ public class IngestDeserializer implements KafkaRecordDeserializationSchema<Inge
         this.maxMessageBytes = maxMessageBytes;
         this.maxIdLength = maxIdLength;
         this.maxIdBytes = maxIdBytes;
+        this.json = new JsonValueParser(Objects.requireNonNull(jsonLimits, "jsonLimits"));
     }
 
     /** Emits exactly one {@link IngestResult} for the record; never throws. */
@@ -168,7 +166,7 @@ public class IngestDeserializer implements KafkaRecordDeserializationSchema<Inge
                     "the value has " + value.length + " bytes, more than the maximum of " + maxMessageBytes);
         }
         CharBuffer text = utf8().decode(value, VALUE_SUBJECT);
-        JsonNode root = parseJson(text);
+        JsonNode root = json.parse(text);
         if (!root.isObject()) {
             throw new Rejection(
                     DeadLetterReason.NOT_A_JSON_OBJECT,
@@ -176,38 +174,6 @@ public class IngestDeserializer implements KafkaRecordDeserializationSchema<Inge
         }
         PostgresJsonLimits.check(text);
         return root;
-    }
-
-    /** Parses exactly one JSON value; anything after it, even valid JSON, is malformed. */
-    private static JsonNode parseJson(CharBuffer text) {
-        try (JsonParser parser =
-                JSON.createParser(text.array(), text.arrayOffset() + text.position(), text.remaining())) {
-            JsonNode root = JSON.readTree(parser);
-            if (root == null) {
-                throw new Rejection(
-                        DeadLetterReason.MALFORMED_JSON, "the value is not JSON: it is empty or only white space");
-            }
-            if (parser.nextToken() != null) {
-                throw new Rejection(
-                        DeadLetterReason.MALFORMED_JSON,
-                        "the value has content after its JSON value, at "
-                                + position(parser.currentTokenLocation()));
-            }
-            return root;
-        } catch (JacksonException e) {
-            throw new Rejection(
-                    DeadLetterReason.MALFORMED_JSON,
-                    "the value is not valid JSON: " + e.getOriginalMessage() + ", at " + position(e.getLocation()));
-        } catch (IOException e) {
-            // Only JacksonExceptions can come from an in-memory source, but the API declares more.
-            throw new Rejection(DeadLetterReason.MALFORMED_JSON, "the value could not be read as JSON: " + e);
-        }
-    }
-
-    private static String position(JsonLocation location) {
-        return location == null
-                ? "an unknown position"
-                : "line " + location.getLineNr() + ", column " + location.getColumnNr();
     }
 
     /** Checks and returns the id, from {@code MISSING_ID} to {@code ID_TOO_LONG}. */

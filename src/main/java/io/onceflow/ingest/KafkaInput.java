@@ -24,12 +24,14 @@ public final class KafkaInput {
      *     limits them to {@link IngestDeserializer#POSTGRES_MAX_ID_BYTES}
      */
     public static IngestDeserializer deserializer(
-            String messageIdSource, int maxMessageBytes, int maxIdLength, boolean idsStoredInPostgres) {
+            String messageIdSource, int maxMessageBytes, int maxIdLength, boolean idsStoredInPostgres,
+            JsonLimits jsonLimits) {
         return new IngestDeserializer(
                 MessageIdSource.parse(messageIdSource),
                 maxMessageBytes,
                 maxIdLength,
-                idsStoredInPostgres ? IngestDeserializer.POSTGRES_MAX_ID_BYTES : Integer.MAX_VALUE);
+                idsStoredInPostgres ? IngestDeserializer.POSTGRES_MAX_ID_BYTES : Integer.MAX_VALUE,
+                jsonLimits);
     }
 
     /**

@@ -103,7 +103,7 @@ public final class JobDefinition {
                 config.groupId(),
                 startingOffsets(config),
                 KafkaInput.deserializer(config.messageIdSourceSpec(), config.maxMessageBytes(), config.maxIdLength(),
-                        config.postgres().isPresent()));
+                        config.postgres().isPresent(), config.jsonLimits()));
         if (bounded) {
             source.setBounded(OffsetsInitializer.latest());
         }

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.InstanceOfAssertFactories.STRING;
 
+import io.onceflow.ingest.JsonLimits;
 import io.onceflow.sink.postgres.PostgresWriterOptions;
 import java.time.Duration;
 import java.util.List;
@@ -487,6 +488,20 @@ class OnceflowConfigTest {
         assertThat(writer.statementTimeout()).isEqualTo(Duration.ofMinutes(10));
         assertThat(writer.sessionSettings()).containsExactly(
                 Map.entry("lock_timeout", "5000"), Map.entry("statement_timeout", "600000"));
+    }
+
+    @Test
+    void theJsonParsersLimitsAreSettingsWithJacksonsDefaults() {
+        assertThat(build(ValidSettings.required()).jsonLimits()).isEqualTo(JsonLimits.DEFAULTS);
+
+        Map<String, String> settings = requiredWith("json.max.nesting.depth", "2000");
+        settings.put("json.max.number.length", "5000");
+        assertThat(build(settings).jsonLimits())
+                .isEqualTo(new JsonLimits(2000, 5000, JsonLimits.DEFAULTS.maxNameLength(),
+                        JsonLimits.DEFAULTS.maxStringLength()));
+        assertThat(problemsOf(requiredWith("json.max.name.length", "0")))
+                .singleElement(STRING)
+                .startsWith("json.max.name.length: ");
     }
 
     @Test

@@ -36,7 +36,11 @@ class IngestDeserializerFuzzTest {
         "{\"id\":\" \",\"a\":[{\"b\":true}]}",
         "{\"id\":\"b-2\",\"s\":\"\\ud83d\\ude00\\u0000\"}",
         "{\"id\":\"c\",\"x\":-1.5e999999}",
+        "{\"id\":\"d\",\"a\":[[[[[[1]]]]]]}",
     };
+    /** Shallow enough for the deep valid value above (and some mutations) to pass it. */
+    private static final JsonLimits LIMITS = new JsonLimits(5, JsonLimits.DEFAULTS.maxNumberLength(),
+            JsonLimits.DEFAULTS.maxNameLength(), JsonLimits.DEFAULTS.maxStringLength());
     /** An independent judge of "is one JSON object": Jackson's byte parser, not the char one we use. */
     private static final ObjectMapper ORACLE =
             new ObjectMapper().enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
@@ -53,7 +57,8 @@ class IngestDeserializerFuzzTest {
             try {
                 IngestResult result = ingest(
                         new IngestDeserializer(
-                                MessageIdSource.parse(spec), MAX_MESSAGE_BYTES, MAX_ID_LENGTH, Integer.MAX_VALUE),
+                                MessageIdSource.parse(spec), MAX_MESSAGE_BYTES, MAX_ID_LENGTH, Integer.MAX_VALUE,
+                                LIMITS),
                         record);
                 if (result.isAccepted()) {
                     checkAccepted(result.event, record);

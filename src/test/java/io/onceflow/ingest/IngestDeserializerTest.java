@@ -284,12 +284,43 @@ class IngestDeserializerTest {
     }
 
     @Test
-    void malformedJsonNestedTooDeeplyIsADeadLetterNotAStackOverflow() {
+    void jsonNestedTooDeeplyIsADeadLetterNotAStackOverflow() {
+        // unclosed too: the parser stops at its depth limit before it could find that out
         String deep = "{\"id\":" + "[".repeat(100_000);
         IngestDeserializer deserializer =
                 new IngestDeserializer(MessageIdSource.parse(POINTER), deep.length(), MAX_ID_LENGTH, Integer.MAX_VALUE);
 
-        assertThat(ingest(deserializer, value(deep)).deadLetter.reason).isEqualTo("MALFORMED_JSON");
+        assertThat(ingest(deserializer, value(deep)).deadLetter.reason).isEqualTo("JSON_LIMIT_EXCEEDED");
+    }
+
+    static Stream<Arguments> validJsonBeyondAParserLimit() {
+        String nested = "{\"id\":\"n\",\"a\":" + "[".repeat(1_000) + "]".repeat(1_000) + "}";
+        String longNumber = "{\"id\":\"n\",\"a\":" + "7".repeat(1_001) + "}";
+        String longName = "{\"id\":\"n\",\"" + "k".repeat(50_001) + "\":1}";
+        JsonLimits defaults = JsonLimits.DEFAULTS;
+        return Stream.of(
+                Arguments.of(nested, "json.max.nesting.depth",
+                        new JsonLimits(1_001, defaults.maxNumberLength(), defaults.maxNameLength(), defaults.maxStringLength())),
+                Arguments.of(longNumber, "json.max.number.length",
+                        new JsonLimits(defaults.maxNestingDepth(), 1_001, defaults.maxNameLength(), defaults.maxStringLength())),
+                Arguments.of(longName, "json.max.name.length",
+                        new JsonLimits(defaults.maxNestingDepth(), defaults.maxNumberLength(), 50_001, defaults.maxStringLength())));
+    }
+
+    /** PostgreSQL's jsonb stores all three; only the parser's limit stood in the way, and it is a setting. */
+    @ParameterizedTest(name = "{1}")
+    @MethodSource
+    void validJsonBeyondAParserLimit(String json, String setting, JsonLimits raised) {
+        IngestDeserializer withDefaults =
+                new IngestDeserializer(MessageIdSource.parse(POINTER), 100_000, MAX_ID_LENGTH, Integer.MAX_VALUE);
+        IngestDeserializer withTheLimitRaised = new IngestDeserializer(
+                MessageIdSource.parse(POINTER), 100_000, MAX_ID_LENGTH, Integer.MAX_VALUE, raised);
+
+        DeadLetter deadLetter = ingest(withDefaults, value(json)).deadLetter;
+        assertThat(deadLetter.reason).isEqualTo("JSON_LIMIT_EXCEEDED");
+        assertThat(deadLetter.errorMessage).contains("raise " + setting + " to accept it")
+                .contains("exceeds the maximum allowed");
+        assertThat(ingest(withTheLimitRaised, value(json)).event.messageId).isEqualTo("n");
     }
 
     @ParameterizedTest(name = "{0}")

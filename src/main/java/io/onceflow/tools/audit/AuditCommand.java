@@ -100,7 +100,7 @@ public final class AuditCommand {
         client.put(CommonClientConfigs.BOOTSTRAP_SERVERS_CONFIG, config.bootstrapServers());
         return new Audit(client, config.inputTopics(), config.outputTopic(), config.deadLetterTopic(),
                 KafkaInput.deserializer(config.messageIdSourceSpec(), config.maxMessageBytes(), config.maxIdLength(),
-                        config.postgres().isPresent()),
+                        config.postgres().isPresent(), config.jsonLimits()),
                 config.postgres());
     }
 }
