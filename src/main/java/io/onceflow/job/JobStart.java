@@ -75,7 +75,16 @@ public final class JobStart {
      */
     public static OnceflowPipeline.Sinks start(OnceflowConfig config, StreamExecutionEnvironment env)
             throws SQLException {
-        return start(config, env.getConfiguration(), env.getParallelism(), FlinkSettings.jobName(config));
+        return start(config, env, ResumeCommand.UNKNOWN);
+    }
+
+    /**
+     * As {@link #start(OnceflowConfig, StreamExecutionEnvironment)}, naming {@code resume} in a
+     * refusal: the job's real jar and arguments, when it was started from a command line.
+     */
+    public static OnceflowPipeline.Sinks start(OnceflowConfig config, StreamExecutionEnvironment env,
+            ResumeCommand resume) throws SQLException {
+        return start(config, env.getConfiguration(), env.getParallelism(), FlinkSettings.jobName(config), resume);
     }
 
     /**
@@ -87,7 +96,7 @@ public final class JobStart {
      * @throws IllegalStateException with what to do, when a check fails
      */
     static OnceflowPipeline.Sinks start(OnceflowConfig config, ReadableConfig flinkConfig, int parallelism,
-            String jobName) throws SQLException {
+            String jobName, ResumeCommand resume) throws SQLException {
         boolean restoring = flinkConfig.getOptional(StateRecoveryOptions.SAVEPOINT_PATH).isPresent();
         boolean discardPending = config.pendingWorkOnFreshStart() == PendingWorkOnFreshStart.DISCARD;
         Optional<String> checkpointDir = config.checkpointDir()
@@ -101,7 +110,7 @@ public final class JobStart {
             }
         }
         if (!restoring && !discardPending) {
-            refuseWhileKafkaTransactionsPending(config, checkpointDir);
+            refuseWhileKafkaTransactionsPending(config, checkpointDir, resume);
         }
         JobSinks sinks = new JobSinks(config);
         Optional<PostgresSink> startedPostgres = Optional.empty();
@@ -109,7 +118,7 @@ public final class JobStart {
             try {
                 sinks.postgres().build().startAtLeastOnce(discardPending);
             } catch (PendingTransactionsException e) {
-                throw new FreshStartRefused(e.getMessage() + resumeAdvice(checkpointDir, e.previousJobId()), e);
+                throw new FreshStartRefused(e.getMessage() + resumeAdvice(checkpointDir, e.previousJobId(), resume), e);
             }
         }
         if (sinks.postgresExactlyOnce()) {
@@ -119,7 +128,7 @@ public final class JobStart {
                 startedPostgres = Optional.of(sinks.postgres().build()
                         .startRun(parallelism, mode, jobName, fixedJobId.orElse(null)).sink());
             } catch (PendingTransactionsException e) {
-                throw new FreshStartRefused(e.getMessage() + resumeAdvice(checkpointDir, e.previousJobId()), e);
+                throw new FreshStartRefused(e.getMessage() + resumeAdvice(checkpointDir, e.previousJobId(), resume), e);
             }
         }
         return sinks.assemble(startedPostgres);
@@ -184,7 +193,8 @@ public final class JobStart {
         }
     }
 
-    private static void refuseWhileKafkaTransactionsPending(OnceflowConfig config, Optional<String> checkpointDir) {
+    private static void refuseWhileKafkaTransactionsPending(OnceflowConfig config, Optional<String> checkpointDir,
+            ResumeCommand resume) {
         List<String> pending = pendingKafkaTransactions(config);
         if (!pending.isEmpty()) {
             throw new FreshStartRefused("kafka.transactional.id.prefix '" + config.transactionalIdPrefix() + "' has "
@@ -192,7 +202,7 @@ public final class JobStart {
                     + " aborts them, and the output of the checkpoints that completed but were not committed yet is"
                     + " lost (their input offsets may already be committed to the consumer group). Resume from the"
                     + " earlier run's latest retained checkpoint, or start fresh with fresh.start.pending=discard to"
-                    + " discard them knowingly." + resumeAdvice(checkpointDir, Optional.empty()), null);
+                    + " discard them knowingly." + resumeAdvice(checkpointDir, Optional.empty(), resume), null);
         }
     }
 
@@ -213,11 +223,11 @@ public final class JobStart {
      * Names the latest retained checkpoint, of {@code jobId} when known, and the command that
      * resumes from it.
      */
-    static String resumeAdvice(Optional<String> checkpointDir, Optional<String> jobId) {
+    static String resumeAdvice(Optional<String> checkpointDir, Optional<String> jobId, ResumeCommand resume) {
         if (checkpointDir.isEmpty()) {
             return " No checkpoint directory is configured (checkpoint.dir or execution.checkpointing.dir), so the"
-                    + " latest retained checkpoint cannot be named: find its chk-<n> directory and run"
-                    + " flink run -s <chk-n directory> <job jar> <the same arguments>.";
+                    + " latest retained checkpoint cannot be named: find its chk-<n> directory and run "
+                    + resume.flinkRunFrom("<chk-n directory>") + ".";
         }
         Optional<Path> latest;
         try {
@@ -230,8 +240,8 @@ public final class JobStart {
                     + jobId.map(id -> "/" + id).orElse("") + ".";
         }
         return " The latest retained checkpoint" + (jobId.isPresent() ? " of job " + jobId.get() : "")
-                + " is " + latest.get() + "; resume with: flink run -s " + latest.get()
-                + " <job jar> <the same arguments>" + (jobId.isPresent() ? "" : " (check that it is this job's)") + ".";
+                + " is " + latest.get() + "; resume with: " + resume.flinkRunFrom(latest.get().toString())
+                + (jobId.isPresent() ? "" : " (check that it is this job's)") + ".";
     }
 
     /**

@@ -83,7 +83,7 @@ public final class OnceflowJob {
      */
     @Internal
     public static void run(Class<?> mainClass, String[] args, Optional<EventProcessor> processor) throws Exception {
-        CommandLineTool.run(mainClass, () -> execute(args, processor));
+        CommandLineTool.run(mainClass, () -> execute(mainClass, args, processor));
     }
 
     /**
@@ -96,6 +96,12 @@ public final class OnceflowJob {
      */
     @Internal
     public static ExitCode execute(String[] args, Optional<EventProcessor> givenProcessor) throws Exception {
+        return execute(OnceflowJob.class, args, givenProcessor);
+    }
+
+    /** As {@link #execute(String[], Optional)}, for a job whose main method is {@code mainClass}'s. */
+    private static ExitCode execute(Class<?> mainClass, String[] args, Optional<EventProcessor> givenProcessor)
+            throws Exception {
         if (ProgramArguments.helpRequested(args)) {
             System.out.println(COMMAND_USAGE + OnceflowConfig.usage());
             return ExitCode.CLEAN;
@@ -130,7 +136,7 @@ public final class OnceflowJob {
         // fail before submitting, with a message that says what to fix, rather than in a restart loop
         OnceflowPipeline.Sinks sinks;
         try {
-            sinks = JobStart.start(config, env);
+            sinks = JobStart.start(config, env, ResumeCommand.of(mainClass, args, config));
         } catch (JobStart.FreshStartRefused e) {
             throw new CannotRunException(List.of(Preflight.withoutSecrets(
                     "fresh.start.pending: " + Preflight.oneLine(e.getMessage()), config)));
