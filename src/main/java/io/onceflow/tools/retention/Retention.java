@@ -4,11 +4,13 @@ import io.onceflow.config.ConfigException;
 import io.onceflow.config.ProgramArguments;
 import io.onceflow.sink.postgres.PostgresConnectionOptions;
 import io.onceflow.sink.postgres.PostgresTableOptions;
+import io.onceflow.sink.postgres.PostgresWriterOptions;
+import io.onceflow.sink.postgres.internal.PostgresConnections;
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.commit.TransactionId;
 import io.onceflow.sink.postgres.internal.schema.CommitLogTable;
 import io.onceflow.sink.postgres.internal.schema.EventsTable;
 import java.sql.Connection;
-import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
@@ -38,7 +40,8 @@ public final class Retention {
     /** The option that sets the window, named in the refusal. */
     public static final String KEEP_OPTION = "--keep";
 
-    private final PostgresConnectionOptions connection;
+    /** The sink's settings, for its connections: they pin its timeouts, as the writers' do. */
+    private final PostgresSinkConfig sink;
     private final EventsTable events;
     private final CommitLogTable commitLog;
     private final String gidPrefix;
@@ -48,9 +51,9 @@ public final class Retention {
      * @param sinkPrefix whose commit-log rows are purged (the events table is the sink's own)
      * @param dedupTtl the job's {@code dedup.ttl}: the shortest window allowed
      */
-    public Retention(PostgresConnectionOptions connection, PostgresTableOptions tables, String sinkPrefix,
-            Duration dedupTtl) {
-        this.connection = connection;
+    public Retention(PostgresConnectionOptions connection, PostgresTableOptions tables, PostgresWriterOptions writer,
+            String sinkPrefix, Duration dedupTtl) {
+        this.sink = new PostgresSinkConfig(connection, tables, writer, sinkPrefix, 0, PostgresSinkConfig.NO_RUN);
         this.events = new EventsTable(tables.events());
         this.commitLog = new CommitLogTable(tables.commitLog());
         this.gidPrefix = TransactionId.gidPrefix(sinkPrefix);
@@ -82,9 +85,7 @@ public final class Retention {
                     "Keep rows at least as long as dedup.ttl, and as long as the oldest checkpoint or savepoint you"
                             + " may restore.")));
         }
-        try (Connection session = DriverManager.getConnection(
-                connection.jdbcUrl(), connection.user(), connection.password())) {
-            session.setAutoCommit(true);
+        try (Connection session = PostgresConnections.open(sink, "retention")) {
             Timestamp cutoff = serverTimeAgo(session, keep);
             long eventRows = deleteInBatches(session, events.purgeBatchStatement(), batchSize, cutoff);
             long logRows = deleteInBatches(session, commitLog.purgeBatchStatement(), batchSize, gidPrefix, cutoff);

@@ -63,7 +63,7 @@ public final class RetentionCommand {
         PostgresSettings postgres = config.postgres().orElseThrow(() -> new ConfigException(List.of(
                 ConfigException.problem("postgres.url", "is not set: there is no PostgreSQL table to purge",
                         "Run this command with the settings of a job that writes to PostgreSQL."))));
-        Retention retention = new Retention(postgres.connection(), postgres.tables(), postgres.sinkPrefix(),
+        Retention retention = new Retention(postgres.connection(), postgres.tables(), postgres.writer(), postgres.sinkPrefix(),
                 config.dedupTtl());
         try {
             System.out.print(retention.purge(keep, BATCH_SIZE).toText());

@@ -31,7 +31,7 @@ class RetentionTest {
 
     private final SinkDatabase db = new SinkDatabase();
     private final PostgresSinkConfig config = db.config("job");
-    private final Retention retention = new Retention(config.connection(), config.tables(), "job", DEDUP_TTL);
+    private final Retention retention = new Retention(config.connection(), config.tables(), config.writer(), "job", DEDUP_TTL);
 
     @Test
     void oldRowsGoRecentRowsAndPendingEffectsStay() throws Exception {
