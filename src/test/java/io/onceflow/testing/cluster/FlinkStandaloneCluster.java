@@ -47,6 +47,11 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
     private final List<TaskManager> taskManagers = new ArrayList<>();
     private JvmProcess jobManager;
     private final int jobManagerMetricsPort = ServiceClasspath.freePort();
+    /**
+     * Chosen like the REST port rather than left to the OS: an ephemeral BLOB port, bound just before
+     * the REST endpoint, was once the free port picked for REST ("Could not start rest endpoint").
+     */
+    private final int blobPort = portOtherThan(restPort, jobManagerMetricsPort);
     private int taskManagersStarted;
     private int jobManagersStarted;
     /** The job that the JobManager runs in application mode; null for a session cluster. */
@@ -117,7 +122,7 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
         // the tests submit jars over REST (FlinkRestClient.uploadJar), which flink-conf/ turns off; this REST
         // endpoint listens on the loopback interface only
         overrides.put("web.submit.enable", "true");
-        overrides.put("blob.server.port", "0");
+        overrides.put("blob.server.port", String.valueOf(blobPort));
         overrides.put("taskmanager.rpc.port", "0");
         overrides.put("taskmanager.data.port", "0");
         overrides.put("jobmanager.memory.process.size", "1024m");
@@ -387,5 +392,14 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
         Stream.concat(taskManagers.stream().map(TaskManager::process), Stream.ofNullable(jobManager))
                 .forEach(JvmProcess::kill);
         taskManagers.clear();
+    }
+
+    private static int portOtherThan(int... taken) {
+        while (true) {
+            int port = ServiceClasspath.freePort();
+            if (Arrays.stream(taken).noneMatch(other -> other == port)) {
+                return port;
+            }
+        }
     }
 }
