@@ -209,7 +209,14 @@ enum ConfigKey {
             "SQL function name(message_id text, payload jsonb) RETURNS jsonb, as function or"
                     + " schema.function, called once per new message id, its changes committed with"
                     + " the result it stores in the id's row (docs/effects.md);"
-                    + " default: none.");
+                    + " default: none."),
+    POSTGRES_EFFECT_KEYS(
+            "postgres.effect.keys",
+            Presence.OPTIONAL,
+            "SQL function name(message_id text, payload jsonb) RETURNS text[] naming what an effect"
+                    + " changes (e.g. its accounts): effects lock these keys, in one global order, before"
+                    + " the effect function runs, so effects on other keys run in parallel and two never"
+                    + " deadlock (docs/effects.md); default: none, effects lock only their own rows.");
 
     /** Prefix of keys passed unchecked to the Kafka clients. */
     static final String KAFKA_PROPERTIES_PREFIX = "kafka.properties.";

@@ -3,6 +3,7 @@ package io.onceflow.config;
 import static io.onceflow.config.ConfigKey.POSTGRES_BATCH_SIZE;
 import static io.onceflow.config.ConfigKey.POSTGRES_COMMIT_LOG_TABLE;
 import static io.onceflow.config.ConfigKey.POSTGRES_EFFECT_FUNCTION;
+import static io.onceflow.config.ConfigKey.POSTGRES_EFFECT_KEYS;
 import static io.onceflow.config.ConfigKey.POSTGRES_LOCK_TIMEOUT;
 import static io.onceflow.config.ConfigKey.POSTGRES_PASSWORD;
 import static io.onceflow.config.ConfigKey.POSTGRES_REJECTS_TABLE;
@@ -61,7 +62,8 @@ public final class PostgresSettings implements Serializable {
         int batchSize = Objects.requireNonNullElse(settings.parsed(POSTGRES_BATCH_SIZE,
                 ValueParsers.integerBetween(1, PostgresWriterOptions.MAX_BATCH_SIZE)), defaults.batchSize());
         tables = new PostgresTableOptions(events, rejects, commitLog, runs, writers,
-                settings.parsed(POSTGRES_EFFECT_FUNCTION, ValueParsers::sqlFunctionName));
+                settings.parsed(POSTGRES_EFFECT_FUNCTION, ValueParsers::sqlFunctionName),
+                settings.parsed(POSTGRES_EFFECT_KEYS, ValueParsers::sqlFunctionName));
         writer = new PostgresWriterOptions(
                 batchSize,
                 settings.parsed(POSTGRES_LOCK_TIMEOUT,

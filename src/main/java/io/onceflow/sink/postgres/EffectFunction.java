@@ -1,6 +1,6 @@
 package io.onceflow.sink.postgres;
 
-import io.onceflow.sink.postgres.internal.commit.PendingEffects;
+import io.onceflow.sink.postgres.internal.effects.EffectWorker;
 import io.onceflow.sink.postgres.internal.schema.SqlIdentifiers;
 import io.onceflow.sink.postgres.internal.writer.RowIsolation;
 import java.sql.Connection;
@@ -19,13 +19,28 @@ import java.util.Optional;
  * CREATE FUNCTION ledger.apply_payment(message_id text, payload jsonb) RETURNS jsonb
  * }</pre>
  *
- * <p>The sink calls it only when the id's row is new. Exactly-once: after the checkpoint's
- * transaction that inserted the row has committed, by the committer ({@link PendingEffects} says
- * how, and why not inside the prepared transaction); at-least-once: in the batch's transaction,
- * with the insert. A duplicate that escapes dedup (its TTL expired, a replay from old offsets)
- * raises {@code deliveries} and never runs the effect again. Its result is stored in the row's
- * {@code result} column ({@code jsonb}; a SQL NULL result is stored as JSON {@code null}; a SQL
- * NULL in the column means the call is pending).
+ * <p><b>When.</b> The statement that inserts a new id's row also queues its effect (the table
+ * {@code <events>_effect_queue}); a duplicate that escapes dedup (its TTL expired, a replay from
+ * old offsets) raises {@code deliveries} and queues nothing. Once the row has committed (with its
+ * checkpoint, exactly-once), an effect worker of the sink (one per writer subtask, off the task
+ * thread, {@link EffectWorker}) takes queued effects in source order (partition, offset), calls
+ * the function for each in that order, stores its result in the row's {@code result} column
+ * ({@code jsonb}; a SQL NULL result is stored as JSON {@code null}; SQL NULL in the column means
+ * pending) and removes it from the queue, all in one transaction. No effect runs inside the
+ * checkpoint's prepared transaction, so none holds a lock across a checkpoint barrier.
+ *
+ * <p><b>Keys.</b> With {@link PostgresSinkBuilder#setEffectKeys} ({@code postgres.effect.keys}) a
+ * second function {@code name(message_id text, payload jsonb) RETURNS text[]} names what each
+ * effect changes (an account; both accounts of a transfer). A worker locks the keys of its batch in
+ * one global order before it calls the effect function: effects on other keys run in parallel on
+ * other workers, and two effects on shared keys never deadlock. Without keys, effects that change
+ * shared rows in different orders may deadlock; PostgreSQL detects it and the batch is retried.
+ *
+ * <p><b>Order.</b> Within a worker's batch, source order (partition, offset). Across batches and
+ * workers there is none: dedup is keyed by message id, so one account's messages are spread over
+ * subtasks. A team that needs per-account order carries a per-account sequence number in the
+ * payload and has the function raise SQLSTATE 40001 ({@code serialization_failure}) for a message
+ * whose predecessor is not applied yet: the batch is tried again later.
  *
  * <p>Results:
  *
@@ -36,15 +51,18 @@ import java.util.Optional;
  *   <li>anything else means applied; {@code {"status":"applied", ...}} is recommended. Counted by
  *       {@code effectsApplied}.
  *   <li>{@code {"status":"failed","sqlstate":"...","error":"..."}} is written by the sink, not the
- *       function, when the function raised an error about its input (SQLSTATE classes 22, 23, 54,
- *       P0 e.g. {@code RAISE EXCEPTION}, 2F, 38, 39, see {@link RowIsolation#isRowDataError}):
- *       the function's changes for that id are rolled back, the message is consumed and never
- *       retried, and the job goes on. Counted by {@code effectsFailed}. Do not return this status.
+ *       function, when the function (or the keys function) raised an error about its input
+ *       (SQLSTATE classes 22, 23, 54, P0 e.g. {@code RAISE EXCEPTION}, 2F, 38, 39, 21, 27, 0A):
+ *       the function's changes for that id are rolled back, the message is consumed, and the job
+ *       goes on. Counted by {@code effectsFailed}. Do not return this status. Once the cause is
+ *       fixed, {@code bin/onceflow effects retry-failed} queues such effects again, exactly once.
  * </ul>
  *
- * <p>Any other error (serialization failure, deadlock, lock or statement timeout, lost connection,
- * a missing table or privilege) is transient or a configuration mistake: the call's transaction is
- * rolled back and tried again (the committer's retry, or a restart from the last checkpoint).
+ * <p>Any other error says nothing about the message (a cancel or statement timeout, a lock timeout,
+ * a deadlock, a serialization failure, a lost connection, a server shutting down, a missing table
+ * or privilege): the batch's transaction is rolled back and tried again with backoff, and the
+ * worker's log line says what to fix. The effects wait meanwhile, in the queue; the {@code
+ * effectsQueued} and {@code oldestQueuedEffectSeconds} gauges show the backlog.
  *
  * <p>The contract the function must keep:
  *
@@ -55,12 +73,14 @@ import java.util.Optional;
  *   <li>changes only the database: an HTTP call or an e-mail from it would happen again on every
  *       retry, and even for calls that are rolled back;
  *   <li>makes no change when it rejects, so that a rejection leaves the data as it was;
+ *   <li>changes only rows its keys cover, when keys are declared;
  *   <li>runs inside the sink's transaction: no {@code COMMIT}, no session-level advisory locks
  *       ({@code pg_advisory_xact_lock} is fine), no writes to the events table (the statement
  *       that calls it is updating that row).
  * </ul>
  *
- * <p>A batch's calls run in one statement, within the sink's {@code statement_timeout}.
+ * <p>A batch's calls run in one statement, within {@code postgres.statement.timeout}; a batch that
+ * times out is retried with half as many effects.
  *
  * <p>What stays at-least-once: the calls themselves (and the metrics that count them) repeat after
  * a failure, only the committed result is once; the Kafka output of a duplicate whose id expired
@@ -82,26 +102,40 @@ public final class EffectFunction {
      *     the user may execute; else one line starting with the function's signature
      */
     public static Optional<String> problem(Connection connection, String function) throws SQLException {
-        SqlIdentifiers.requireFunctionName("effect function", function);
+        return problem(connection, function, "jsonb", "RETURN jsonb_build_object('status', 'applied')");
+    }
+
+    /**
+     * What keeps {@code function} from being called as the effect keys function ({@code
+     * postgres.effect.keys}), as {@link #problem}: it must return {@code text[]}.
+     */
+    public static Optional<String> keysProblem(Connection connection, String function) throws SQLException {
+        return problem(connection, function, "text[]", "RETURN ARRAY[payload->>'account']");
+    }
+
+    private static Optional<String> problem(Connection connection, String function, String returns, String body)
+            throws SQLException {
+        SqlIdentifiers.requireFunctionName("function", function);
         String signature = function + "(text, jsonb)";
+        String template = createTemplate(function, returns, body);
         try (PreparedStatement query = connection.prepareStatement("SELECT p.prokind,"
-                + " p.prorettype = 'jsonb'::regtype AND NOT p.proretset, pg_get_function_result(p.oid),"
+                + " p.prorettype = ?::regtype AND NOT p.proretset, pg_get_function_result(p.oid),"
                 + " has_function_privilege(p.oid, 'EXECUTE') FROM pg_proc p WHERE p.oid = to_regprocedure(?)")) {
-            query.setString(1, function + "(text,jsonb)");
+            query.setString(1, returns);
+            query.setString(2, function + "(text,jsonb)");
             try (ResultSet found = query.executeQuery()) {
                 if (!found.next()) {
                     return Optional.of(signature + " does not exist" + otherSignatures(connection, function)
-                            + ": create it with the parameters (message_id text, payload jsonb), e.g. "
-                            + createTemplate(function));
+                            + ": create it with the parameters (message_id text, payload jsonb), e.g. " + template);
                 }
                 if (!"f".equals(found.getString(1))) {
                     return Optional.of(signature + " is not a plain function (a procedure or an aggregate): create"
-                            + " it as " + createTemplate(function));
+                            + " it as " + template);
                 }
                 if (!found.getBoolean(2)) {
-                    return Optional.of(signature + " returns " + found.getString(3) + ", not jsonb: CREATE OR"
+                    return Optional.of(signature + " returns " + found.getString(3) + ", not " + returns + ": CREATE OR"
                             + " REPLACE cannot change the result type, so DROP FUNCTION " + signature
-                            + " and create it as " + createTemplate(function));
+                            + " and create it as " + template);
                 }
                 if (!found.getBoolean(4)) {
                     return Optional.of("the user may not execute " + signature + ": GRANT EXECUTE ON FUNCTION "
@@ -118,20 +152,30 @@ public final class EffectFunction {
      * @param function {@code name} or {@code schema.name}
      */
     public static String createTemplate(String function) {
-        return "CREATE FUNCTION " + function + "(message_id text, payload jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$"
-                + " BEGIN /* change your tables here; no COMMIT */ RETURN jsonb_build_object('status', 'applied');"
-                + " END $$;";
+        return createTemplate(function, "jsonb", "RETURN jsonb_build_object('status', 'applied')");
+    }
+
+    private static String createTemplate(String function, String returns, String body) {
+        return "CREATE FUNCTION " + function + "(message_id text, payload jsonb) RETURNS " + returns
+                + " LANGUAGE plpgsql AS $$ BEGIN /* " + ("jsonb".equals(returns) ? "change your tables here; no COMMIT"
+                        : "the keys the effect changes, e.g. its accounts") + " */ " + body + "; END $$;";
     }
 
     /**
-     * For the sink's start.
+     * For the sink's start: the effect function and, if set, the keys function.
      *
-     * @throws IllegalStateException naming the setting and the fix, if {@link #problem} finds one
+     * @param keysFunction null for none
+     * @throws IllegalStateException naming the setting and the fix, if {@link #problem} or {@link
+     *     #keysProblem} finds one
      */
-    public static void check(Connection connection, String function) throws SQLException {
+    public static void check(Connection connection, String function, String keysFunction) throws SQLException {
         Optional<String> problem = problem(connection, function);
         if (problem.isPresent()) {
             throw new IllegalStateException("the effect function (postgres.effect.function) " + problem.get());
+        }
+        Optional<String> keysProblem = keysFunction == null ? Optional.empty() : keysProblem(connection, keysFunction);
+        if (keysProblem.isPresent()) {
+            throw new IllegalStateException("the effect keys function (postgres.effect.keys) " + keysProblem.get());
         }
     }
 

@@ -112,6 +112,18 @@ public final class PostgresSinkBuilder {
     }
 
     /**
+     * What each effect changes: the SQL function {@code name(message_id text, payload jsonb)
+     * RETURNS text[]} returning its keys (for a transfer, both accounts). Effects take a lock per
+     * key, in one global order, before the effect function runs: effects on disjoint keys run in
+     * parallel, and two effects on shared keys never deadlock. None (null) by default: each effect
+     * then locks only its own row, and effects that change shared rows may deadlock (detected by
+     * PostgreSQL and retried). See {@link EffectFunction}, "Keys".
+     */
+    public PostgresSinkBuilder setEffectKeys(String effectKeys) {
+        return setTables(tables.withEffectKeys(effectKeys));
+    }
+
+    /**
      * Required for {@link #build()}: 1 to 40 of {@code a-z A-Z 0-9 _}, stable across restarts and
      * upgrades of the job, and unique among the jobs writing to the same database.
      */

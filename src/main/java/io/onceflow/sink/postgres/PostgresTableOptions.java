@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres;
 
+import io.onceflow.sink.postgres.internal.schema.PendingEffectsTable;
 import io.onceflow.sink.postgres.internal.schema.SqlIdentifiers;
 import java.io.Serializable;
 import java.util.ArrayList;
@@ -8,7 +9,7 @@ import java.util.List;
 import java.util.Locale;
 
 /**
- * The PostgreSQL sink's five tables and its business effect: each name is {@code name} or
+ * The PostgreSQL sink's five tables and its business effect (function and keys): each name is {@code name} or
  * {@code schema.name}, a plain unquoted identifier (names are put into SQL text, which cannot bind
  * identifiers). The defaults are the {@code DEFAULT_*} constants; {@link #problems()} checks the
  * names and that no two name the same table.
@@ -19,9 +20,11 @@ import java.util.Locale;
  * @param runs one row per start of a job (a run); may be shared by sinks
  * @param writers which attempt of which run holds each writer subtask; may be shared by sinks
  * @param effectFunction the {@link EffectFunction} to call once per new message id, or null for none
+ * @param effectKeys the function naming what an effect touches ({@link EffectFunction}, "Keys"), or
+ *     null: effects then lock only their own events rows
  */
 public record PostgresTableOptions(String events, String rejects, String commitLog, String runs, String writers,
-        String effectFunction) implements Serializable {
+        String effectFunction, String effectKeys) implements Serializable {
     public static final String DEFAULT_EVENTS = "onceflow_events";
     public static final String DEFAULT_REJECTS = "onceflow_rejects";
     public static final String DEFAULT_COMMIT_LOG = "onceflow_commit_log";
@@ -31,32 +34,37 @@ public record PostgresTableOptions(String events, String rejects, String commitL
     /** The default tables, without an effect. */
     public static PostgresTableOptions defaults() {
         return new PostgresTableOptions(DEFAULT_EVENTS, DEFAULT_REJECTS, DEFAULT_COMMIT_LOG, DEFAULT_RUNS,
-                DEFAULT_WRITERS, null);
+                DEFAULT_WRITERS, null, null);
     }
 
     public PostgresTableOptions withEvents(String name) {
-        return new PostgresTableOptions(name, rejects, commitLog, runs, writers, effectFunction);
+        return new PostgresTableOptions(name, rejects, commitLog, runs, writers, effectFunction, effectKeys);
     }
 
     public PostgresTableOptions withRejects(String name) {
-        return new PostgresTableOptions(events, name, commitLog, runs, writers, effectFunction);
+        return new PostgresTableOptions(events, name, commitLog, runs, writers, effectFunction, effectKeys);
     }
 
     public PostgresTableOptions withCommitLog(String name) {
-        return new PostgresTableOptions(events, rejects, name, runs, writers, effectFunction);
+        return new PostgresTableOptions(events, rejects, name, runs, writers, effectFunction, effectKeys);
     }
 
     public PostgresTableOptions withRuns(String name) {
-        return new PostgresTableOptions(events, rejects, commitLog, name, writers, effectFunction);
+        return new PostgresTableOptions(events, rejects, commitLog, name, writers, effectFunction, effectKeys);
     }
 
     public PostgresTableOptions withWriters(String name) {
-        return new PostgresTableOptions(events, rejects, commitLog, runs, name, effectFunction);
+        return new PostgresTableOptions(events, rejects, commitLog, runs, name, effectFunction, effectKeys);
     }
 
     /** @param function {@code name} or {@code schema.name}; null for none */
     public PostgresTableOptions withEffectFunction(String function) {
-        return new PostgresTableOptions(events, rejects, commitLog, runs, writers, function);
+        return new PostgresTableOptions(events, rejects, commitLog, runs, writers, function, effectKeys);
+    }
+
+    /** @param function {@code name} or {@code schema.name}; null for none */
+    public PostgresTableOptions withEffectKeys(String function) {
+        return new PostgresTableOptions(events, rejects, commitLog, runs, writers, effectFunction, function);
     }
 
     /** The five table names, in DDL order; a name not set (null) stays null. */
@@ -89,6 +97,18 @@ public record PostgresTableOptions(String events, String rejects, String commitL
         }
         if (effectFunction != null && !isValidName(effectFunction)) {
             problems.add(SqlIdentifiers.functionNameProblem("effect function", effectFunction) + ", or null for none");
+        }
+        if (effectKeys != null && !isValidName(effectKeys)) {
+            problems.add(SqlIdentifiers.functionNameProblem("effect keys function", effectKeys) + ", or null for none");
+        }
+        if (effectKeys != null && effectFunction == null) {
+            problems.add("an effect keys function (postgres.effect.keys) is set without an effect function"
+                    + " (postgres.effect.function): set both, or neither");
+        }
+        if (isValidName(events) && !PendingEffectsTable.fitsName(events)) {
+            problems.add("table name '" + events + "' is too long: its effect queue " + events
+                    + PendingEffectsTable.SUFFIX + " must fit PostgreSQL's 63 characters; use at most "
+                    + PendingEffectsTable.MAX_EVENTS_NAME_LENGTH + " (after the schema)");
         }
         return problems;
     }

@@ -13,36 +13,42 @@ import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.ProtocolHooks;
-import io.onceflow.sink.postgres.internal.commit.PendingEffects;
 import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
 import io.onceflow.sink.postgres.internal.commit.PostgresCommitter;
+import io.onceflow.sink.postgres.internal.schema.EventsTable;
 import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
 import io.onceflow.sink.postgres.internal.writer.PostgresAtLeastOnceWriter;
 import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
 import io.onceflow.testing.Eventually;
 import io.onceflow.testing.TestPostgres;
 import java.io.IOException;
+import java.math.BigDecimal;
 import java.nio.charset.StandardCharsets;
+import java.sql.Array;
 import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.OptionalLong;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /**
  * The transactional inbox against a real server: a test ledger whose {@code apply_payment} moves
- * money between accounts, called by the sink once per message id: by the exactly-once sink's
- * committer right after the checkpoint's transaction committed the id's row ({@link PendingEffects}),
- * by the at-least-once sink in the batch's transaction. The balances are the oracle: a payment
- * applied twice, or applied without its inbox row (or the other way round), shows in them.
+ * money between accounts, called once per message id from the queue that the checkpoint's
+ * transaction fills with the id's row ({@code EffectBatch}, run here on the test's thread by {@link
+ * SinkDatabase#drainEffects}; the workers that run it in a job are tested by {@link EffectWorkerTest}).
+ * The balances are the oracle: a payment applied twice, or applied without its inbox row (or the
+ * other way round), shows in them.
  */
 class BusinessEffectsTest {
     private static final String FUNCTION = "ledger.apply_payment";
@@ -62,6 +68,7 @@ class BusinessEffectsTest {
             + "  UPDATE ledger.accounts SET balance = balance + amount WHERE id = payload->>'to';\n"
             + "  RETURN jsonb_build_object('status', 'applied', 'amount', amount);\n"
             + "END $$";
+    private static final AtomicLong OFFSETS = new AtomicLong();
     private static final String APPLIED_10 = "{\"amount\": 10, \"status\": \"applied\"}";
 
     private final SinkDatabase db = new SinkDatabase();
@@ -83,17 +90,22 @@ class BusinessEffectsTest {
 
     @Test
     void aPaymentIsAppliedOncePerIdAcrossACrashAfterPrepare() throws Exception {
+        PostgresCommittable first;
         try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
-            commit(config, checkpoint(writer, 1, payment("p1", "alice", "bob", 10)));
+            first = checkpoint(writer, 1, payment("p1", "alice", "bob", 10));
             checkpoint(writer, 2, payment("p2", "alice", "bob", 20), payment("p3", "alice", "carol", 30));
         } // the task dies before checkpoint 2 completes: its transaction stays prepared
+        commit(config, first);
+        SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered());
 
         PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
+        PostgresCommittable second;
         try (PostgresExactlyOnceWriter restored = new PostgresExactlyOnceWriter(config,
                 db.attempt(0, 1, OptionalLong.of(1)), PostgresSinkMetrics.unregistered())) {
-            commit(config, metrics, checkpoint(restored, 2, payment("p2", "alice", "bob", 20),
-                    payment("p3", "alice", "carol", 30)));
+            second = checkpoint(restored, 2, payment("p2", "alice", "bob", 20), payment("p3", "alice", "carol", 30));
         }
+        commit(config, second);
+        SinkDatabase.drainEffects(config, metrics);
 
         assertThat(balances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 40, "bob", 30, "carol", 30));
         assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("p1", 1, "p2", 1, "p3", 1));
@@ -104,8 +116,9 @@ class BusinessEffectsTest {
 
     @Test
     void theEffectIsInvisibleUntilCommitPrepared() throws Exception {
+        PostgresCommittable committable;
         try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
-            PostgresCommittable committable = checkpoint(writer, 1, payment("p1", "alice", "bob", 10));
+            committable = checkpoint(writer, 1, payment("p1", "alice", "bob", 10));
 
             assertThat(balances()).as("prepared, not committed").containsEntry("alice", 100).containsEntry("bob", 0);
             assertThat(db.deliveriesById()).isEmpty();
@@ -116,10 +129,14 @@ class BusinessEffectsTest {
                 statement.execute("UPDATE ledger.accounts SET balance = balance WHERE id IN ('alice', 'bob')");
             }
 
-            commit(config, committable);
         }
+        commit(config, committable);
+        assertThat(db.queuedEffects()).as("committed with its inbox row").isEqualTo(1);
+        assertThat(balances()).as("applied by a worker, after the commit").containsEntry("alice", 100);
+        SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered());
         assertThat(balances()).containsEntry("alice", 90).containsEntry("bob", 10);
         assertThat(results()).containsExactly(entry("p1", APPLIED_10));
+        assertThat(db.queuedEffects()).isZero();
     }
 
     @Test
@@ -128,6 +145,7 @@ class BusinessEffectsTest {
             commit(config, checkpoint(writer, 1, payment("p1", "alice", "bob", 10)));
             commit(config, checkpoint(writer, 2, payment("p2", "alice", "bob", 10)));
         }
+        SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered());
 
         // resubmitted from a savepoint of checkpoint 1: p2 comes again, though its checkpoint was committed
         PostgresSinkConfig resubmitted = SinkDatabase.newRun(config);
@@ -136,6 +154,7 @@ class BusinessEffectsTest {
                 db.attempt(0, 1, OptionalLong.of(1)), metrics)) {
             commit(resubmitted, metrics, checkpoint(restored, 2, payment("p2", "alice", "bob", 10)));
         }
+        assertThat(SinkDatabase.drainEffects(resubmitted, metrics)).as("nothing queued").isZero();
 
         assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("p1", 1, "p2", 2));
         assertThat(balances()).containsEntry("alice", 80).containsEntry("bob", 20);
@@ -153,6 +172,8 @@ class BusinessEffectsTest {
             // its id expired from dedup: it comes back in a later checkpoint, with a different payload even
             commit(config, checkpoint(writer, 2, payment("p1", "alice", "bob", 50), payment("p2", "alice", "carol", 10)));
         }
+        assertThat(SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered())).as("queued once each")
+                .isEqualTo(2);
 
         assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("p1", 3, "p2", 1));
         assertThat(results()).containsEntry("p1", APPLIED_10);
@@ -162,11 +183,13 @@ class BusinessEffectsTest {
     @Test
     void aRejectedPaymentIsRecordedAndChangesNothing() throws Exception {
         PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
-        try (PostgresExactlyOnceWriter writer = new PostgresExactlyOnceWriter(config,
-                db.attempt(0, 1, OptionalLong.empty()), metrics)) {
-            commit(config, metrics, checkpoint(writer, 1, payment("too-much", "alice", "bob", 1000),
-                    payment("unknown", "alice", "mallory", 10), payment("fine", "alice", "bob", 10)));
+        PostgresCommittable committable;
+        try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
+            committable = checkpoint(writer, 1, payment("too-much", "alice", "bob", 1000),
+                    payment("unknown", "alice", "mallory", 10), payment("fine", "alice", "bob", 10));
         }
+        commit(config, committable);
+        SinkDatabase.drainEffects(config, metrics);
 
         assertThat(results()).containsOnly(
                 entry("too-much", "{\"reason\": \"insufficient funds\", \"status\": \"rejected\"}"),
@@ -181,15 +204,19 @@ class BusinessEffectsTest {
     @Test
     void aFunctionThatRaisesOnOneRowFailsThatRowAndTheJobGoesOn() throws Exception {
         PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
-        try (PostgresExactlyOnceWriter writer = new PostgresExactlyOnceWriter(config,
-                db.attempt(0, 1, OptionalLong.empty()), metrics)) {
+        PostgresCommittable first;
+        PostgresCommittable second;
+        try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
             Event[] batch = new Event[7];
             for (int i = 0; i < batch.length; i++) {
                 batch[i] = i == 3 ? poison("poison") : payment("p" + i, "alice", "bob", 10);
             }
-            commit(config, metrics, checkpoint(writer, 1, batch));
-            commit(config, metrics, checkpoint(writer, 2, payment("after", "alice", "carol", 10)));
+            first = checkpoint(writer, 1, batch);
+            second = checkpoint(writer, 2, payment("after", "alice", "carol", 10));
         }
+        commit(config, first);
+        commit(config, second);
+        SinkDatabase.drainEffects(config, metrics);
 
         assertThat(results()).hasSize(8).containsEntry("poison",
                 "{\"error\": \"poison payment poison\", \"status\": \"failed\", \"sqlstate\": \"P0001\"}");
@@ -202,128 +229,133 @@ class BusinessEffectsTest {
     }
 
     @Test
-    void aTransientErrorIsRetriedWithNothingHalfApplied() throws Exception {
+    void aLockTimeoutRollsTheWholeBatchBackAndMarksNothingFailed() throws Exception {
         PostgresSinkConfig impatient = db.config(effectSink().setLockTimeout(Duration.ofMillis(300)));
-        PostgresCommittable committable;
-        try (PostgresExactlyOnceWriter writer = db.freshWriter(impatient)) {
-            committable = checkpoint(writer, 1, payment("p1", "alice", "carol", 10), payment("p2", "alice", "bob", 10));
-        }
+        committed(impatient, payment("p1", "alice", "carol", 10), payment("p2", "alice", "bob", 10));
         try (Connection teller = db.database.connect(); Statement statement = teller.createStatement()) {
             teller.setAutoCommit(false);
             statement.execute("SELECT * FROM ledger.accounts WHERE id = 'bob' FOR UPDATE");
 
-            assertThat(commit(impatient, committable)).extracting(request -> request.outcome)
-                    .as("the lock timeout in the effect is retried, not a failure").containsExactly(Outcome.RETRY_LATER);
+            assertThatThrownBy(() -> SinkDatabase.drainEffects(impatient, PostgresSinkMetrics.unregistered()))
+                    .isInstanceOf(SQLException.class).hasFieldOrPropertyWithValue("SQLState", "55P03");
             teller.rollback();
         }
-        assertThat(db.deliveriesById()).as("the inbox rows committed").containsOnlyKeys("p1", "p2");
         assertThat(statuses()).as("both effects still pending").containsOnly(entry("p1", null), entry("p2", null));
         assertThat(balances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 100, "bob", 0, "carol", 0));
+        assertThat(db.queuedEffects()).isEqualTo(2);
 
-        assertThat(commit(impatient, committable)).extracting(request -> request.outcome)
-                .as("the retry finds the transaction committed and calls the pending effects")
-                .containsExactly(Outcome.ALREADY_COMMITTED);
+        assertThat(SinkDatabase.drainEffects(impatient, PostgresSinkMetrics.unregistered())).isEqualTo(2);
         assertThat(balances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 80, "bob", 10, "carol", 10));
-        assertThat(commit(impatient, committable)).extracting(request -> request.outcome)
-                .containsExactly(Outcome.ALREADY_COMMITTED);
-        assertThat(balances()).as("a third commit calls nothing").containsEntry("alice", 80);
+        assertThat(SinkDatabase.drainEffects(impatient, PostgresSinkMetrics.unregistered()))
+                .as("a second drain calls nothing").isZero();
     }
 
     @Test
-    void effectsLeftPendingByACrashAfterTheCommitAreCalledWhenAWriterStarts() throws Exception {
+    void aStatementTimeoutIsNotTheMessagesFault() throws Exception {
+        db.execute("CREATE FUNCTION ledger.slow(message_id text, payload jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$"
+                + " BEGIN IF payload ? 'slow' THEN PERFORM pg_sleep(2); END IF;"
+                + " RETURN ledger.apply_payment(message_id, payload); END $$");
+        PostgresSinkConfig slow = db.config(db.builder("ledger").setEffectFunction("ledger.slow")
+                .setStatementTimeout(Duration.ofMillis(500)));
+        committed(slow, payment("p1", "alice", "bob", 10), event("p2", "{\"from\":\"alice\",\"to\":\"bob\","
+                + "\"amount\":10,\"slow\":true}"), payment("p3", "alice", "bob", 10));
+
+        assertThatThrownBy(() -> SinkDatabase.drainEffects(slow, PostgresSinkMetrics.unregistered()))
+                .isInstanceOf(SQLException.class).hasFieldOrPropertyWithValue("SQLState", "57014");
+        assertThat(statuses()).as("none failed, none applied: 57014 says nothing about p2")
+                .containsOnly(entry("p1", null), entry("p2", null), entry("p3", null));
+        assertThat(balances()).containsEntry("alice", 100);
+
+        db.execute("CREATE OR REPLACE FUNCTION ledger.slow(message_id text, payload jsonb) RETURNS jsonb"
+                + " LANGUAGE sql AS $$ SELECT ledger.apply_payment(message_id, payload) $$");
+        assertThat(SinkDatabase.drainEffects(slow, PostgresSinkMetrics.unregistered())).isEqualTo(3);
+        assertThat(statuses().values()).containsOnly("applied");
+        assertThat(balances()).containsEntry("alice", 70).containsEntry("bob", 30);
+    }
+
+    @Test
+    void effectsRunInSourceOrderNotIdOrder() throws Exception {
+        // alice has 100: whichever payment comes first in the source is applied, the other is short of funds
+        committed(config, payment("z-first", "alice", "bob", 70), payment("a-second", "alice", "carol", 50));
+        SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered());
+
+        assertThat(statuses()).containsOnly(entry("z-first", "applied"), entry("a-second", "rejected"));
+        assertThat(balances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 30, "bob", 70, "carol", 0));
+    }
+
+    @Test
+    void effectsQueuedByACommittedTransactionAreAppliedWhateverHappensToItsCommitter() throws Exception {
         ProtocolHooks.install((step, transaction) -> {
             if (step == ProtocolHooks.Step.AFTER_COMMIT) {
-                throw new IOException("injected crash between COMMIT PREPARED and the effects");
+                throw new IOException("injected crash right after COMMIT PREPARED");
             }
         });
+        PostgresCommittable committable;
         try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
-            PostgresCommittable committable = checkpoint(writer, 1, payment("p1", "alice", "bob", 10));
+            committable = checkpoint(writer, 1, payment("p1", "alice", "bob", 10));
+        }
+        try {
             assertThatThrownBy(() -> commit(config, committable)).hasMessageContaining("injected crash");
         } finally {
             ProtocolHooks.reset();
         }
         assertThat(statuses()).containsOnly(entry("p1", null));
+        assertThat(db.queuedEffects()).isOne();
 
-        // a start that no longer restores the committable (e.g. a later checkpoint): the writer calls it
-        try (PostgresExactlyOnceWriter restarted = new PostgresExactlyOnceWriter(config,
-                db.attempt(0, 1, OptionalLong.of(1)), PostgresSinkMetrics.unregistered())) {
-            assertThat(statuses()).containsOnly(entry("p1", "applied"));
-        }
+        assertThat(SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered())).isOne();
         assertThat(balances()).containsEntry("alice", 90).containsEntry("bob", 10);
     }
 
     @Test
-    void twoCommittersOfOneTransactionCallEachEffectOnce() throws Exception {
-        PostgresCommittable committable;
-        try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
-            Event[] payments = new Event[40];
-            for (int i = 0; i < payments.length; i++) {
-                payments[i] = payment("p" + i, "alice", "bob", 1);
-            }
-            committable = checkpoint(writer, 1, payments);
+    void twoWorkersDrainingOneQueueApplyEachEffectOnce() throws Exception {
+        Event[] payments = new Event[400];
+        for (int i = 0; i < payments.length; i++) {
+            payments[i] = payment("p" + i, "alice", "bob", 0.25);
         }
-        // a zombie's committer and its successor's, at once
-        CompletableFuture<?> first = CompletableFuture.runAsync(() -> commitUnchecked(committable));
-        CompletableFuture<?> second = CompletableFuture.runAsync(() -> commitUnchecked(committable));
-        CompletableFuture.allOf(first, second).get(30, TimeUnit.SECONDS);
+        committed(config, payments);
+        PostgresSinkConfig smallBatches = db.config(effectSink().setBatchSize(7));
+        // a zombie's worker and its successor's, at once
+        CompletableFuture<Integer> first = CompletableFuture.supplyAsync(() -> drainUnchecked(smallBatches));
+        CompletableFuture<Integer> second = CompletableFuture.supplyAsync(() -> drainUnchecked(smallBatches));
 
-        assertThat(balances()).containsEntry("alice", 60).containsEntry("bob", 40);
-        assertThat(statuses()).hasSize(40).allSatisfy((id, status) -> assertThat(status).isEqualTo("applied"));
+        assertThat(first.get(60, TimeUnit.SECONDS) + second.get(60, TimeUnit.SECONDS)).isEqualTo(400);
+        assertThat(balances()).containsEntry("alice", 0).containsEntry("bob", 100);
+        assertThat(statuses()).hasSize(400).allSatisfy((id, status) -> assertThat(status).isEqualTo("applied"));
     }
 
     @Test
-    void committersOfTwoSubtasksChangingTheSameAccountsNeitherDeadlockNorRetry() throws Exception {
-        db.execute("INSERT INTO ledger.accounts SELECT 'a' || n, 1000 FROM generate_series(0, 19) n");
-        PostgresCommittable[] committables = new PostgresCommittable[2];
-        for (int subtask = 0; subtask < 2; subtask++) {
-            try (PostgresExactlyOnceWriter writer = new PostgresExactlyOnceWriter(config,
-                    db.attempt(subtask, 2, OptionalLong.empty()), PostgresSinkMetrics.unregistered())) {
-                Event[] payments = new Event[300];
-                for (int i = 0; i < payments.length; i++) {
-                    // opposite orders of the same accounts in the two subtasks: the classic deadlock
-                    int from = subtask == 0 ? i % 20 : 19 - i % 20;
-                    payments[i] = payment("s" + subtask + "-" + i, "a" + from, "a" + (19 - from), 1);
+    void aFailedEffectIsRedrivenOnceAfterTheCauseIsFixed() throws Exception {
+        committed(config, poison("poison"), payment("p1", "alice", "bob", 10));
+        SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered());
+        assertThat(statuses()).containsOnly(entry("poison", "failed"), entry("p1", "applied"));
+
+        db.execute("CREATE OR REPLACE FUNCTION " + FUNCTION + "(message_id text, payload jsonb) RETURNS jsonb"
+                + " LANGUAGE sql AS $$ UPDATE ledger.accounts SET balance = balance + 1 WHERE id = 'carol'"
+                + " RETURNING jsonb_build_object('status', 'applied', 'amount', 1) $$");
+        assertThat(requeueFailed(null)).containsExactly("poison");
+        assertThat(requeueFailed(null)).as("nothing failed any more").isEmpty();
+        assertThat(SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered())).isOne();
+        assertThat(SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered())).isZero();
+
+        assertThat(statuses()).containsOnly(entry("poison", "applied"), entry("p1", "applied"));
+        assertThat(balances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 90, "bob", 10, "carol", 1));
+        assertThat(requeueFailed(new String[] {"p1"})).as("an applied effect is never queued again").isEmpty();
+    }
+
+    private List<String> requeueFailed(String[] ids) throws SQLException {
+        List<String> queued = new ArrayList<>();
+        try (Connection connection = db.database.connect(); PreparedStatement requeue = connection.prepareStatement(
+                new EventsTable(SinkDatabase.TABLE).queue().requeueFailedStatement())) {
+            Array array = ids == null ? null : connection.createArrayOf("text", ids);
+            requeue.setArray(1, array);
+            requeue.setArray(2, array);
+            try (ResultSet rows = requeue.executeQuery()) {
+                while (rows.next()) {
+                    queued.add(rows.getString(1));
                 }
-                committables[subtask] = checkpoint(writer, 1, payments);
             }
         }
-        PostgresSinkConfig smallBatches = db.config(effectSink().setBatchSize(20));
-        CompletableFuture<List<RecordingCommitRequest>> first = CompletableFuture.supplyAsync(
-                () -> commitUnchecked(smallBatches, committables[0]));
-        CompletableFuture<List<RecordingCommitRequest>> second = CompletableFuture.supplyAsync(
-                () -> commitUnchecked(smallBatches, committables[1]));
-
-        assertThat(first.get(60, TimeUnit.SECONDS)).extracting(r -> r.outcome).containsExactly(Outcome.COMMITTED);
-        assertThat(second.get(60, TimeUnit.SECONDS)).extracting(r -> r.outcome).containsExactly(Outcome.COMMITTED);
-        assertThat(statuses().values()).hasSize(600).containsOnly("applied");
-    }
-
-    @Test
-    void aPausedCommitterHoldingEffectsDoesNotStallItsSuccessor() throws Exception {
-        PostgresCommittable committable;
-        try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
-            committable = checkpoint(writer, 1, payment("p1", "alice", "bob", 10));
-        }
-        // the zombie: a committer session that locked the effects and then went silent (SIGSTOP)
-        try (Connection zombie = PostgresConnections.open(config, "committer");
-                Statement statement = zombie.createStatement()) {
-            statement.execute("SET idle_in_transaction_session_timeout = "
-                    + PostgresCommitter.EFFECT_IDLE_LIMIT.toMillis());
-            zombie.setAutoCommit(false);
-            statement.execute("SELECT pg_advisory_xact_lock(hashtext('onceflow effects of ' || '"
-                    + SinkDatabase.TABLE + "'))");
-            statement.execute("SELECT * FROM " + SinkDatabase.TABLE + " FOR UPDATE");
-
-            // Flink's committer tries again at once, sink.committer.retries (10) times
-            Outcome outcome = Outcome.RETRY_LATER;
-            for (int attempt = 0; attempt <= 10 && outcome == Outcome.RETRY_LATER; attempt++) {
-                outcome = commit(config, committable).get(0).outcome;
-            }
-            assertThat(outcome).as("the server ends the silent session; its successor goes on")
-                    .isIn(Outcome.COMMITTED, Outcome.ALREADY_COMMITTED);
-        }
-        assertThat(statuses()).containsOnly(entry("p1", "applied"));
-        assertThat(balances()).containsEntry("alice", 90);
+        return queued;
     }
 
     @Test
@@ -333,9 +365,8 @@ class BusinessEffectsTest {
                 + "  IF payload ? 'twice' THEN PERFORM (SELECT n FROM generate_series(1, 2) n); END IF;\n"
                 + "  RETURN jsonb_build_object('status', 'applied'); END $$");
         PostgresSinkConfig picky = db.config(db.builder("ledger").setEffectFunction("ledger.picky"));
-        try (PostgresExactlyOnceWriter writer = db.freshWriter(picky)) {
-            commit(picky, checkpoint(writer, 1, event("a", "{}"), event("b", "{\"twice\":true}"), event("c", "{}")));
-        }
+        committed(picky, event("a", "{}"), event("b", "{\"twice\":true}"), event("c", "{}"));
+        SinkDatabase.drainEffects(picky, PostgresSinkMetrics.unregistered());
         assertThat(statuses()).containsOnly(entry("a", "applied"), entry("b", "failed"), entry("c", "applied"));
         assertThat(results().get("b")).contains("21000");
     }
@@ -345,81 +376,29 @@ class BusinessEffectsTest {
         db.execute("CREATE FUNCTION swallow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$");
         db.execute("CREATE TRIGGER swallow BEFORE UPDATE ON " + SinkDatabase.TABLE
                 + " FOR EACH ROW EXECUTE FUNCTION swallow()");
-        PostgresCommittable committable;
-        try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
-            committable = checkpoint(writer, 1, payment("p1", "alice", "bob", 10));
-        }
+        committed(config, payment("p1", "alice", "bob", 10));
 
-        assertThatThrownBy(() -> commit(config, committable)).rootCause()
+        assertThatThrownBy(() -> SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered()))
                 .hasMessageContaining("a trigger or a row-level security");
+        assertThat(db.queuedEffects()).as("tried again, never marked failed").isOne();
         assertThat(balances()).as("the call was rolled back, not repeated").containsEntry("alice", 100);
     }
 
-    private List<RecordingCommitRequest> commitUnchecked(PostgresSinkConfig sink, PostgresCommittable committable) {
+    /** Writes {@code events} in one checkpoint of a fresh writer, closes it, and commits the checkpoint. */
+    private void committed(PostgresSinkConfig sink, Event... events) throws Exception {
+        PostgresCommittable committable;
+        try (PostgresExactlyOnceWriter writer = db.freshWriter(sink)) {
+            committable = checkpoint(writer, 1, events);
+        }
+        commit(sink, committable);
+    }
+
+    private int drainUnchecked(PostgresSinkConfig sink) {
         try {
-            return commit(sink, committable);
-        } catch (IOException e) {
+            return SinkDatabase.drainEffects(sink, PostgresSinkMetrics.unregistered());
+        } catch (SQLException e) {
             throw new IllegalStateException(e);
         }
-    }
-
-    private void commitUnchecked(PostgresCommittable committable) {
-        try {
-            commit(config, committable);
-        } catch (IOException e) {
-            throw new IllegalStateException(e);
-        }
-    }
-
-    @Test
-    void atLeastOnceCommitsEachInboxRowTogetherWithItsEffect() throws Exception {
-        assumeTrue(TestPostgres.shared().canRestart(), "ends the writer's session: embedded server only");
-        PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
-        try (Connection teller = db.database.connect(); Statement statement = teller.createStatement()) {
-            teller.setAutoCommit(false);
-            statement.execute("SELECT * FROM ledger.accounts WHERE id = 'bob' FOR UPDATE");
-            try (PostgresAtLeastOnceWriter writer = new PostgresAtLeastOnceWriter(config, 0, metrics)) {
-                writer.write(payment("p1", "alice", "carol", 10), null);
-                writer.write(payment("p2", "alice", "bob", 10), null);
-                CompletableFuture<Void> flushed = CompletableFuture.runAsync(() -> {
-                    try {
-                        writer.flush(false);
-                    } catch (IOException e) {
-                        throw new IllegalStateException(e);
-                    }
-                });
-                // the batch has inserted its inbox rows and applied p1, and waits to credit bob: the task dies
-                int writerPid = waitForTheWriterToWaitForALock();
-                statement.execute("SELECT pg_terminate_backend(" + writerPid + ")");
-                assertThatThrownBy(() -> flushed.get(20, TimeUnit.SECONDS)).hasMessageContaining("could not write a batch");
-            }
-            teller.rollback();
-        }
-        assertThat(db.deliveriesById()).as("no inbox row without its effect").isEmpty();
-        assertThat(balances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 100, "bob", 0, "carol", 0));
-
-        for (int replay = 0; replay < 2; replay++) { // Flink's restart, and another one
-            try (PostgresAtLeastOnceWriter writer = new PostgresAtLeastOnceWriter(config, 0, metrics)) {
-                writer.write(payment("p1", "alice", "carol", 10), null);
-                writer.write(payment("p2", "alice", "bob", 10), null);
-                writer.flush(true);
-            }
-        }
-        assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("p1", 2, "p2", 2));
-        assertThat(balances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 80, "bob", 10, "carol", 10));
-        assertThat(statuses()).containsOnly(entry("p1", "applied"), entry("p2", "applied"));
-        assertThat(metrics.effectsApplied.getCount()).as("the killed batch's calls never completed").isEqualTo(2);
-    }
-
-    private int waitForTheWriterToWaitForALock() throws Exception {
-        AtomicInteger pid = new AtomicInteger();
-        Eventually.await("the writer waits for the lock on bob's account", Duration.ofSeconds(20),
-                Duration.ofMillis(20), () -> {
-                    db.query("SELECT pid FROM pg_stat_activity WHERE application_name = 'onceflow-ledger-writer-0'"
-                            + " AND wait_event_type = 'Lock'", row -> pid.set(row.getInt(1)));
-                    return pid.get() != 0;
-                });
-        return pid.get();
     }
 
     @Test
@@ -428,9 +407,12 @@ class BusinessEffectsTest {
         old.execute("INSERT INTO " + SinkDatabase.TABLE + " (id, payload) VALUES ('before', '{}')");
         PostgresSinkConfig withEffect = SinkDatabase.config(old.builder("upgraded").setEffectFunction("noop"));
 
+        PostgresCommittable committable;
         try (PostgresExactlyOnceWriter writer = old.freshWriter(withEffect)) {
-            commit(withEffect, checkpoint(writer, 1, "after"));
+            committable = checkpoint(writer, 1, "after");
         }
+        commit(withEffect, committable);
+        SinkDatabase.drainEffects(withEffect, PostgresSinkMetrics.unregistered());
         Map<String, String> results = new HashMap<>();
         old.query("SELECT id, result::text FROM " + SinkDatabase.TABLE, row -> results.put(row.getString(1),
                 row.getString(2)));
@@ -501,16 +483,19 @@ class BusinessEffectsTest {
                 .hasMessageContaining("could not start: the effect function");
     }
 
-    private static Event payment(String id, String from, String to, int amount) {
-        return event(id, "{\"from\":\"" + from + "\",\"to\":\"" + to + "\",\"amount\":" + amount + "}");
+    static Event payment(String id, String from, String to, double amount) {
+        return event(id, "{\"from\":\"" + from + "\",\"to\":\"" + to + "\",\"amount\":"
+                + BigDecimal.valueOf(amount).stripTrailingZeros().toPlainString() + "}");
     }
 
     private static Event poison(String id) {
         return event(id, "{\"poison\":true}");
     }
 
-    private static Event event(String id, String payload) {
-        return new Event(id, payload.getBytes(StandardCharsets.UTF_8), "payments", 0, 1, 0L, new HashMap<>());
+    /** In partition 0, at the next offset: the order events are made in is their source order. */
+    static Event event(String id, String payload) {
+        return new Event(id, payload.getBytes(StandardCharsets.UTF_8), "payments", 0, OFFSETS.incrementAndGet(), 0L,
+                new HashMap<>());
     }
 
     /** Balance by account, in whole units. */

@@ -1,16 +1,21 @@
 package io.onceflow.sink.postgres;
 
 import io.onceflow.api.Event;
+import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.commit.PostgresWriterState;
 import io.onceflow.sink.postgres.internal.commit.TransactionId;
+import io.onceflow.sink.postgres.internal.effects.EffectBatch;
+import io.onceflow.sink.postgres.internal.schema.EventsTable;
+import io.onceflow.sink.postgres.internal.schema.PendingEffectsTable;
 import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
 import io.onceflow.sink.postgres.internal.writer.WriterStart;
 import io.onceflow.testing.TestPostgres.TestDatabase;
 import io.onceflow.testing.TestPostgres;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -118,6 +123,31 @@ final class SinkDatabase {
         query("SELECT gid FROM pg_prepared_xacts WHERE database = current_database()",
                 row -> TransactionId.parse(row.getString(1), sinkPrefix).ifPresent(gids::add));
         return gids;
+    }
+
+    /**
+     * Applies every queued effect of {@code config}'s sink, as its effect workers would, on this
+     * thread, in batches of the sink's batch size. Skips effects that another session holds.
+     *
+     * @return how many effects it took (applied, rejected or failed)
+     */
+    static int drainEffects(PostgresSinkConfig config, PostgresSinkMetrics metrics) throws SQLException {
+        EffectBatch batch = new EffectBatch(new EventsTable(config.tables().events()), config.tables().effectFunction(),
+                config.tables().effectKeys(), metrics);
+        try (Connection connection = PostgresConnections.open(config, "effects-test")) {
+            int total = 0;
+            for (int taken = 1; taken > 0; total += taken) {
+                taken = batch.run(connection, config.writer().batchSize());
+            }
+            return total;
+        }
+    }
+
+    /** How many effects are queued. */
+    long queuedEffects() throws SQLException {
+        long[] queued = {0};
+        query("SELECT count(*) FROM " + TABLE + PendingEffectsTable.SUFFIX, row -> queued[0] = row.getLong(1));
+        return queued[0];
     }
 
     void execute(String sql) throws SQLException {

@@ -1,8 +1,10 @@
 package io.onceflow.sink.postgres.internal;
 
 import io.onceflow.sink.postgres.EffectFunction;
+import java.util.function.LongSupplier;
 import org.apache.flink.annotation.Internal;
 import org.apache.flink.metrics.Counter;
+import org.apache.flink.metrics.Gauge;
 import org.apache.flink.metrics.Histogram;
 import org.apache.flink.metrics.MetricGroup;
 import org.apache.flink.metrics.groups.UnregisteredMetricsGroup;
@@ -23,7 +25,9 @@ import org.apache.flink.runtime.metrics.DescriptiveStatisticsHistogram;
  *       {@code COMMIT PREPARED} returning, per transaction (histogram; the effects it then calls are
  *       not included);
  *   <li>{@code transactionsRolledBackOnRecovery}: abandoned prepared transactions rolled back at start;
- *   <li>{@code olderAttemptsFenced}: sessions of older writer attempts ended at start (zombies).
+ *   <li>{@code olderAttemptsFenced}: sessions of older writer attempts ended at start (zombies);
+ *   <li>{@code effectsQueued}, {@code oldestQueuedEffectSeconds}: the effect backlog (gauges of the
+ *       writer, with an effect function; see {@link #reportEffectBacklog}).
  * </ul>
  *
  * <p>Transactions committed, committed before (a restored committable), waiting for their checkpoint
@@ -48,8 +52,10 @@ public final class PostgresSinkMetrics {
     public final Histogram commitLatencyMs;
     public final Counter transactionsRolledBackOnRecovery;
     public final Counter olderAttemptsFenced;
+    private final MetricGroup group;
 
     private PostgresSinkMetrics(MetricGroup group) {
+        this.group = group;
         rowsRejected = group.counter("rowsRejected");
         effectsApplied = group.counter("effectsApplied");
         effectsRejected = group.counter("effectsRejected");
@@ -59,6 +65,17 @@ public final class PostgresSinkMetrics {
         commitLatencyMs = group.histogram("commitLatencyMs", new DescriptiveStatisticsHistogram(HISTOGRAM_WINDOW));
         transactionsRolledBackOnRecovery = group.counter("transactionsRolledBackOnRecovery");
         olderAttemptsFenced = group.counter("olderAttemptsFenced");
+    }
+
+    /**
+     * Registers the effect backlog's gauges, where an effect worker runs: {@code effectsQueued}
+     * (effects whose inbox row committed and that no transaction has applied yet) and {@code
+     * oldestQueuedEffectSeconds} (how long the oldest of them has waited). Every worker reads the
+     * same queue: alert on the maximum over subtasks, not the sum.
+     */
+    public void reportEffectBacklog(LongSupplier queued, LongSupplier oldestQueuedSeconds) {
+        group.gauge("effectsQueued", (Gauge<Long>) queued::getAsLong);
+        group.gauge("oldestQueuedEffectSeconds", (Gauge<Long>) oldestQueuedSeconds::getAsLong);
     }
 
     public static PostgresSinkMetrics register(MetricGroup group) {

@@ -6,13 +6,13 @@ import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.ProtocolHooks;
+import io.onceflow.sink.postgres.internal.effects.EffectWorker;
 import java.io.IOException;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
-import java.time.Duration;
 import java.util.Collection;
 import java.util.Set;
 import org.apache.flink.annotation.Internal;
@@ -24,8 +24,8 @@ import org.slf4j.LoggerFactory;
  * Internal. The committer of {@link PostgresSink}. Flink calls it only for checkpoints that have
  * completed, including committables restored from a checkpoint; it runs {@code COMMIT PREPARED} on
  * its own connection (PostgreSQL wants the second phase on a connection with no transaction open),
- * and then, with an {@link EffectFunction}, calls the effects of the rows that transaction inserted
- * ({@link PendingEffects}).
+ * and then, with an {@link EffectFunction}, tells the effect workers that the effects that
+ * transaction queued can be applied ({@code pg_notify}; {@link EffectWorker}).
  *
  * <p>Idempotent: when the prepared transaction no longer exists, the commit log decides. Logged
  * means it was committed before (a restore replays committables whose commit already happened):
@@ -49,20 +49,18 @@ public final class PostgresCommitter implements Committer<PostgresCommittable> {
             "57P03", // cannot_connect_now (server starting up)
             "53300"); // too_many_connections
 
-    /** Below the default lock_timeout, so that a zombie's locks go before its successor gives up. */
-    public static final Duration EFFECT_IDLE_LIMIT = Duration.ofSeconds(5);
-
     private final PostgresSinkConfig config;
     private final String isLoggedSql;
     /** Null without an effect function. */
-    private final PendingEffects pendingEffects;
+    private final String notifyEffectsSql;
     private final PostgresSinkMetrics metrics;
     private Connection connection;
 
     public PostgresCommitter(PostgresSinkConfig config, PostgresSinkMetrics metrics) {
         this.config = config;
         this.isLoggedSql = config.schema().commitLog().isLoggedQuery();
-        this.pendingEffects = PendingEffects.of(config, metrics);
+        this.notifyEffectsSql = config.tables().effectFunction() == null ? null
+                : config.schema().events().queue().notifyStatement();
         this.metrics = metrics;
     }
 
@@ -82,11 +80,9 @@ public final class PostgresCommitter implements Committer<PostgresCommittable> {
             if (commitPrepared(transaction)) {
                 metrics.commitLatencyMs.update((System.nanoTime() - notified) / 1_000_000);
                 ProtocolHooks.reached(ProtocolHooks.Step.AFTER_COMMIT, transaction);
-                callEffects(transaction);
+                announceEffects();
             } else if (isLogged(transaction)) {
                 LOG.info("{} was committed before (restored committable)", transaction);
-                // a crash may have come between the commit and its effects
-                callEffects(transaction);
                 request.signalAlreadyCommitted();
             } else {
                 throw new IOException("LOST: prepared transaction " + transaction + " of a completed checkpoint"
@@ -112,13 +108,14 @@ public final class PostgresCommitter implements Committer<PostgresCommittable> {
     }
 
     /**
-     * Calls the effects of the rows the committed {@code transaction} inserted ({@link PendingEffects}).
-     * A transient failure is retried like the commit: the retry finds the transaction committed and
-     * calls the effects still pending.
+     * Wakes the effect workers listening on the sink's queue: the effects the transaction queued are
+     * now visible. Only a wake-up: workers also poll, so a lost notification delays, never loses.
      */
-    private void callEffects(TransactionId transaction) throws SQLException {
-        if (pendingEffects != null) {
-            pendingEffects.callFor(connection(), transaction);
+    private void announceEffects() throws SQLException {
+        if (notifyEffectsSql != null) {
+            try (Statement notify = connection().createStatement()) {
+                notify.execute(notifyEffectsSql);
+            }
         }
     }
 
@@ -152,15 +149,6 @@ public final class PostgresCommitter implements Committer<PostgresCommittable> {
     private Connection connection() throws SQLException {
         if (connection == null) {
             connection = PostgresConnections.open(config, "committer");
-            if (pendingEffects != null) {
-                // Its effect transactions are never idle but for a moment between two statements. One
-                // of a paused or cut-off committer (a zombie) would hold its rows and the effects' lock
-                // for as long as the pause lasts (the fence ends writers' sessions, not committers');
-                // the server ends such a session instead, rolling its transaction back.
-                try (Statement statement = connection.createStatement()) {
-                    statement.execute("SET idle_in_transaction_session_timeout = " + EFFECT_IDLE_LIMIT.toMillis());
-                }
-            }
         }
         return connection;
     }

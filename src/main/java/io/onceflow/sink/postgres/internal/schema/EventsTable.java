@@ -1,7 +1,6 @@
 package io.onceflow.sink.postgres.internal.schema;
 
 import io.onceflow.sink.postgres.EffectFunction;
-import io.onceflow.sink.postgres.internal.commit.PendingEffects;
 import org.apache.flink.annotation.Internal;
 
 /**
@@ -30,17 +29,11 @@ public final class EventsTable {
             + " source_offset, deliveries, effect_transaction) SELECT *, ?::text FROM unnest(?::text[],"
             + " ?::text[]::jsonb[], ?::text[], ?::int[], ?::bigint[], ?::int[])";
 
-    /** A row whose effect is still to be called: the index of pending effects finds these. */
-    private static final String AWAITING_EFFECT = "result IS NULL AND effect_transaction IS NOT NULL";
-
     private final String name;
+    private final PendingEffectsTable queue;
     private final String upsertSql;
-    private final String upsertTaggedSql;
-    private final String insertNewSql;
-    private final String addDeliveriesSql;
+    private final String upsertQueuingSql;
     private final String markEffectFailedSql;
-    private final String lockPendingEffectsSql;
-    private final String pendingEffectTransactionsSql;
     private final String hasResultColumnSql;
 
     /**
@@ -50,20 +43,17 @@ public final class EventsTable {
     public EventsTable(String name) {
         // checked again: a name goes into SQL text, and not every caller comes through the options
         this.name = SqlIdentifiers.requireTableName("table", name);
+        this.queue = new PendingEffectsTable(name);
         this.upsertSql = "INSERT INTO " + name + " AS existing" + BATCH_ROWS
                 + " ON CONFLICT (id) DO UPDATE SET deliveries = existing.deliveries + EXCLUDED.deliveries";
-        // a conflict leaves effect_transaction as the first insert set it: the effect stays once
-        this.upsertTaggedSql = "INSERT INTO " + name + " AS existing" + BATCH_ROWS_OF_A_TRANSACTION
-                + " ON CONFLICT (id) DO UPDATE SET deliveries = existing.deliveries + EXCLUDED.deliveries";
-        this.insertNewSql = "INSERT INTO " + name + BATCH_ROWS + " ON CONFLICT (id) DO NOTHING RETURNING id";
-        this.addDeliveriesSql = "UPDATE " + name + " AS existing SET deliveries = existing.deliveries + u.deliveries"
-                + " FROM unnest(?::text[], ?::int[]) AS u(id, deliveries) WHERE existing.id = u.id";
+        // a conflict leaves effect_transaction as the first insert set it, and queues nothing: the
+        // effect stays once. xmax = 0 tells the rows the INSERT made from those it updated.
+        this.upsertQueuingSql = "WITH written AS (INSERT INTO " + name + " AS existing" + BATCH_ROWS_OF_A_TRANSACTION
+                + " ON CONFLICT (id) DO UPDATE SET deliveries = existing.deliveries + EXCLUDED.deliveries"
+                + " RETURNING id, source_partition, source_offset, effect_transaction, xmax = 0 AS inserted) "
+                + queue.queueNewRowsOf("written");
         this.markEffectFailedSql = "UPDATE " + name + " SET result = jsonb_build_object('status', '"
                 + EffectFunction.FAILED + "', 'sqlstate', ?::text, 'error', ?::text) WHERE id = ?";
-        this.lockPendingEffectsSql = "SELECT id FROM " + name + " WHERE effect_transaction = ? AND result IS NULL"
-                + " ORDER BY id LIMIT ? FOR UPDATE";
-        this.pendingEffectTransactionsSql = "SELECT DISTINCT effect_transaction FROM " + name
-                + " WHERE result IS NULL AND starts_with(effect_transaction, ?)";
         this.hasResultColumnSql = "SELECT EXISTS (SELECT FROM pg_attribute"
                 + " WHERE attrelid = to_regclass(?) AND attname = 'result' AND NOT attisdropped)";
     }
@@ -81,8 +71,8 @@ public final class EventsTable {
      * docs/operations.md, "Retention", for the window this needs.
      */
     public String purgeBatchStatement() {
-        return "DELETE FROM " + name + " WHERE id IN (SELECT id FROM " + name + " WHERE first_processed_at < ?"
-                + " AND NOT (" + AWAITING_EFFECT + ") LIMIT ? FOR UPDATE SKIP LOCKED)";
+        return "DELETE FROM " + name + " WHERE id IN (SELECT id FROM " + name + " e WHERE first_processed_at < ?"
+                + " AND NOT " + queue.isQueued("e") + " LIMIT ? FOR UPDATE SKIP LOCKED)";
     }
 
     /**
@@ -90,7 +80,7 @@ public final class EventsTable {
      * to be called.
      */
     public String pendingEffectsBeforeQuery() {
-        return "SELECT count(*) FROM " + name + " WHERE first_processed_at < ? AND " + AWAITING_EFFECT;
+        return "SELECT count(*) FROM " + name + " e WHERE first_processed_at < ? AND " + queue.isQueued("e");
     }
 
     /** {@code CREATE TABLE IF NOT EXISTS}. */
@@ -108,14 +98,9 @@ public final class EventsTable {
                 + ")";
     }
 
-    /**
-     * The rows whose effect is still to be called, by the transaction that inserted them
-     * ({@code PendingEffects}): small, as a row leaves it when its result is stored.
-     */
-    public String createPendingEffectsIndexStatement() {
-        String unqualified = name.substring(name.indexOf('.') + 1);
-        return "CREATE INDEX IF NOT EXISTS " + unqualified + "_pending_effects ON " + name
-                + " (effect_transaction) WHERE result IS NULL AND effect_transaction IS NOT NULL";
+    /** The queue of this table's effects still to be called. */
+    public PendingEffectsTable queue() {
+        return queue;
     }
 
     /** The statement that adds the effect's columns to an events table created before it. */
@@ -126,60 +111,46 @@ public final class EventsTable {
 
     /**
      * Writes a batch: a new id gets its row, an id already in the table gets its {@code deliveries}
-     * raised instead of a second row.
+     * raised instead of a second row. Arrays as {@link #BATCH_ROWS}, parameters 1 to 6.
+     */
+    public String upsertStatement() {
+        return upsertSql;
+    }
+
+    /**
+     * As {@link #upsertStatement}, and queues the effect of each new row ({@link
+     * PendingEffectsTable}), in the same statement: parameter 1 is the gid of the transaction the
+     * rows go into (NULL in autocommit), the batch's arrays follow ({@link #BATCH_ROWS_OF_A_TRANSACTION}).
+     */
+    public String upsertQueuingStatement() {
+        return upsertQueuingSql;
+    }
+
+    /**
+     * Calls {@code function} for the rows of the ids in parameter 1 that have no result yet, in the
+     * order of the array, and stores each result; returns one row: how many calls there were, how
+     * many rows took a result, and how many of those were rejected.
      *
-     * @param tagged whether new rows are tagged with the gid of their transaction, for their effects
-     *     at its commit: then parameter 1 is the gid and the batch's arrays follow ({@link
-     *     #BATCH_ROWS_OF_A_TRANSACTION}); otherwise the arrays are parameters 1 to 6 ({@link #BATCH_ROWS})
-     */
-    public String upsertStatement(boolean tagged) {
-        return tagged ? upsertTaggedSql : upsertSql;
-    }
-
-    /**
-     * Inserts the rows of a batch whose ids are not in the table yet (arrays as {@link #BATCH_ROWS})
-     * and returns those ids: RETURNING returns the inserted rows only.
-     */
-    public String insertNewStatement() {
-        return insertNewSql;
-    }
-
-    /** Raises the {@code deliveries} of existing rows: parameters 1, the ids, and 2, their deliveries. */
-    public String addDeliveriesStatement() {
-        return addDeliveriesSql;
-    }
-
-    /**
-     * Calls {@code function} for the rows of the ids in parameter 1 and stores each result; returns
-     * one row: how many rows took a result and how many of those were rejected.
+     * <p>The order: the calls are made in a target list above a sort by the array's position, and
+     * PostgreSQL evaluates volatile expressions of a target list after the sort (as it does for
+     * {@code SELECT nextval(...) ... ORDER BY}); {@code BusinessEffectsTest} checks it.
      *
      * @param function a validated function name
      */
     public String callEffectStatement(String function) {
-        // SQL NULL is kept for "not called"; counted in one row, as the call is one statement
-        return "WITH applied AS (UPDATE " + name + " AS e"
-                + " SET result = coalesce(" + function + "(e.id, e.payload), 'null'::jsonb)"
-                + " FROM unnest(?::text[]) AS n(id) WHERE e.id = n.id RETURNING e.result)"
-                + " SELECT count(*), count(*) FILTER (WHERE result->>'status' = '" + EffectFunction.REJECTED + "')"
-                + " FROM applied";
+        // SQL NULL is kept for "not called"; MATERIALIZED makes each call happen exactly once
+        return "WITH called AS MATERIALIZED (SELECT e.id, " + function + "(e.id, e.payload) AS result"
+                + " FROM unnest(?::text[]) WITH ORDINALITY AS n(id, position) JOIN " + name + " e ON e.id = n.id"
+                + " WHERE e.result IS NULL ORDER BY n.position),"
+                + " stored AS (UPDATE " + name + " AS e SET result = coalesce(c.result, 'null'::jsonb)"
+                + " FROM called c WHERE e.id = c.id RETURNING e.result)"
+                + " SELECT (SELECT count(*) FROM called), count(*),"
+                + " count(*) FILTER (WHERE result->>'status' = '" + EffectFunction.REJECTED + "') FROM stored";
     }
 
     /** Records that the effect failed on a row: parameters 1, the SQLSTATE, 2, the error, and 3, the id. */
     public String markEffectFailedStatement() {
         return markEffectFailedSql;
-    }
-
-    /**
-     * Locks the rows of a committed transaction whose effect is still to be called, in id order:
-     * parameters 1, the gid, and 2, how many rows at most.
-     */
-    public String lockPendingEffectsStatement() {
-        return lockPendingEffectsSql;
-    }
-
-    /** The gids that still have rows whose effect is to be called: parameter 1, the gids' prefix. */
-    public String pendingEffectTransactionsStatement() {
-        return pendingEffectTransactionsSql;
     }
 
     /**
@@ -192,16 +163,16 @@ public final class EventsTable {
 
     /**
      * The audit's scan: per row its id, deliveries, whether it has no result, the result's status,
-     * and whether its effect is awaited (the row's transaction calls it).
+     * and whether its effect is awaited (queued).
      *
      * @param hasResultColumn false for a table from before effects: as if no row had a result, and
      *     none awaits its effect
      */
     public String auditStatement(boolean hasResultColumn) {
         String result = hasResultColumn ? "result" : "NULL::jsonb";
-        // rows written before the effect was configured have no transaction whose commit calls it
-        String awaitsEffect = hasResultColumn ? "effect_transaction IS NOT NULL" : "false";
+        // rows written before the effect was configured are not queued for it
+        String awaitsEffect = hasResultColumn ? queue.isQueued("e") : "false";
         return "SELECT id, deliveries, " + result + " IS NULL, " + result + "->>'status', " + awaitsEffect + " FROM "
-                + name;
+                + name + " e";
     }
 }

@@ -4,7 +4,6 @@ import org.apache.flink.annotation.Internal;
 import io.onceflow.sink.postgres.PostgresTableOptions;
 import io.onceflow.sink.postgres.EffectFunction;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
-import io.onceflow.sink.postgres.internal.commit.PendingEffects;
 import io.onceflow.sink.postgres.internal.fencing.WriterFence;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -53,6 +52,8 @@ public final class PostgresSchema {
     private final WritersTable writers;
     /** Null without an effect. */
     private final String effectFunction;
+    /** Null without effect keys. */
+    private final String effectKeys;
 
     /**
      * @throws IllegalArgumentException if a name is not a plain SQL identifier, or two name the same
@@ -66,12 +67,13 @@ public final class PostgresSchema {
         this.runs = new RunsTable(tables.runs());
         this.writers = new WritersTable(tables.writers());
         this.effectFunction = tables.effectFunction();
+        this.effectKeys = tables.effectKeys();
     }
 
     /** The tables of these names, without an effect; as {@link #PostgresSchema(PostgresTableOptions)}. */
     public PostgresSchema(String table, String rejectsTable, String commitLogTable, String runsTable,
             String writersTable) {
-        this(new PostgresTableOptions(table, rejectsTable, commitLogTable, runsTable, writersTable, null));
+        this(new PostgresTableOptions(table, rejectsTable, commitLogTable, runsTable, writersTable, null, null));
     }
 
     /** The {@code CREATE TABLE IF NOT EXISTS} statements, each ending with {@code ;}, for DBAs. */
@@ -80,8 +82,8 @@ public final class PostgresSchema {
     }
 
     private List<String> createStatements() {
-        return List.of(events.createStatement(), events.createPendingEffectsIndexStatement(),
-                rejects.createStatement(), commitLog.createStatement(), runs.createStatement(),
+        return List.of(events.createStatement(), events.queue().createStatement(),
+                events.queue().createSourceOrderIndexStatement(), rejects.createStatement(), commitLog.createStatement(), runs.createStatement(),
                 writers.createStatement());
     }
 
@@ -126,8 +128,10 @@ public final class PostgresSchema {
             addRunsJobIdColumn(connection);
         }
         if (effectFunction == null) {
+            refuseStrandedEffects(connection);
             return;
         }
+        migrateLegacyPendingIndex(connection);
         if (columnType(connection, events.name(), EventsTable.RESULT_COLUMN) == null) {
             addResultColumn(connection);
         }
@@ -137,7 +141,7 @@ public final class PostgresSchema {
                     + " effect function (postgres.effect.function) stores its jsonb results there: rename that"
                     + " column, then start again (the sink adds its own)");
         }
-        EffectFunction.check(connection, effectFunction);
+        EffectFunction.check(connection, effectFunction, effectKeys);
     }
 
     private void addResultColumn(Connection connection) throws SQLException {
@@ -148,7 +152,6 @@ public final class PostgresSchema {
                     // ALTER TABLE locks the table exclusively even when the column exists: check again
                     if (columnType(connection, events.name(), EventsTable.RESULT_COLUMN) == null) {
                         statement.execute(events.addResultColumnStatement());
-                        statement.execute(events.createPendingEffectsIndexStatement());
                     }
                 }
             });
@@ -162,10 +165,59 @@ public final class PostgresSchema {
             }
             throw new IllegalStateException("the table " + events.name() + " has no result column, which the effect function"
                     + " (postgres.effect.function) needs, and the sink could not add it: " + cause + " ("
-                    + e.getMessage() + "). Have the table's owner run " + events.addResultColumnStatement() + "; "
-                    + events.createPendingEffectsIndexStatement() + "; (it"
+                    + e.getMessage() + "). Have the table's owner run " + events.addResultColumnStatement() + "; (it"
                     + " waits for the job's prepared transactions, see pg_prepared_xacts), then start the job again.",
                     e);
+        }
+    }
+
+    /**
+     * Refuses a start without an effect function while effects are queued: nothing would call them,
+     * and their messages would stay consumed with no effect.
+     */
+    private void refuseStrandedEffects(Connection connection) throws SQLException {
+        long queued;
+        try (PreparedStatement query = connection.prepareStatement(events.queue().backlogQuery());
+                ResultSet backlog = query.executeQuery()) {
+            backlog.next();
+            queued = backlog.getLong(1);
+        }
+        if (queued > 0) {
+            throw new IllegalStateException(queued + " effects are still queued in " + events.queue().name()
+                    + " (messages consumed whose effect was not called yet), and this start has no effect function"
+                    + " (postgres.effect.function) to call them: start with the effect function they were written"
+                    + " for, let the queue drain (docs/effects.md, \"Backlog\"), then change it; or, to drop them"
+                    + " on purpose, DELETE FROM " + events.queue().name());
+        }
+    }
+
+    /**
+     * An events table of an earlier version marks pending effects with a partial index, which makes
+     * every result update non-HOT: queue its pending rows, then drop the index.
+     */
+    private void migrateLegacyPendingIndex(Connection connection) throws SQLException {
+        String legacy = events.queue().legacyIndex();
+        if (!exists(connection, legacy)) {
+            return;
+        }
+        PostgresConnections.inTransaction(connection, () -> {
+            try (Statement statement = connection.createStatement()) {
+                lockSchema(statement);
+                if (exists(connection, legacy)) {
+                    statement.execute(events.queue().queueLegacyPendingStatement());
+                    statement.execute("DROP INDEX " + legacy);
+                }
+            }
+        });
+    }
+
+    private static boolean exists(Connection connection, String relation) throws SQLException {
+        try (PreparedStatement query = connection.prepareStatement("SELECT to_regclass(?) IS NOT NULL")) {
+            query.setString(1, relation);
+            try (ResultSet found = query.executeQuery()) {
+                found.next();
+                return found.getBoolean(1);
+            }
         }
     }
 
@@ -224,10 +276,11 @@ public final class PostgresSchema {
     }
 
     private List<String> tables() {
-        return List.of(events.name(), rejects.name(), commitLog.name(), runs.name(), writers.name());
+        return List.of(events.name(), events.queue().name(), rejects.name(), commitLog.name(), runs.name(),
+                writers.name());
     }
 
-    /** The names of the five tables, in DDL order, for messages and checks. */
+    /** The names of the six tables (the five and the events table's effect queue), in DDL order. */
     public List<String> tableNames() {
         return new ArrayList<>(tables());
     }

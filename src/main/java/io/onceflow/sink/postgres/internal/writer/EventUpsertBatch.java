@@ -4,7 +4,6 @@ import io.onceflow.api.Event;
 import io.onceflow.sink.postgres.EffectFunction;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
-import io.onceflow.sink.postgres.internal.commit.PendingEffects;
 import io.onceflow.sink.postgres.internal.commit.TransactionId;
 import io.onceflow.sink.postgres.internal.schema.EventsTable;
 import io.onceflow.sink.postgres.internal.schema.RejectsTable;
@@ -19,40 +18,34 @@ import org.apache.flink.annotation.Internal;
  * its {@code deliveries} raised instead of a second row.
  *
  * <p>Its parts: the rows being filled ({@link RowBuffer}, which merges an id repeated in one
- * batch), the statement of the sink's mode ({@link UpsertStatement}: a plain upsert, an upsert
- * that tags rows for their {@link EffectFunction} at commit, or the inbox's three statements),
- * chosen once here, and the isolation of the rows the database refuses ({@link RefusedRows}).
+ * batch), the statement ({@link UpsertStatement}: a plain upsert, or with an {@link
+ * EffectFunction} an upsert that also queues the effect of each new row), chosen once here, and the isolation of the rows the database refuses ({@link RefusedRows}).
  */
 @Internal
 public final class EventUpsertBatch {
     private final RowBuffer rows;
     private final UpsertStatement statement;
-    /** The gid of the transaction the rows go into, when effects are called at its commit. */
+    /** The gid of the transaction the rows go into (exactly-once), or null (autocommit). */
     private String effectTransaction;
 
-    /**
-     * @param effectFunction null for none
-     * @param effectsAtCommit whether the effect is called after the transaction commits, for the rows
-     *     it inserted ({@link PendingEffects}, the exactly-once sink), rather than in the batch (the
-     *     at-least-once sink); ignored without an effect
-     */
-    public EventUpsertBatch(String table, String rejectsTable, String effectFunction, boolean effectsAtCommit,
-            int capacity, PostgresSinkMetrics metrics) {
+    /** @param effectFunction null for none */
+    public EventUpsertBatch(String table, String rejectsTable, String effectFunction, int capacity,
+            PostgresSinkMetrics metrics) {
         EventsTable events = new EventsTable(table);
         RefusedRows refused = new RefusedRows(new RejectsTable(rejectsTable), metrics);
-        this.statement = UpsertStatement.of(events, refused, effectFunction, effectsAtCommit, metrics);
+        this.statement = UpsertStatement.of(events, refused, effectFunction);
         this.rows = new RowBuffer(capacity);
     }
 
-    /** The batch of a writer of the sink configured by {@code config}; see the constructor for {@code effectsAtCommit}. */
-    public static EventUpsertBatch of(PostgresSinkConfig config, boolean effectsAtCommit, PostgresSinkMetrics metrics) {
-        return new EventUpsertBatch(config.tables().events(), config.tables().rejects(), config.tables().effectFunction(), effectsAtCommit,
+    /** The batch of a writer of the sink configured by {@code config}. */
+    public static EventUpsertBatch of(PostgresSinkConfig config, PostgresSinkMetrics metrics) {
+        return new EventUpsertBatch(config.tables().events(), config.tables().rejects(), config.tables().effectFunction(),
                 config.writer().batchSize(), metrics);
     }
 
     /**
-     * Tags the rows that the next upserts insert with the gid of the transaction they go into (with
-     * effects at commit; ignored otherwise). Call before the first row of each transaction.
+     * Tags the effects that the next upserts queue with the gid of the transaction they go into
+     * (exactly-once). Call before the first row of each transaction.
      */
     public void effectsBelongTo(TransactionId transaction) {
         effectTransaction = transaction.encode();

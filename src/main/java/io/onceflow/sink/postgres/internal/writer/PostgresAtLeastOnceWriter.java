@@ -5,6 +5,7 @@ import io.onceflow.sink.postgres.EffectFunction;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
+import io.onceflow.sink.postgres.internal.effects.EffectWorker;
 import java.io.IOException;
 import java.sql.Connection;
 import java.sql.SQLException;
@@ -12,17 +13,20 @@ import org.apache.flink.annotation.Internal;
 import org.apache.flink.api.connector.sink2.SinkWriter;
 
 /**
- * Internal. Writer of {@link PostgresAtLeastOnceSink}: each full batch is one autocommit upsert,
- * or with an {@link EffectFunction} one transaction (inbox rows and effects commit together),
- * executed by {@link BackgroundUpserts} while the task thread goes on. Rows the database refuses go
- * to the rejects table (see {@link EventUpsertBatch}). No fence: without prepared transactions a
- * zombie can only write rows again, which raises their {@code deliveries}, as any replay does, and
- * never runs an effect again.
+ * Internal. Writer of {@link PostgresAtLeastOnceSink}: each full batch is one autocommit upsert
+ * (with an {@link EffectFunction}, one that also queues the new rows' effects), executed by
+ * {@link BackgroundUpserts} while the task thread goes on; the subtask's {@link EffectWorker}
+ * applies the queued effects, as in the exactly-once sink, and so also the effects an earlier
+ * exactly-once run left queued. Rows the database refuses go to the rejects table (see {@link
+ * EventUpsertBatch}). No fence: without prepared transactions a zombie can only write rows again,
+ * which raises their {@code deliveries}, as any replay does, and never runs an effect again.
  */
 @Internal
 public final class PostgresAtLeastOnceWriter implements SinkWriter<Event> {
     private final Connection connection;
     private final BackgroundUpserts upserts;
+    /** Null without an effect function. */
+    private final EffectWorker effects;
 
     public PostgresAtLeastOnceWriter(PostgresSinkConfig config, int subtaskIndex, PostgresSinkMetrics metrics) throws IOException {
         try {
@@ -37,8 +41,9 @@ public final class PostgresAtLeastOnceWriter implements SinkWriter<Event> {
             throw new IOException("PostgreSQL sink writer " + subtaskIndex + " could not start: " + e.getMessage(), e);
         }
         upserts = new BackgroundUpserts(
-                EventUpsertBatch.of(config, false, metrics),
+                EventUpsertBatch.of(config, metrics),
                 connection, "PostgreSQL sink writer " + subtaskIndex, BackgroundUpserts.MAX_IN_FLIGHT);
+        effects = EffectWorker.startIfConfigured(config, subtaskIndex, metrics);
     }
 
     @Override
@@ -55,6 +60,9 @@ public final class PostgresAtLeastOnceWriter implements SinkWriter<Event> {
     @Override
     public void close() throws SQLException {
         try {
+            if (effects != null) {
+                effects.close();
+            }
             upserts.close();
         } finally {
             connection.close();

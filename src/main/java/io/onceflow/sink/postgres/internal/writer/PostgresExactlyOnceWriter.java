@@ -7,11 +7,11 @@ import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.ProtocolHooks;
-import io.onceflow.sink.postgres.internal.commit.PendingEffects;
 import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
 import io.onceflow.sink.postgres.internal.commit.PostgresWriterState;
 import io.onceflow.sink.postgres.internal.commit.PreparedTransactionRecovery;
 import io.onceflow.sink.postgres.internal.commit.TransactionId;
+import io.onceflow.sink.postgres.internal.effects.EffectWorker;
 import io.onceflow.sink.postgres.internal.fencing.SinkRuns;
 import io.onceflow.sink.postgres.internal.fencing.WriterFence;
 import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
@@ -44,13 +44,14 @@ import org.postgresql.core.QueryExecutor;
  * connection opened here is the writer's only one for its whole life: the fence's locks live on it,
  * so once a successor has ended its session nothing this writer sends reaches the database.
  *
- * <p>With an {@link EffectFunction}, start-up also calls the effects that committed transactions
- * of those indices left pending ({@link PendingEffects}); the effects themselves are called by the
- * committer after each commit, never in the checkpoint's transaction (the class comment of
- * {@link PendingEffects} says why).
+ * <p>With an {@link EffectFunction}, start-up also starts the subtask's {@link EffectWorker}, which
+ * applies queued effects once their transaction committed, never in the checkpoint's transaction:
+ * a prepared transaction keeps its row locks until its checkpoint completes, and an effect that
+ * locked an account there would make every other subtask's effect on that account wait for a
+ * checkpoint that waits for that subtask's barrier, a cycle PostgreSQL cannot see.
  *
  * <p>Per checkpoint: rows go into the open transaction in batches of {@code batchSize} (with an
- * effect, each new row tagged with the transaction's gid), each executed by
+ * effect, each new row's effect queued, tagged with the transaction's gid), each executed by
  * {@link BackgroundUpserts} while the task thread goes on; {@link #prepareCommit()}
  * writes the rest, waits for all of them, adds the gid to the commit log in the same transaction
  * and runs {@code PREPARE TRANSACTION}. A checkpoint without rows prepares nothing.
@@ -82,6 +83,8 @@ public final class PostgresExactlyOnceWriter
     private final WriterFence fence;
     private final EventUpsertBatch batch;
     private final BackgroundUpserts upserts;
+    /** Null without an effect function. */
+    private final EffectWorker effects;
     private final PostgresSinkMetrics metrics;
     private long nextCheckpointId;
     /** Events written into the open transaction since the last prepare. */
@@ -118,10 +121,6 @@ public final class PostgresExactlyOnceWriter
             metrics.transactionsRolledBackOnRecovery.inc(PreparedTransactionRecovery.rollBackAbandoned(connection,
                     claimPreparedOfCoveredIndices(), start.restoredCheckpointId(), start.restoredHorizon(), writerName)
                     .size());
-            PendingEffects pendingEffects = PendingEffects.of(config, metrics);
-            if (pendingEffects != null) {
-                pendingEffects.callLeftOvers(connection, sinkPrefix, start::covers, writerName);
-            }
             connection.setAutoCommit(false);
         } catch (SQLException | RuntimeException e) {
             if (openedFence != null) {
@@ -130,8 +129,9 @@ public final class PostgresExactlyOnceWriter
             PostgresConnections.closeQuietly(connection, e);
             throw new IOException(writerName + " could not start: " + e.getMessage(), e);
         }
-        batch = EventUpsertBatch.of(config, true, metrics);
+        batch = EventUpsertBatch.of(config, metrics);
         upserts = new BackgroundUpserts(batch, connection, writerName, BackgroundUpserts.MAX_IN_FLIGHT);
+        effects = EffectWorker.startIfConfigured(config, start.subtaskIndex(), metrics);
     }
 
     private static int backendPid(Connection connection) throws SQLException {
@@ -247,11 +247,15 @@ public final class PostgresExactlyOnceWriter
     /**
      * Closes the connection, dropping queued upserts. PostgreSQL rolls back a transaction that was
      * not prepared yet; prepared ones stay for the committer (checkpoint completed) or for recovery
-     * (it did not). The fence's locks go with the session.
+     * (it did not). The fence's locks go with the session. The effect worker stops; its effects in
+     * flight stay queued.
      */
     @Override
     public void close() throws SQLException {
         try {
+            if (effects != null) {
+                effects.close();
+            }
             fence.close();
             upserts.close();
             fence.releaseLocks();

@@ -1,6 +1,6 @@
 package io.onceflow.sink.postgres.internal.writer;
 
-import io.onceflow.sink.postgres.internal.commit.EffectCalls;
+import io.onceflow.sink.postgres.internal.effects.EffectCalls;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.sql.Savepoint;

@@ -46,7 +46,7 @@ public final class Rows {
     }
 
     /** The rows whose id passes {@code filter}, copied. */
-    Rows select(Predicate<String> filter) {
+    public Rows select(Predicate<String> filter) {
         Rows selected = new Rows((int) Arrays.stream(ids).filter(filter).count());
         int to = 0;
         for (int from = 0; from < size(); from++) {

@@ -1,0 +1,85 @@
+package io.onceflow.sink.postgres.internal.effects;
+
+import io.onceflow.sink.postgres.internal.schema.EventsTable;
+import io.onceflow.sink.postgres.internal.schema.SqlIdentifiers;
+import io.onceflow.sink.postgres.internal.writer.RowIsolation;
+import io.onceflow.sink.postgres.internal.writer.Rows;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.util.HashSet;
+import java.util.Set;
+import java.util.TreeSet;
+import org.apache.flink.annotation.Internal;
+import org.postgresql.jdbc.PgConnection;
+
+/**
+ * Internal. Locks what a batch of effects touches, as the user's keys function declares it ({@code
+ * postgres.effect.keys}: {@code fn(message_id text, payload jsonb) RETURNS text[]}, e.g. both
+ * accounts of a transfer): one transaction-scoped advisory lock per distinct key, all taken in one
+ * statement in ascending order before the effect function runs.
+ *
+ * <p>Why: two effect transactions that change the same rows in different orders deadlock (a
+ * transfer A to B against one from B to A). Locks taken in one global order cannot form a cycle,
+ * and a lock per key (not per table) lets effects on other keys run at the same time, so effects
+ * scale with the number of workers. The locks go with the transaction, which is never held across a
+ * checkpoint barrier.
+ *
+ * <p>A key is locked by its 32-bit hash in the {@code bigint} space of advisory locks, under a
+ * fixed high word: a hash collision only makes two effects wait for each other, and the fence's
+ * locks (the two-{@code int} space) and the schema lock (another high word) are never hit.
+ */
+@Internal
+public final class EffectKeys {
+    /** The high 32 bits of every key's lock: "onc" and 0x1. */
+    static final long KEY_SPACE = 0x6f6e6301L << 32;
+
+    private final String keysSql;
+    private final String lockSql;
+
+    public EffectKeys(EventsTable events, String keysFunction) {
+        SqlIdentifiers.requireFunctionName("effect keys function", keysFunction);
+        this.keysSql = "SELECT hashtext(k) FROM unnest(?::text[]) AS n(id) JOIN " + events.name()
+                + " e ON e.id = n.id, unnest(" + keysFunction + "(e.id, e.payload)) AS k WHERE k IS NOT NULL";
+        // the volatile lock call stays in the subquery's target list, evaluated row by row in its order
+        this.lockSql = "SELECT count(*) FROM (SELECT pg_advisory_xact_lock(k) FROM (SELECT k FROM"
+                + " unnest(?::bigint[]) WITH ORDINALITY AS t(k, position) ORDER BY position) ordered) locked";
+    }
+
+    /**
+     * Locks the keys of {@code rows}' messages in ascending order. A message whose keys function
+     * raises an error about its data gets a failed result ({@code calls}) and is left out.
+     *
+     * @return the rows whose keys are locked, in their order
+     */
+    public Rows lock(Connection connection, Rows rows, EffectCalls calls) throws SQLException {
+        TreeSet<Long> locks = new TreeSet<>();
+        Set<String> failed = new HashSet<>();
+        RowIsolation.isolatingFailingRows(connection, rows, (c, some) -> locks.addAll(keysOf(c, some)),
+                EffectFailures::isAboutTheMessage, (c, row, failure) -> {
+                    calls.recordFailure(c, row.ids[0], failure);
+                    failed.add(row.ids[0]);
+                });
+        if (!locks.isEmpty()) {
+            try (PreparedStatement lock = connection.prepareStatement(lockSql)) {
+                lock.setArray(1, connection.unwrap(PgConnection.class).createArrayOf("int8", locks.toArray()));
+                lock.executeQuery().close();
+            }
+        }
+        return failed.isEmpty() ? rows : rows.select(id -> !failed.contains(id));
+    }
+
+    private Set<Long> keysOf(Connection connection, Rows rows) throws SQLException {
+        Set<Long> keys = new HashSet<>();
+        try (PreparedStatement query = connection.prepareStatement(keysSql)) {
+            query.setArray(1, connection.unwrap(PgConnection.class).createArrayOf("text", rows.ids));
+            try (ResultSet hashes = query.executeQuery()) {
+                while (hashes.next()) {
+                    keys.add(KEY_SPACE | (hashes.getInt(1) & 0xffffffffL));
+                }
+            }
+        }
+        return keys;
+    }
+}

@@ -1,0 +1,219 @@
+package io.onceflow.sink.postgres.internal.effects;
+
+import io.onceflow.sink.postgres.internal.PostgresConnections;
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
+import io.onceflow.sink.postgres.internal.schema.EventsTable;
+import io.onceflow.sink.postgres.internal.schema.PendingEffectsTable;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.Set;
+import org.apache.flink.annotation.Internal;
+import org.postgresql.PGConnection;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Internal. Applies the queued effects of a sink, off the task thread: one per writer subtask, on a
+ * thread and a connection of its own, in {@link EffectBatch} transactions, until the queue is
+ * empty; then it waits for the committer's notification that a transaction committed (or polls).
+ * A slow or blocked effect delays results, never checkpoints or ingest.
+ *
+ * <p>Workers share the queue: each batch takes the oldest free effects ({@code SKIP LOCKED}), so
+ * any worker of any attempt of any run on the same events table applies any effect, and none is
+ * stranded by a rescale or a restart. A zombie's worker (a paused TaskManager that wakes up) is
+ * harmless: an effect leaves the queue in the transaction that applies it. Its transaction never
+ * waits for the client longer than {@link #IDLE_LIMIT}: the server ends a paused worker's session,
+ * releasing its locks for the others.
+ *
+ * <p>Failures: only an error about one message's data is a verdict on it ({@link EffectFailures});
+ * anything else rolls the batch back and is tried again with exponential backoff (up to {@link
+ * #MAX_BACKOFF}), logged with what to do; a cancel, timeout, lock timeout, deadlock or
+ * serialization failure also halves the batch (down to one effect), which grows back on success.
+ */
+@Internal
+public final class EffectWorker implements AutoCloseable {
+    private static final Logger LOG = LoggerFactory.getLogger(EffectWorker.class);
+    /** Longest a worker's transaction may wait for its client; below the default lock_timeout. */
+    public static final Duration IDLE_LIMIT = Duration.ofSeconds(5);
+    static final Duration IDLE_POLL = Duration.ofMillis(500);
+    static final Duration MIN_BACKOFF = Duration.ofMillis(100);
+    static final Duration MAX_BACKOFF = Duration.ofSeconds(30);
+    static final Duration BACKLOG_REFRESH = Duration.ofSeconds(5);
+    private static final Set<String> CONTENTION = Set.of("57014", "55P03", "40P01", "40001");
+
+    private final PostgresSinkConfig config;
+    private final String name;
+    private final EffectBatch batch;
+    private final PendingEffectsTable queue;
+    private final String functions;
+    private final int maxBatch;
+    private final Thread thread;
+    private volatile boolean running = true;
+    private volatile long queued;
+    private volatile long oldestQueuedSeconds;
+    private volatile Connection connection;
+    private long backlogReadAt;
+
+    private EffectWorker(PostgresSinkConfig config, int subtaskIndex, PostgresSinkMetrics metrics) {
+        EventsTable events = new EventsTable(config.tables().events());
+        this.config = config;
+        this.name = "effects-" + subtaskIndex;
+        this.queue = events.queue();
+        this.batch = new EffectBatch(events, config.tables().effectFunction(), config.tables().effectKeys(), metrics);
+        this.functions = config.tables().effectFunction()
+                + (config.tables().effectKeys() == null ? "" : " (or its keys function " + config.tables().effectKeys() + ")");
+        this.maxBatch = config.writer().batchSize();
+        metrics.reportEffectBacklog(() -> queued, () -> oldestQueuedSeconds);
+        this.thread = new Thread(this::run, "onceflow-" + config.sinkPrefix() + "-" + name);
+        this.thread.setDaemon(true);
+    }
+
+    /** Starts the worker of the sink configured by {@code config}, or returns null if it has no effect. */
+    public static EffectWorker startIfConfigured(PostgresSinkConfig config, int subtaskIndex, PostgresSinkMetrics metrics) {
+        if (config.tables().effectFunction() == null) {
+            return null;
+        }
+        EffectWorker worker = new EffectWorker(config, subtaskIndex, metrics);
+        worker.thread.start();
+        return worker;
+    }
+
+    private void run() {
+        try {
+            drainWhileRunning();
+        } finally {
+            closeConnection();
+        }
+    }
+
+    private void drainWhileRunning() {
+        int limit = maxBatch;
+        long backoffMs = 0;
+        while (running) {
+            try {
+                Connection session = connection();
+                int taken = batch.run(session, limit);
+                refreshBacklog(session, false);
+                backoffMs = 0;
+                limit = Math.min(maxBatch, limit * 2);
+                if (taken == 0) {
+                    awaitWork(session);
+                }
+            } catch (SQLException e) {
+                if (!running) {
+                    return;
+                }
+                if (CONTENTION.contains(e.getSQLState())) {
+                    limit = Math.max(1, limit / 2);
+                } else {
+                    closeConnection();
+                }
+                backoffMs = backoffMs == 0 ? MIN_BACKOFF.toMillis() : Math.min(2 * backoffMs, MAX_BACKOFF.toMillis());
+                LOG.warn("{} of sink {}: the effect transaction failed and is tried again in {} ms with at most {} effects:"
+                        + " {}", name, config.sinkPrefix(), backoffMs, limit,
+                        EffectFailures.explain(e, functions, config.connection().user()));
+                sleep(backoffMs);
+            } catch (RuntimeException e) {
+                closeConnection();
+                backoffMs = MAX_BACKOFF.toMillis();
+                LOG.error("{} of sink {} failed unexpectedly; tried again in {} ms", name, config.sinkPrefix(), backoffMs, e);
+                sleep(backoffMs);
+            }
+        }
+    }
+
+    private Connection connection() throws SQLException {
+        if (connection == null) {
+            Connection opened = PostgresConnections.open(config, name);
+            try (Statement statement = opened.createStatement()) {
+                // a paused worker's transaction must not hold its keys and rows for as long as the pause
+                statement.execute("SET idle_in_transaction_session_timeout = " + IDLE_LIMIT.toMillis());
+                statement.execute("LISTEN \"" + queue.notifyChannel() + "\"");
+            } catch (SQLException e) {
+                PostgresConnections.closeQuietly(opened, e);
+                throw e;
+            }
+            connection = opened;
+            refreshBacklog(opened, true);
+        }
+        return connection;
+    }
+
+    /** Until a committer's notification, {@link #IDLE_POLL}, or {@link #close}. */
+    private void awaitWork(Connection session) throws SQLException {
+        long deadline = System.nanoTime() + IDLE_POLL.toNanos();
+        PGConnection pg = session.unwrap(PGConnection.class);
+        while (running && System.nanoTime() < deadline) {
+            var notifications = pg.getNotifications(50);
+            if (notifications != null && notifications.length > 0) {
+                return;
+            }
+        }
+    }
+
+    private void refreshBacklog(Connection session, boolean now) throws SQLException {
+        if (!now && System.nanoTime() - backlogReadAt < BACKLOG_REFRESH.toNanos()) {
+            return;
+        }
+        try (PreparedStatement query = session.prepareStatement(queue.backlogQuery());
+                ResultSet backlog = query.executeQuery()) {
+            backlog.next();
+            queued = backlog.getLong(1);
+            oldestQueuedSeconds = backlog.getLong(2);
+        }
+        backlogReadAt = System.nanoTime();
+    }
+
+    private void sleep(long millis) {
+        try {
+            Thread.sleep(millis);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            running = false;
+        }
+    }
+
+    private void closeConnection() {
+        if (connection != null) {
+            try {
+                connection.close();
+            } catch (SQLException e) {
+                LOG.debug("Closing a failed effects connection failed too", e);
+            }
+            connection = null;
+        }
+    }
+
+    /**
+     * Stops the worker: its transaction in flight is cancelled and rolled back, its effects stay
+     * queued for the next worker.
+     */
+    @Override
+    public void close() {
+        running = false;
+        thread.interrupt();
+        Connection session = connection;
+        if (session != null) {
+            try {
+                session.unwrap(PGConnection.class).cancelQuery();
+            } catch (SQLException e) {
+                LOG.debug("Cancelling the effects in flight failed", e);
+            }
+        }
+        try {
+            thread.join(IDLE_LIMIT.toMillis());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        if (thread.isAlive()) {
+            LOG.warn("{} of sink {} did not stop within {}; its transaction ends with its session", name,
+                    config.sinkPrefix(), IDLE_LIMIT);
+            closeConnection();
+        }
+    }
+}
