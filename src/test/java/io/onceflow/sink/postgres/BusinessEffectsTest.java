@@ -51,9 +51,9 @@ import org.junit.jupiter.api.Test;
  * other way round), shows in them.
  */
 class BusinessEffectsTest {
-    private static final String FUNCTION = "ledger.apply_payment";
+    static final String FUNCTION = "ledger.apply_payment";
     /** Rejects unknown accounts and overdrafts without changing anything; raises on a poison payload. */
-    private static final String APPLY_PAYMENT = "CREATE FUNCTION " + FUNCTION
+    static final String APPLY_PAYMENT = "CREATE FUNCTION " + FUNCTION
             + "(message_id text, payload jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$\n"
             + "DECLARE amount numeric := (payload->>'amount')::numeric; debited int;\n"
             + "BEGIN\n"
@@ -172,8 +172,7 @@ class BusinessEffectsTest {
             // its id expired from dedup: it comes back in a later checkpoint, with a different payload even
             commit(config, checkpoint(writer, 2, payment("p1", "alice", "bob", 50), payment("p2", "alice", "carol", 10)));
         }
-        assertThat(SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered())).as("queued once each")
-                .isEqualTo(2);
+        SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered()); // what the writer's worker left
 
         assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("p1", 3, "p2", 1));
         assertThat(results()).containsEntry("p1", APPLIED_10);

@@ -19,6 +19,8 @@ import org.apache.flink.runtime.metrics.DescriptiveStatisticsHistogram;
  *   <li>{@code effectsApplied}, {@code effectsRejected}, {@code effectsFailed}: calls of the
  *       {@link EffectFunction} whose result was applied, a business rejection, or an error about the
  *       message that the sink recorded as failed;
+ *   <li>{@code effectRetries}: effect transactions rolled back for a reason that is not about a
+ *       message (lock timeout, deadlock, cancel, lost connection, missing privilege) and tried again;
  *   <li>{@code transactionsPrepared}: transactions prepared for a checkpoint (exactly-once);
  *   <li>{@code rowsPerTransaction}: events written into each prepared transaction (histogram);
  *   <li>{@code commitLatencyMs}: from the committer being told that the checkpoint completed to its
@@ -47,6 +49,7 @@ public final class PostgresSinkMetrics {
     public final Counter effectsApplied;
     public final Counter effectsRejected;
     public final Counter effectsFailed;
+    public final Counter effectRetries;
     public final Counter transactionsPrepared;
     public final Histogram rowsPerTransaction;
     public final Histogram commitLatencyMs;
@@ -60,6 +63,7 @@ public final class PostgresSinkMetrics {
         effectsApplied = group.counter("effectsApplied");
         effectsRejected = group.counter("effectsRejected");
         effectsFailed = group.counter("effectsFailed");
+        effectRetries = group.counter("effectRetries");
         transactionsPrepared = group.counter("transactionsPrepared");
         rowsPerTransaction = group.histogram("rowsPerTransaction", new DescriptiveStatisticsHistogram(HISTOGRAM_WINDOW));
         commitLatencyMs = group.histogram("commitLatencyMs", new DescriptiveStatisticsHistogram(HISTOGRAM_WINDOW));

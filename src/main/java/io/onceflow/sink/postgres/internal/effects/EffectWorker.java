@@ -52,6 +52,7 @@ public final class EffectWorker implements AutoCloseable {
     private final PendingEffectsTable queue;
     private final String functions;
     private final int maxBatch;
+    private final PostgresSinkMetrics metrics;
     private final Thread thread;
     private volatile boolean running = true;
     private volatile long queued;
@@ -68,6 +69,7 @@ public final class EffectWorker implements AutoCloseable {
         this.functions = config.tables().effectFunction()
                 + (config.tables().effectKeys() == null ? "" : " (or its keys function " + config.tables().effectKeys() + ")");
         this.maxBatch = config.writer().batchSize();
+        this.metrics = metrics;
         metrics.reportEffectBacklog(() -> queued, () -> oldestQueuedSeconds);
         this.thread = new Thread(this::run, "onceflow-" + config.sinkPrefix() + "-" + name);
         this.thread.setDaemon(true);
@@ -108,6 +110,7 @@ public final class EffectWorker implements AutoCloseable {
                 if (!running) {
                     return;
                 }
+                metrics.effectRetries.inc();
                 if (CONTENTION.contains(e.getSQLState())) {
                     limit = Math.max(1, limit / 2);
                 } else {

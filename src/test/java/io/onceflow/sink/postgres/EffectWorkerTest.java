@@ -1,0 +1,260 @@
+package io.onceflow.sink.postgres;
+
+import static io.onceflow.sink.postgres.BusinessEffectsTest.payment;
+import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.checkpoint;
+import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.commit;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.onceflow.api.Event;
+import io.onceflow.sink.postgres.internal.PostgresConnections;
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
+import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
+import io.onceflow.sink.postgres.internal.effects.EffectFailures;
+import io.onceflow.sink.postgres.internal.effects.EffectWorker;
+import io.onceflow.sink.postgres.internal.writer.PostgresAtLeastOnceWriter;
+import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
+import io.onceflow.testing.Eventually;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.OptionalLong;
+import java.util.concurrent.ConcurrentHashMap;
+import org.apache.flink.metrics.Gauge;
+import org.apache.flink.metrics.groups.UnregisteredMetricsGroup;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The effect workers against a real server: they apply queued effects off the task thread, in
+ * transactions that lock the effects' keys in one order (transfers both ways neither deadlock nor
+ * wait out a lock timeout), retry what is not the message's fault (a cancelled statement) without
+ * marking anything failed, and are not stalled by a paused worker.
+ */
+class EffectWorkerTest {
+    private static final String KEYS = "ledger.accounts_of";
+    private static final Duration PATIENCE = Duration.ofSeconds(60);
+    /** apply_payment, 5 ms slower: long enough for concurrent batches to overlap. */
+    private static final String SLOW_PAYMENT = "CREATE FUNCTION ledger.slow_payment(message_id text, payload jsonb)"
+            + " RETURNS jsonb LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.005);"
+            + " RETURN ledger.apply_payment(message_id, payload); END $$";
+
+    private final SinkDatabase db = new SinkDatabase();
+
+    @BeforeEach
+    void createTheLedger() throws Exception {
+        db.execute("CREATE SCHEMA ledger");
+        db.execute("CREATE TABLE ledger.accounts (id text PRIMARY KEY,"
+                + " balance numeric(18,2) NOT NULL CHECK (balance >= 0))");
+        db.execute("INSERT INTO ledger.accounts SELECT 'a' || n, 1000 FROM generate_series(0, 19) n");
+        db.execute(BusinessEffectsTest.APPLY_PAYMENT);
+        db.execute("CREATE FUNCTION " + KEYS + "(message_id text, payload jsonb) RETURNS text[] LANGUAGE sql"
+                + " IMMUTABLE AS $$ SELECT ARRAY[payload->>'from', payload->>'to'] $$");
+    }
+
+    private PostgresSinkBuilder sink() {
+        return db.builder("ledger").setEffectFunction(BusinessEffectsTest.FUNCTION).setEffectKeys(KEYS);
+    }
+
+    @Test
+    void transfersBothWaysOnTwoSubtasksNeitherDeadlockNorWaitOutALockTimeout() throws Exception {
+        int batch = 19;
+        db.execute(SLOW_PAYMENT);
+        PostgresSinkConfig config = db.config(sink().setEffectFunction("ledger.slow_payment").setBatchSize(batch));
+        PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
+        // blocks of one batch each, in source order, alternating between subtasks and directions: the two
+        // workers take neighbouring blocks at once, one moving money up the chain a0, a1, ... a19 and the
+        // other down it, so each holds the accounts the other's next transfer needs
+        List<List<Event>> bySubtask = List.of(new ArrayList<>(), new ArrayList<>());
+        for (int i = 0; i < 38 * batch; i++) {
+            int block = i / batch;
+            int step = i % batch;
+            int from = block % 2 == 0 ? step : 19 - step;
+            int to = block % 2 == 0 ? from + 1 : from - 1;
+            bySubtask.get(block % 2).add(payment("t" + i, "a" + from, "a" + to, 1));
+        }
+        PostgresExactlyOnceWriter[] writers = new PostgresExactlyOnceWriter[2];
+        try {
+            PostgresCommittable[] committables = new PostgresCommittable[2];
+            for (int subtask = 0; subtask < 2; subtask++) {
+                writers[subtask] = new PostgresExactlyOnceWriter(config, db.attempt(subtask, 2, OptionalLong.empty()),
+                        metrics);
+                committables[subtask] = checkpoint(writers[subtask], 1, bySubtask.get(subtask).toArray(Event[]::new));
+            }
+            commit(config, committables[0]);
+            commit(config, committables[1]);
+            awaitDrained();
+        } finally {
+            for (PostgresExactlyOnceWriter writer : writers) {
+                if (writer != null) {
+                    writer.close();
+                }
+            }
+        }
+        assertThat(statuses().values()).hasSize(38 * batch).containsOnly("applied");
+        assertThat(metrics.effectRetries.getCount()).as("no deadlock, no lock timeout: nothing rolled back").isZero();
+        assertThat(metrics.effectsApplied.getCount()).isEqualTo(38 * batch);
+        assertThat(total()).as("money is moved, never made").isEqualTo(20_000);
+    }
+
+    @Test
+    void aCancelledEffectStatementIsRetriedAndEveryEffectAppliedOnce() throws Exception {
+        db.execute(SLOW_PAYMENT);
+        PostgresSinkConfig config = db.config(sink().setEffectFunction("ledger.slow_payment").setBatchSize(100));
+        PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
+        Event[] payments = new Event[300];
+        for (int i = 0; i < payments.length; i++) {
+            payments[i] = payment("p" + i, "a" + i % 20, "a" + (i + 1) % 20, 1);
+        }
+        committed(config, payments);
+
+        try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, metrics)) {
+            for (int cancel = 0; cancel < 3; cancel++) { // a DBA's pg_cancel_backend, mid-batch
+                Eventually.await("the worker is calling the function", PATIENCE, Duration.ofMillis(10),
+                        () -> cancelActiveEffects("pg_cancel_backend") > 0);
+            }
+            awaitDrained();
+        }
+        assertThat(metrics.effectRetries.getCount()).as("each cancel was retried").isGreaterThanOrEqualTo(3);
+        assertThat(metrics.effectsFailed.getCount()).isZero();
+        assertThat(statuses().values()).hasSize(300).containsOnly("applied");
+        assertThat(total()).isEqualTo(20_000);
+        assertThat(balance("a0")).as("each of a0's 15 debits and 15 credits once").isEqualTo(1000);
+    }
+
+    @Test
+    void aPausedWorkerHoldingEffectsAndKeysDoesNotStallTheOthersForLong() throws Exception {
+        PostgresSinkConfig config = db.config(sink());
+        committed(config, payment("p1", "a1", "a2", 10), payment("p2", "a2", "a1", 5));
+        // the zombie: a worker session that took the queue rows and the keys, then went silent (SIGSTOP)
+        try (Connection zombie = PostgresConnections.open(config, "effects-0");
+                Statement statement = zombie.createStatement()) {
+            statement.execute("SET idle_in_transaction_session_timeout = " + EffectWorker.IDLE_LIMIT.toMillis());
+            zombie.setAutoCommit(false);
+            statement.execute("SELECT * FROM " + SinkDatabase.TABLE + "_effect_queue FOR UPDATE");
+            statement.execute("SELECT * FROM ledger.accounts WHERE id IN ('a1', 'a2') FOR UPDATE");
+
+            long started = System.nanoTime();
+            try (EffectWorker successor = EffectWorker.startIfConfigured(config, 0, PostgresSinkMetrics.unregistered())) {
+                awaitDrained();
+            }
+            assertThat(Duration.ofNanos(System.nanoTime() - started)).as("the server ended the silent session")
+                    .isLessThan(EffectWorker.IDLE_LIMIT.plusSeconds(10));
+        }
+        assertThat(statuses()).containsOnly(Map.entry("p1", "applied"), Map.entry("p2", "applied"));
+        assertThat(balance("a1")).isEqualTo(995);
+    }
+
+    @Test
+    void theAtLeastOnceWriterQueuesEffectsAndItsWorkerAppliesEachOnceAcrossReplays() throws Exception {
+        PostgresSinkConfig config = db.config(sink());
+        for (int replay = 0; replay < 3; replay++) { // the first run, Flink's restart, and another one
+            try (PostgresAtLeastOnceWriter writer = new PostgresAtLeastOnceWriter(config, 0,
+                    PostgresSinkMetrics.unregistered())) {
+                writer.write(payment("p1", "a1", "a2", 10), null);
+                writer.write(payment("p2", "a2", "a3", 10), null);
+                writer.flush(true);
+                awaitDrained();
+            }
+        }
+        assertThat(db.deliveriesById()).containsOnly(Map.entry("p1", 3), Map.entry("p2", 3));
+        assertThat(statuses()).containsOnly(Map.entry("p1", "applied"), Map.entry("p2", "applied"));
+        assertThat(balance("a1")).isEqualTo(990);
+        assertThat(balance("a3")).isEqualTo(1010);
+    }
+
+    @Test
+    void aStartWithoutTheEffectFunctionIsRefusedWhileEffectsAreQueued() throws Exception {
+        PostgresSinkConfig config = db.config(sink());
+        committed(config, payment("p1", "a1", "a2", 10), payment("p2", "a2", "a3", 10));
+
+        assertThatThrownBy(() -> db.config("ledger"))
+                .hasMessageContaining("2 effects are still queued in onceflow_events_effect_queue")
+                .hasMessageContaining("no effect function (postgres.effect.function)");
+        SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered());
+        assertThat(db.config("ledger")).as("drained: the effect can go").isNotNull();
+    }
+
+    @Test
+    void theBacklogGaugesShowQueuedEffectsAndTheirAge() throws Exception {
+        PostgresSinkConfig config = db.config(sink());
+        committed(config, payment("p1", "a1", "a2", 10));
+        Map<String, Gauge<?>> gauges = new ConcurrentHashMap<>();
+        PostgresSinkMetrics metrics = PostgresSinkMetrics.register(new UnregisteredMetricsGroup() {
+            @Override
+            public <T, G extends Gauge<T>> G gauge(String name, G gauge) {
+                gauges.put(name, gauge);
+                return gauge;
+            }
+        });
+        try (Connection teller = db.database.connect(); Statement statement = teller.createStatement()) {
+            teller.setAutoCommit(false);
+            statement.execute("SELECT * FROM ledger.accounts WHERE id = 'a2' FOR UPDATE");
+            Thread.sleep(1_100);
+            try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, metrics)) {
+                Eventually.await("the gauges show the waiting effect", PATIENCE, Duration.ofMillis(20),
+                        () -> Long.valueOf(1).equals(gauges.get("effectsQueued").getValue()));
+                assertThat((Long) gauges.get("oldestQueuedEffectSeconds").getValue()).isGreaterThanOrEqualTo(1L);
+                teller.rollback();
+                awaitDrained();
+            }
+        }
+    }
+
+    @Test
+    void aMissingPrivilegeInsideTheFunctionNamesTheFunctionAndTheFix() {
+        String explained = EffectFailures.explain(new SQLException("ERROR: permission denied for table accounts",
+                "42501"), "ledger.apply_payment", "onceflow_job");
+        assertThat(explained).contains("the role 'onceflow_job' lacks a privilege that ledger.apply_payment needs")
+                .contains("permission denied for table accounts").contains("GRANT it to 'onceflow_job'");
+        assertThat(EffectFailures.isAboutTheMessage(new SQLException("canceling statement", "57014"))).isFalse();
+        assertThat(EffectFailures.isAboutTheMessage(new SQLException("raise", "P0001"))).isTrue();
+    }
+
+    private void committed(PostgresSinkConfig config, Event... events) throws Exception {
+        PostgresCommittable committable;
+        try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
+            committable = checkpoint(writer, 1, events);
+        }
+        commit(config, committable);
+    }
+
+    private void awaitDrained() throws Exception {
+        Eventually.await("every queued effect is applied", PATIENCE, Duration.ofMillis(50),
+                () -> db.queuedEffects() == 0);
+    }
+
+    /** Cancels (or terminates) the effect workers' statements that are running now; returns how many. */
+    private int cancelActiveEffects(String how) throws SQLException {
+        int[] cancelled = {0};
+        db.query("SELECT " + how + "(pid) FROM pg_stat_activity WHERE application_name LIKE 'onceflow-ledger-effects-%'"
+                + " AND state = 'active' AND query LIKE '%slow_payment%'", row -> cancelled[0]++);
+        return cancelled[0];
+    }
+
+    private Map<String, String> statuses() throws SQLException {
+        Map<String, String> statuses = new HashMap<>();
+        db.query("SELECT id, result->>'status' FROM " + SinkDatabase.TABLE,
+                row -> statuses.put(row.getString(1), row.getString(2)));
+        return statuses;
+    }
+
+    private long total() throws SQLException {
+        long[] total = {0};
+        db.query("SELECT sum(balance) FROM ledger.accounts", row -> total[0] = row.getBigDecimal(1).longValueExact());
+        return total[0];
+    }
+
+    private long balance(String account) throws SQLException {
+        long[] balance = {0};
+        db.query("SELECT balance FROM ledger.accounts WHERE id = '" + account + "'",
+                row -> balance[0] = row.getBigDecimal(1).longValueExact());
+        return balance[0];
+    }
+}
