@@ -4,6 +4,7 @@ import static io.onceflow.config.ConfigException.problem;
 
 import io.onceflow.config.PostgresSettings;
 import io.onceflow.sink.postgres.EffectFunction;
+import io.onceflow.sink.postgres.internal.schema.PendingEffectsTable;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -24,6 +25,7 @@ final class PostgresPreflight {
     private static final List<String> UPSERT_PRIVILEGES = List.of("SELECT", "INSERT", "UPDATE");
     /** Appended to and read (the commit log, the runs). */
     private static final List<String> APPEND_PRIVILEGES = List.of("SELECT", "INSERT");
+    private static final List<String> QUEUE_PRIVILEGES = List.of("SELECT", "INSERT", "UPDATE", "DELETE");
 
     private final PostgresSettings settings;
     private final Preflight.Purpose purpose;
@@ -47,9 +49,17 @@ final class PostgresPreflight {
                 checkTable(connection, "postgres.commit.log.table", settings.commitLogTable(), APPEND_PRIVILEGES);
                 checkTable(connection, "postgres.runs.table", settings.runsTable(), APPEND_PRIVILEGES);
                 checkTable(connection, "postgres.writers.table", settings.writersTable(), UPSERT_PRIVILEGES);
+                // the effect queue, named after the events table: filled by the writers, emptied by the workers
+                checkTable(connection, "postgres.table", new PendingEffectsTable(settings.table()).name(),
+                        QUEUE_PRIVILEGES);
                 if (settings.effectFunction().isPresent()) {
                     EffectFunction.problem(connection, settings.effectFunction().get())
                             .ifPresent(problem -> problems.add("postgres.effect.function: at " + server + ", " + problem));
+                }
+                String keys = settings.tables().effectKeys();
+                if (keys != null) {
+                    EffectFunction.keysProblem(connection, keys)
+                            .ifPresent(problem -> problems.add("postgres.effect.keys: at " + server + ", " + problem));
                 }
             } else {
                 checkTable(connection, "postgres.table", settings.table(), List.of("SELECT"));

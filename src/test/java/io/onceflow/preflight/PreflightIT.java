@@ -102,7 +102,8 @@ class PreflightIT {
                 cannotCreate("postgres.rejects.table", "onceflow_rejects", reader, "SELECT, INSERT, UPDATE"),
                 cannotCreate("postgres.commit.log.table", "onceflow_commit_log", reader, "SELECT, INSERT"),
                 cannotCreate("postgres.runs.table", "onceflow_runs", reader, "SELECT, INSERT"),
-                cannotCreate("postgres.writers.table", "onceflow_writers", reader, "SELECT, INSERT, UPDATE"));
+                cannotCreate("postgres.writers.table", "onceflow_writers", reader, "SELECT, INSERT, UPDATE"),
+                cannotCreate("postgres.table", "onceflow_events_effect_queue", reader, "SELECT, INSERT, UPDATE, DELETE"));
         assertThat(problems(Preflight.Purpose.AUDIT)).as("the audit only reads the event table").isEmpty();
     }
 
@@ -121,6 +122,7 @@ class PreflightIT {
             sql.execute("GRANT SELECT, INSERT, UPDATE ON onceflow_events, onceflow_commit_log, onceflow_runs,"
                     + " onceflow_writers TO " + writer);
             sql.execute("GRANT SELECT ON onceflow_rejects TO " + writer);
+            sql.execute("GRANT SELECT, INSERT, UPDATE, DELETE ON onceflow_events_effect_queue TO " + writer);
         }
         settings.put("postgres.user", writer);
         settings.put("postgres.password", "");

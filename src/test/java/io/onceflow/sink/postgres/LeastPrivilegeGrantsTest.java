@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.onceflow.api.Event;
 import io.onceflow.sink.postgres.RecordingCommitRequest.Outcome;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
 import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
 import io.onceflow.testing.DocumentedGrants;
@@ -33,6 +34,7 @@ class LeastPrivilegeGrantsTest {
                 SinkDatabase.event("a"), SinkDatabase.event("b"), refused("c"));
         List<RecordingCommitRequest> requests = PostgresTwoPhaseCommitTest.commit(config, committable);
         writer.close();
+        SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered()); // as the job's role
 
         assertThat(requests).extracting(request -> request.outcome).containsExactly(Outcome.COMMITTED);
         assertThat(db.deliveriesById()).containsOnlyKeys("a", "b");

@@ -82,8 +82,13 @@ class PostgresSinkBuilderTest {
     void identifierPartsAreLimitedTo63Characters() {
         String longest = "t".repeat(63);
 
-        assertThat(valid().setTable(longest + "." + longest).build().config().tables().events()).hasSize(127);
-        assertThatThrownBy(() -> valid().setTable(longest + "t").build()).hasMessageContaining("62");
+        assertThat(valid().setRejectsTable(longest + "." + longest).build().config().tables().rejects()).hasSize(127);
+        assertThatThrownBy(() -> valid().setRejectsTable(longest + "t").build()).hasMessageContaining("62");
+        String longestEvents = "e".repeat(63 - "_effect_queue".length());
+        assertThat(valid().setTable(longest + "." + longestEvents).build().config().tables().events()).hasSize(114);
+        assertThatThrownBy(() -> valid().setTable(longestEvents + "e").build())
+                .hasMessageContaining("its effect queue " + longestEvents + "e_effect_queue must fit PostgreSQL's 63"
+                        + " characters; use at most 50");
     }
 
     @Test

@@ -40,9 +40,8 @@ class RetentionTest {
         }
         age("UPDATE " + SinkDatabase.TABLE + " SET first_processed_at = now() - interval '15 days'"
                 + " WHERE id <> 'recent'");
-        // as the sink leaves a row whose effect the committer has not called yet
-        db.execute("UPDATE " + SinkDatabase.TABLE + " SET effect_transaction = 'onceflow:job:e1:s0:c1', result = NULL"
-                + " WHERE id = 'pending'");
+        // as the sink leaves a row whose effect no worker has applied yet
+        db.execute("INSERT INTO " + SinkDatabase.TABLE + "_effect_queue (id) VALUES ('pending')");
 
         Purged purged = retention.purge(KEEP, BATCH_SIZE);
 

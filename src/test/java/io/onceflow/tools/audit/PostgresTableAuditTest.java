@@ -70,6 +70,7 @@ class PostgresTableAuditTest {
                 + " ('before-effects', '{}', NULL)");
         execute("INSERT INTO onceflow_events (id, payload, effect_transaction) VALUES"
                 + " ('not-run', '{}', 'onceflow:p:e1:s0:c1')");
+        execute("INSERT INTO onceflow_events_effect_queue (id) VALUES ('not-run')");
     }
 
     private static PostgresSchema schema() {
