@@ -67,7 +67,10 @@ public final class PipelineScenario {
      */
     public PipelineScenario withPostgres(TestPostgres.TestDatabase database) {
         this.database = database;
-        settings.put("postgres.table", name.replace('-', '_') + "_events");
+        String base = name.replace('-', '_');
+        // the effect queue's name adds 13 characters to the table's: stay within PostgreSQL's 63
+        settings.put("postgres.table", (base.length() > 43 ? base.substring(0, 34) + base.substring(base.length() - 9)
+                : base) + "_events");
         // unique per scenario (the name ends with a random part) and within the 40 characters allowed
         settings.put("postgres.sink.prefix", "s_" + name.substring(name.length() - 8));
         settings.put("postgres.url", database.jdbcUrl());

@@ -44,6 +44,8 @@ public final class EffectWorker implements AutoCloseable {
     static final Duration MIN_BACKOFF = Duration.ofMillis(100);
     static final Duration MAX_BACKOFF = Duration.ofSeconds(30);
     static final Duration BACKLOG_REFRESH = Duration.ofSeconds(5);
+    /** Longest a worker whose input ended keeps applying the queue before it stops. */
+    static final Duration FINAL_DRAIN_LIMIT = Duration.ofMinutes(10);
     private static final Set<String> CONTENTION = Set.of("57014", "55P03", "40P01", "40001");
 
     private final PostgresSinkConfig config;
@@ -55,6 +57,8 @@ public final class EffectWorker implements AutoCloseable {
     private final PostgresSinkMetrics metrics;
     private final Thread thread;
     private volatile boolean running = true;
+    /** When a worker told that the input ended ({@link #closeAfterDraining}) stops at the latest; 0 otherwise. */
+    private volatile long drainDeadline;
     private volatile long queued;
     private volatile long oldestQueuedSeconds;
     private volatile Connection connection;
@@ -100,10 +104,13 @@ public final class EffectWorker implements AutoCloseable {
             try {
                 Connection session = connection();
                 int taken = batch.run(session, limit);
-                refreshBacklog(session, false);
+                refreshBacklog(session, taken == 0 && drainDeadline != 0);
                 backoffMs = 0;
                 limit = Math.min(maxBatch, limit * 2);
                 if (taken == 0) {
+                    if (drainDeadline != 0 && (queued == 0 || System.nanoTime() - drainDeadline > 0)) {
+                        return;
+                    }
                     awaitWork(session);
                 }
             } catch (SQLException e) {
@@ -190,6 +197,26 @@ public final class EffectWorker implements AutoCloseable {
             }
             connection = null;
         }
+    }
+
+    /**
+     * At the end of a bounded input: applies what is queued (including other workers' leftovers,
+     * once free) before stopping, so that a bounded run ends with its effects applied; a streaming
+     * job's workers never stop for this. Bounded by {@link #FINAL_DRAIN_LIMIT}; what is left stays
+     * queued for the next start. A cancelled task (Flink interrupts its thread) stops waiting.
+     */
+    public void closeAfterDraining() {
+        drainDeadline = System.nanoTime() + FINAL_DRAIN_LIMIT.toNanos();
+        try {
+            thread.join(FINAL_DRAIN_LIMIT.toMillis());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        if (queued > 0) {
+            LOG.warn("{} of sink {} stops with {} effects still queued; the next start of the job applies them", name,
+                    config.sinkPrefix(), queued);
+        }
+        close();
     }
 
     /**

@@ -27,6 +27,8 @@ public final class PostgresAtLeastOnceWriter implements SinkWriter<Event> {
     private final BackgroundUpserts upserts;
     /** Null without an effect function. */
     private final EffectWorker effects;
+    /** A bounded input ended: the effect worker applies the queue before the task finishes. */
+    private boolean inputEnded;
 
     public PostgresAtLeastOnceWriter(PostgresSinkConfig config, int subtaskIndex, PostgresSinkMetrics metrics) throws IOException {
         try {
@@ -54,13 +56,16 @@ public final class PostgresAtLeastOnceWriter implements SinkWriter<Event> {
     /** Called by Flink before every checkpoint barrier and at end of input: all rows so far are written. */
     @Override
     public void flush(boolean endOfInput) throws IOException {
+        inputEnded |= endOfInput;
         upserts.flush();
     }
 
     @Override
     public void close() throws SQLException {
         try {
-            if (effects != null) {
+            if (effects != null && inputEnded) {
+                effects.closeAfterDraining();
+            } else if (effects != null) {
                 effects.close();
             }
             upserts.close();

@@ -85,6 +85,8 @@ public final class PostgresExactlyOnceWriter
     private final BackgroundUpserts upserts;
     /** Null without an effect function. */
     private final EffectWorker effects;
+    /** A bounded input ended: the effect worker applies the queue before the task finishes. */
+    private boolean inputEnded;
     private final PostgresSinkMetrics metrics;
     private long nextCheckpointId;
     /** Events written into the open transaction since the last prepare. */
@@ -180,6 +182,7 @@ public final class PostgresExactlyOnceWriter
     @Override
     public void flush(boolean endOfInput) throws IOException {
         // At end of input Flink calls prepareCommit() next, for the final checkpoint.
+        inputEnded |= endOfInput;
         upserts.flush();
     }
 
@@ -253,7 +256,9 @@ public final class PostgresExactlyOnceWriter
     @Override
     public void close() throws SQLException {
         try {
-            if (effects != null) {
+            if (effects != null && inputEnded) {
+                effects.closeAfterDraining();
+            } else if (effects != null) {
                 effects.close();
             }
             fence.close();
