@@ -16,8 +16,9 @@ import org.junit.jupiter.api.Test;
 /**
  * The ledger's rules, each on accounts opened small enough for it to matter, through the whole job
  * (onceflow's test kit: real broker, real PostgreSQL, MiniCluster): insufficient funds, order (two
- * payments on one account whose sum exceeds its balance: the first in source order applies, the
- * second is rejected), transfers (applied, short of funds, to an unknown account, to itself), exact
+ * payments on one account whose sum exceeds its balance, in one partition: the first in source order
+ * applies, the second is rejected; at parallelism 1, as onceflow spreads messages over subtasks by
+ * id and orders effects only within one), transfers (applied, short of funds, to an unknown account, to itself), exact
  * money (more than two decimals is rejected, never rounded), and the currency checked by the
  * database against the account's own, after {@link PaymentScreening} let a rouble payment through.
  * Rejections change nothing, and the journal matches the balances.
@@ -49,6 +50,7 @@ class LedgerRulesTest {
         Outcomes outcomes = OnceflowTestKit.start().job(new PaymentScreening())
                 .withSql(LedgerChecks.resource("db/ledger.sql"), ACCOUNTS)
                 .withEffect("ledger.apply_payment")
+                .with("parallelism", "1")
                 .run(records);
 
         outcomes.assertExactlyOnce();
