@@ -1,6 +1,7 @@
 -- The payments ledger of the payments-ledger example (and of onceflow's demo and tests): accounts with
--- balances, and the effect function that onceflow's PostgreSQL sink calls once per new message id
--- (postgres.effect.function = ledger.apply_payment). Safe to run again.
+-- balances, a double-entry journal, and the effect function that onceflow's PostgreSQL sink calls once
+-- per new message id (postgres.effect.function = ledger.apply_payment). Run it as the role that owns
+-- the ledger (not the job's role: db/grants.sql gives that one what it needs). Safe to run again.
 --
 -- The function's contract (docs/effects.md):
 --   * deterministic in (message_id, payload) and the database state; no side effects outside the
@@ -10,42 +11,134 @@
 --   * anything else it returns means applied; an error it raises on a row (RAISE, a bad cast, a
 --     CHECK) marks that message failed with the error text, and the rest of the batch goes on;
 --     a transient error (lock timeout, serialization failure, deadlock) is retried.
+--
+-- Messages (the amount as a JSON number or string, at most two decimals, never rounded):
+--   {"type": "payment", "user_id": 42, "amount": 12.34, "currency": "RUB"}
+--       money leaves account 42 for the outside world (account 0, below);
+--   {"type": "transfer", "transfer_from": 42, "transfer_to": 7, "amount": "12.34", "currency": "RUB"}
+--       money moves from account 42 to account 7.
+-- Anything else (an order, say) is not the ledger's business: applied, with no change.
 CREATE SCHEMA IF NOT EXISTS ledger;
 
 CREATE TABLE IF NOT EXISTS ledger.accounts (
-    id bigint PRIMARY KEY,
+    id bigint PRIMARY KEY CHECK (id > 0),
     opening_balance numeric(18, 2) NOT NULL,
-    balance numeric(18, 2) NOT NULL CHECK (balance >= 0)
+    balance numeric(18, 2) NOT NULL CHECK (balance >= 0),
+    currency char(3) NOT NULL DEFAULT 'RUB'
 );
 
--- A payment debits its account ("user_id") by its "amount". Orders are not the ledger's business:
--- applied, with no change.
+-- Every applied payment or transfer writes lines whose amounts sum to zero per message id (debits
+-- negative, credits positive), so for each account: opening_balance + sum(its lines) = balance.
+-- Account 0 is the outside world (payments leave the ledger there): it has no row in ledger.accounts
+-- and its balance is only ever derived by a query, so no effect updates one shared row (a row every
+-- payment updated would serialise all effects of all subtasks).
+CREATE TABLE IF NOT EXISTS ledger.journal (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    message_id text NOT NULL,
+    account bigint NOT NULL CHECK (account >= 0),
+    amount numeric(18, 2) NOT NULL CHECK (amount <> 0),
+    currency char(3) NOT NULL
+);
+
+-- An account id as the ledger spells it (a JSON number or string of digits), or NULL: a malformed id
+-- is rejected as a result rather than failing the message with a cast error.
+CREATE OR REPLACE FUNCTION ledger.account_id(value jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN jsonb_typeof(value) IN ('number', 'string') AND value #>> '{}' ~ '^[0-9]{1,18}$'
+        THEN (value #>> '{}')::bigint END
+$$;
+
+-- The accounts a message's effect touches, as text: one for a payment, two for a transfer, none for
+-- anything else. For postgres.effect.keys, whose locks keep two transfers A->B and B->A from deadlocking.
+CREATE OR REPLACE FUNCTION ledger.payment_accounts(message_id text, payload jsonb) RETURNS text[]
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(array_agg(DISTINCT account::text), '{}') FROM unnest(CASE payload->>'type'
+        WHEN 'payment' THEN ARRAY[ledger.account_id(payload->'user_id')]
+        WHEN 'transfer' THEN ARRAY[ledger.account_id(payload->'transfer_from'), ledger.account_id(payload->'transfer_to')]
+    END) account WHERE account IS NOT NULL
+$$;
+
+-- SECURITY DEFINER: the job's role may change balances only through these rules (db/grants.sql grants
+-- it EXECUTE, nothing on the tables); the fixed search_path keeps a caller's objects out of it.
 CREATE OR REPLACE FUNCTION ledger.apply_payment(message_id text, payload jsonb) RETURNS jsonb
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    account bigint;
-    amount numeric(18, 2);
-    new_balance numeric(18, 2);
+    kind text := payload->>'type';
+    amount_text text := payload->'amount' #>> '{}';
+    money numeric(18, 2);
+    money_currency text := payload->>'currency';
+    debited bigint;
+    credited bigint;
+    source ledger.accounts;
+    target ledger.accounts;
 BEGIN
-    IF payload->>'type' IS DISTINCT FROM 'payment' THEN
+    IF kind IS DISTINCT FROM 'payment' AND kind IS DISTINCT FROM 'transfer' THEN
         RETURN jsonb_build_object('status', 'applied', 'change', 'none');
     END IF;
-    account := (payload->>'user_id')::bigint;
-    amount := (payload->>'amount')::numeric(18, 2);
-    IF amount IS NULL OR amount <= 0 THEN
+    -- exact money: digits with an optional fraction (at most 16 before the point: numeric(18, 2)), no
+    -- sign, no exponent, and more than two decimals is rejected, never rounded (10.005 is not 10.01)
+    IF amount_text IS NULL OR jsonb_typeof(payload->'amount') NOT IN ('number', 'string')
+            OR amount_text !~ '^[0-9]{1,16}(\.[0-9]+)?$' THEN
         RETURN jsonb_build_object('status', 'rejected', 'reason', 'invalid amount');
     END IF;
-    UPDATE ledger.accounts SET balance = balance - amount
-        WHERE id = account AND balance >= amount
-        RETURNING balance INTO new_balance;
-    IF FOUND THEN
-        RETURN jsonb_build_object('status', 'applied', 'account', account, 'amount', amount, 'balance', new_balance);
+    IF amount_text::numeric <> round(amount_text::numeric, 2) THEN
+        RETURN jsonb_build_object('status', 'rejected', 'reason', 'amount has more than two decimals',
+            'amount', amount_text);
     END IF;
-    IF EXISTS (SELECT 1 FROM ledger.accounts WHERE id = account) THEN
-        RETURN jsonb_build_object('status', 'rejected', 'reason', 'insufficient funds', 'account', account,
-            'amount', amount);
+    money := amount_text::numeric;
+    IF money = 0 THEN
+        RETURN jsonb_build_object('status', 'rejected', 'reason', 'invalid amount');
     END IF;
-    RETURN jsonb_build_object('status', 'rejected', 'reason', 'unknown account', 'account', account,
-        'amount', amount);
+    IF kind = 'payment' THEN
+        debited := ledger.account_id(payload->'user_id');
+    ELSE
+        debited := ledger.account_id(payload->'transfer_from');
+        credited := ledger.account_id(payload->'transfer_to');
+        IF credited IS NULL THEN
+            RETURN jsonb_build_object('status', 'rejected', 'reason', 'invalid account');
+        END IF;
+        IF credited = debited THEN
+            RETURN jsonb_build_object('status', 'rejected', 'reason', 'same account', 'account', debited);
+        END IF;
+    END IF;
+    IF debited IS NULL THEN
+        RETURN jsonb_build_object('status', 'rejected', 'reason', 'invalid account');
+    END IF;
+    -- both rows locked in id order, so two transfers in opposite directions cannot deadlock even
+    -- without postgres.effect.keys
+    PERFORM FROM ledger.accounts a WHERE a.id IN (debited, credited) ORDER BY a.id FOR UPDATE;
+    SELECT * INTO source FROM ledger.accounts a WHERE a.id = debited;
+    IF source.id IS NULL THEN
+        RETURN jsonb_build_object('status', 'rejected', 'reason', 'unknown account', 'account', debited,
+            'amount', money);
+    END IF;
+    IF credited IS NOT NULL THEN
+        SELECT * INTO target FROM ledger.accounts a WHERE a.id = credited;
+        IF target.id IS NULL THEN
+            RETURN jsonb_build_object('status', 'rejected', 'reason', 'unknown account', 'account', credited,
+                'amount', money);
+        END IF;
+    END IF;
+    IF money_currency IS DISTINCT FROM source.currency OR money_currency IS DISTINCT FROM coalesce(target.currency, source.currency) THEN
+        RETURN jsonb_build_object('status', 'rejected', 'reason', 'currency not kept by the account',
+            'currency', money_currency, 'amount', money);
+    END IF;
+    IF source.balance < money THEN
+        RETURN jsonb_build_object('status', 'rejected', 'reason', 'insufficient funds', 'account', debited,
+            'amount', money);
+    END IF;
+    UPDATE ledger.accounts a SET balance = a.balance - money WHERE a.id = debited;
+    IF credited IS NOT NULL THEN
+        UPDATE ledger.accounts a SET balance = a.balance + money WHERE a.id = credited;
+    END IF;
+    INSERT INTO ledger.journal (message_id, account, amount, currency)
+        VALUES (apply_payment.message_id, debited, -money, money_currency),
+               (apply_payment.message_id, coalesce(credited, 0), money, money_currency);
+    IF kind = 'payment' THEN
+        RETURN jsonb_build_object('status', 'applied', 'account', debited, 'amount', money,
+            'balance', source.balance - money);
+    END IF;
+    RETURN jsonb_build_object('status', 'applied', 'transfer_from', debited, 'transfer_to', credited,
+        'amount', money, 'balance_from', source.balance - money, 'balance_to', target.balance + money);
 END
 $$;

@@ -68,8 +68,8 @@ enum ConfigKey {
             "processor.class",
             Presence.OPTIONAL,
             "Your business logic: a class implementing io.onceflow.api.EventProcessor with a public"
-                    + " no-argument constructor, in the job jar or Flink's lib/; default: events pass"
-                    + " unchanged."),
+                    + " no-argument constructor, packed in the job jar (a class in Flink's lib/ cannot see"
+                    + " onceflow's classes in the job jar); default: events pass unchanged."),
     PROCESSOR_MAX_ATTEMPTS(
             "processor.max.attempts",
             "3",

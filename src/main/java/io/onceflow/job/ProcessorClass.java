@@ -40,8 +40,8 @@ public final class ProcessorClass {
             } catch (ClassNotFoundException e) {
                 throw new InvalidValueException(
                         "class '" + name + "' is not on the job's classpath",
-                        "Fix the name (a nested class is written package.Outer$Inner), or put the jar"
-                                + " that holds it into the job jar or Flink's lib/ directory.");
+                        "Fix the name (a nested class is written package.Outer$Inner), or pack the class"
+                                + " into the job jar (in Flink's lib/ directory it cannot see onceflow's classes).");
             } catch (LinkageError e) {
                 throw new InvalidValueException(
                         "class '" + name + "' cannot be loaded (" + e + ")",

@@ -16,8 +16,8 @@ import org.junit.jupiter.api.Test;
 class TestKitSetupTest {
     private static final Path EXAMPLE_POM = Path.of("examples/payments-ledger/pom.xml");
     private static final Path DOC = Path.of("docs/testing-your-processor.md");
-    private static final List<String> SHARED_VERSIONS = List.of("flink.version", "kafka.version", "log4j.version",
-            "junit.version", "assertj.version", "zonky.version", "zonky.binaries.version");
+    private static final List<String> SHARED_VERSIONS = List.of("flink.version", "kafka.version", "jackson.version",
+            "log4j.version", "junit.version", "assertj.version", "zonky.version", "zonky.binaries.version");
 
     @Test
     void theExampleUsesTheBuildsVersionsTheKitAndNoJvmFlags() throws Exception {

@@ -59,8 +59,8 @@ class ProcessorClassTest {
         return Stream.of(
                 Arguments.of("com.example.NoSuchProcessor",
                         "processor.class: class 'com.example.NoSuchProcessor' is not on the job's classpath. Fix the"
-                                + " name (a nested class is written package.Outer$Inner), or put the jar that holds it"
-                                + " into the job jar or Flink's lib/ directory."),
+                                + " name (a nested class is written package.Outer$Inner), or pack the class into the job"
+                                + " jar (in Flink's lib/ directory it cannot see onceflow's classes)."),
                 Arguments.of("java.lang.String",
                         "processor.class: 'java.lang.String' does not implement java.lang.Runnable. Name a class that"
                                 + " implements java.lang.Runnable."),

@@ -29,7 +29,9 @@ import org.apache.kafka.common.header.Header;
  * The payments ledger of the demo and the tests: the example project's schema and effect function
  * ({@value #SQL_FILE}, the one file users copy), accounts to open, and the audit that the effect
  * happened exactly once per message id: every account's balance equals its opening balance less the
- * payments the inbox (the event table) records as applied, to the cent.
+ * payments (and plus or less the transfers) the inbox (the event table) records as applied, to the
+ * cent, and the double-entry journal agrees: each applied message's lines sum to zero, only applied
+ * messages have lines, and each account's opening balance plus its lines is its balance.
  *
  * <p>Accounts are opened for the generator's user ids 1..{@code accounts}, except every
  * {@value #UNKNOWN_EVERY}th (payments to them are rejected as "unknown account"); every
@@ -173,7 +175,7 @@ public final class Ledger {
             }
             try (ResultSet outcomes = statement.executeQuery("SELECT coalesce(result->>'status', 'pending'),"
                     + " coalesce(result->>'reason', ''), count(*), coalesce(sum(CASE WHEN result->>'status' = 'applied'"
-                    + " THEN (payload->>'amount')::numeric(18, 2) END), 0)"
+                    + " THEN (payload->>'amount')::numeric END), 0)"
                     + " FROM " + eventsTable + " WHERE payload->>'type' = 'payment' GROUP BY 1, 2")) {
                 while (outcomes.next()) {
                     String outcome = outcomes.getString(1) + (outcomes.getString(2).isEmpty() ? "" : ": " + outcomes.getString(2));
@@ -186,16 +188,33 @@ public final class Ledger {
                 pending.next();
                 report.pendingOrFailedEffects = pending.getLong(1);
             }
-            collect(statement, report.balanceMismatches, "WITH applied AS (SELECT (payload->>'user_id')::bigint AS account,"
-                    + " sum((payload->>'amount')::numeric(18, 2)) AS debited FROM " + eventsTable
-                    + " WHERE payload->>'type' = 'payment' AND result->>'status' = 'applied' GROUP BY 1)"
+            // what the payloads of the applied messages say moved, independent of the journal
+            collect(statement, report.balanceMismatches, "WITH moves AS ("
+                    + " SELECT account, CASE WHEN side = 'to' THEN 1 ELSE -1 END * (payload->>'amount')::numeric AS amount"
+                    + " FROM " + eventsTable + ", LATERAL (VALUES ('user_id', 'from', 'payment'),"
+                    + " ('transfer_from', 'from', 'transfer'), ('transfer_to', 'to', 'transfer')) AS m(field, side, kind),"
+                    + " LATERAL (SELECT ledger.account_id(payload->field) AS account) a"
+                    + " WHERE payload->>'type' = kind AND result->>'status' = 'applied'),"
+                    + " applied AS (SELECT account, sum(amount) AS moved FROM moves GROUP BY 1)"
                     + " SELECT 'account ' || a.id || ': balance ' || a.balance || ', expected ' || (a.opening_balance"
-                    + " - coalesce(p.debited, 0)) FROM ledger.accounts a LEFT JOIN applied p ON p.account = a.id"
-                    + " WHERE a.balance <> a.opening_balance - coalesce(p.debited, 0) ORDER BY a.id LIMIT 20");
+                    + " + coalesce(p.moved, 0)) FROM ledger.accounts a LEFT JOIN applied p ON p.account = a.id"
+                    + " WHERE a.balance <> a.opening_balance + coalesce(p.moved, 0) ORDER BY a.id LIMIT 20");
             collect(statement, report.inconsistentResults, "SELECT e.id || ': ' || e.result FROM " + eventsTable + " e"
                     + " LEFT JOIN ledger.accounts a ON a.id = (e.payload->>'user_id')::bigint"
                     + " WHERE e.payload->>'type' = 'payment' AND ((e.result->>'status' = 'applied' AND a.id IS NULL)"
                     + " OR (e.result->>'reason' = 'unknown account') <> (a.id IS NULL)) ORDER BY e.id LIMIT 20");
+            collect(statement, report.journalMismatches, "WITH lines AS (SELECT account, sum(amount) AS moved"
+                    + " FROM ledger.journal GROUP BY 1)"
+                    + " SELECT 'account ' || a.id || ': balance ' || a.balance || ', opening + journal '"
+                    + " || (a.opening_balance + coalesce(l.moved, 0)) FROM ledger.accounts a LEFT JOIN lines l"
+                    + " ON l.account = a.id WHERE a.balance <> a.opening_balance + coalesce(l.moved, 0)"
+                    + " UNION ALL SELECT 'message ' || message_id || ': lines sum to ' || sum(amount)"
+                    + " FROM ledger.journal GROUP BY message_id HAVING sum(amount) <> 0"
+                    + " UNION ALL SELECT 'message ' || coalesce(e.id, j.message_id) || ': ' || CASE WHEN e.id IS NULL"
+                    + " THEN 'journal lines but no applied payment or transfer' ELSE 'applied without journal lines' END"
+                    + " FROM (SELECT id FROM " + eventsTable + " WHERE payload->>'type' IN ('payment', 'transfer')"
+                    + " AND result->>'status' = 'applied') e FULL JOIN (SELECT DISTINCT message_id FROM ledger.journal) j"
+                    + " ON j.message_id = e.id WHERE e.id IS NULL OR j.message_id IS NULL LIMIT 20");
         }
         return report;
     }
@@ -208,7 +227,7 @@ public final class Ledger {
         }
     }
 
-    /** What {@link #audit} found. Clean when no balance, result or effect is off. */
+    /** What {@link #audit} found. Clean when no balance, result, journal line or effect is off. */
     public static final class Report {
         public long accounts;
         public BigDecimal openingTotal = BigDecimal.ZERO;
@@ -219,9 +238,11 @@ public final class Ledger {
         /** At most 20 examples each. */
         public final List<String> balanceMismatches = new ArrayList<>();
         public final List<String> inconsistentResults = new ArrayList<>();
+        public final List<String> journalMismatches = new ArrayList<>();
 
         public boolean clean() {
-            return balanceMismatches.isEmpty() && inconsistentResults.isEmpty() && pendingOrFailedEffects == 0
+            return balanceMismatches.isEmpty() && inconsistentResults.isEmpty() && journalMismatches.isEmpty()
+                    && pendingOrFailedEffects == 0
                     && openingTotal.subtract(appliedTotal).compareTo(balanceTotal) == 0;
         }
 
@@ -232,6 +253,7 @@ public final class Ledger {
                     + paymentsByOutcome + "; pending or failed effects " + pendingOrFailedEffects
                     + (balanceMismatches.isEmpty() ? "" : "; BALANCES OFF " + balanceMismatches)
                     + (inconsistentResults.isEmpty() ? "" : "; RESULTS OFF " + inconsistentResults)
+                    + (journalMismatches.isEmpty() ? "" : "; JOURNAL OFF " + journalMismatches)
                     + (clean() ? "; clean" : "; NOT CLEAN");
         }
     }

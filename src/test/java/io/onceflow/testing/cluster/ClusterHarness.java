@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.onceflow.testing.TestPostgres;
 import java.io.File;
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.Writer;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -29,16 +30,44 @@ public final class ClusterHarness implements AutoCloseable {
     /** Where {@code mvn package} puts the job jar, relative to the project directory (failsafe's working directory). */
     private static final Path TARGET = Path.of("target");
     private static final Path PROJECT_FLINK_CONF = Path.of("flink-conf");
+    /** The same files in the test jar (the pom copies them there), for a project built on onceflow. */
+    private static final String BUNDLED_FLINK_CONF = "flink-conf/";
+    private static final List<String> FLINK_CONF_FILES =
+            List.of("config.yaml", "log4j.properties", "log4j-cli.properties", "log4j-console.properties");
 
     private final Path directory;
+    private final Path flinkConf;
     private final Thread cleanupOnExit = new Thread(this::cleanUp, "cluster-harness-cleanup");
     private final List<AutoCloseable> services = new ArrayList<>();
     private KafkaBrokerProcess kafka;
     private TestPostgres postgres;
     private FlinkStandaloneCluster flink;
 
-    private ClusterHarness(Path directory) {
+    private ClusterHarness(Path directory) throws IOException {
         this.directory = directory;
+        this.flinkConf = flinkConfiguration(directory);
+    }
+
+    /**
+     * The project's {@code flink-conf/} when the test runs in onceflow's own directory; otherwise (a
+     * project built on onceflow, such as examples/payments-ledger) the copy in onceflow's test jar,
+     * written to {@code directory}.
+     */
+    private static Path flinkConfiguration(Path directory) throws IOException {
+        if (Files.isDirectory(PROJECT_FLINK_CONF)) {
+            return PROJECT_FLINK_CONF;
+        }
+        Path copy = Files.createDirectories(directory.resolve("bundled-flink-conf"));
+        for (String file : FLINK_CONF_FILES) {
+            try (InputStream in = ClusterHarness.class.getResourceAsStream(BUNDLED_FLINK_CONF + file)) {
+                if (in == null) {
+                    throw new IllegalStateException("neither " + PROJECT_FLINK_CONF.toAbsolutePath() + " nor "
+                            + BUNDLED_FLINK_CONF + file + " in onceflow's test jar");
+                }
+                Files.copy(in, copy.resolve(file));
+            }
+        }
+        return copy;
     }
 
     /** Starts Kafka, PostgreSQL and a Flink cluster of one JobManager and {@code taskManagers} TaskManagers. */
@@ -46,7 +75,7 @@ public final class ClusterHarness implements AutoCloseable {
         ClusterHarness harness = startServices();
         try {
             harness.flink = harness.register(FlinkStandaloneCluster.start(harness.directory.resolve("flink"),
-                    PROJECT_FLINK_CONF, taskManagers, slotsPerTaskManager));
+                    harness.flinkConf, taskManagers, slotsPerTaskManager));
             return harness;
         } catch (RuntimeException | Error e) {
             harness.close();
@@ -63,7 +92,7 @@ public final class ClusterHarness implements AutoCloseable {
         Runtime.getRuntime().addShutdownHook(harness.cleanupOnExit);
         try {
             harness.kafka = harness.register(KafkaBrokerProcess.start(harness.directory.resolve("kafka"),
-                    PROJECT_FLINK_CONF.resolve("log4j.properties")));
+                    harness.flinkConf.resolve("log4j.properties")));
             harness.postgres = harness.register(TestPostgres.start(harness.directory.resolve("postgres")));
             return harness;
         } catch (RuntimeException | Error e) {
@@ -78,7 +107,7 @@ public final class ClusterHarness implements AutoCloseable {
         if (flink != null) {
             throw new IllegalStateException("the Flink cluster runs already");
         }
-        flink = register(FlinkStandaloneCluster.startApplication(directory.resolve("flink"), PROJECT_FLINK_CONF,
+        flink = register(FlinkStandaloneCluster.startApplication(directory.resolve("flink"), flinkConf,
                 settings, application, taskManagers, slotsPerTaskManager));
         return flink;
     }

@@ -4,9 +4,9 @@ import io.onceflow.api.Onceflow;
 
 /**
  * The team's job: onceflow's configuration, checks and wiring, with {@link PaymentScreening} as
- * its processor. Submit it as onceflow's job jar is submitted ({@code flink run ... --config
- * job.properties}), with {@code postgres.effect.function = ledger.apply_payment} and the ledger's
- * schema ({@code db/ledger.sql}) installed in the database.
+ * its processor. The main class of the shaded jar: {@code flink run -d
+ * target/payments-ledger-<version>-job.jar --config job.properties}, with the ledger's schema
+ * ({@code db/ledger.sql}) and the job role's grants ({@code db/grants.sql}) in the database.
  */
 public final class PaymentsLedgerJob {
     private PaymentsLedgerJob() {}

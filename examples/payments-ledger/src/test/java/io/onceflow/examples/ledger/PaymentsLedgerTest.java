@@ -9,9 +9,8 @@ import com.fasterxml.jackson.databind.json.JsonMapper;
 import io.onceflow.testkit.OnceflowTestKit;
 import io.onceflow.testkit.Outcomes;
 import io.onceflow.testkit.TestRecord;
-import java.io.IOException;
-import java.io.InputStream;
 import java.math.BigDecimal;
+import java.sql.Connection;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -24,12 +23,13 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The example's job, with onceflow's test kit, on a real broker, a real PostgreSQL and a
- * MiniCluster: payments in roubles to open accounts and to one that was never opened, orders,
- * payments in dollars, redeliveries, poison and a record without an id, and a crash of the job
- * mid-run. Each dollar payment is
- * dead-lettered once by {@link PaymentScreening}; every other event is output once and applied once
- * by {@code ledger.apply_payment}, so each balance is its opening balance less that account's unique
- * rouble payments, to the cent.
+ * MiniCluster: payments and transfers in roubles between open accounts and to one that was never
+ * opened, orders, payments in dollars, redeliveries, poison and a record without an id, and a crash
+ * of the job mid-run. Each dollar payment is dead-lettered once by {@link PaymentScreening}; every
+ * other event is output once and applied once by {@code ledger.apply_payment}, so each balance is
+ * its opening balance less that account's unique rouble payments and transfers out, plus its
+ * transfers in, to the cent, and the journal agrees. Every account opens with plenty, so no outcome
+ * depends on the order payments meet ({@link LedgerRulesTest} has the ones that do).
  */
 class PaymentsLedgerTest {
     private static final JsonMapper JSON =
@@ -39,6 +39,8 @@ class PaymentsLedgerTest {
     /** Never opened: payments to it are rejected by the effect function as "unknown account". */
     private static final long UNKNOWN_ACCOUNT = ACCOUNTS + 1;
     private static final int PAYMENTS = 2_500;
+    /** Every fifth of the {@value #PAYMENTS} messages is a transfer between two accounts instead. */
+    private static final int TRANSFER_EVERY = 5;
     private static final int ORDERS = 300;
     private static final int FOREIGN_PAYMENTS = 25;
     private static final int POISON = 20;
@@ -47,7 +49,8 @@ class PaymentsLedgerTest {
     /** Per id, the JSON sent, which is also the output expected. */
     private final Map<String, String> roublePayments = new HashMap<>();
     private final Map<String, String> orders = new HashMap<>();
-    private final Map<Long, BigDecimal> debitedByAccount = new TreeMap<>();
+    /** What the unique rouble payments and transfers move, per account: negative out, positive in. */
+    private final Map<Long, BigDecimal> movedByAccount = new TreeMap<>();
 
     @Test
     void everyPaymentIsAppliedOnceAndForeignCurrenciesAreDeadLettered() throws Exception {
@@ -55,9 +58,18 @@ class PaymentsLedgerTest {
         for (int i = 0; i < PAYMENTS; i++) {
             long account = 1 + random.nextInt(ACCOUNTS + 1);
             BigDecimal amount = BigDecimal.valueOf(1 + random.nextInt(100_000), 2);
-            roublePayments.put("pay-" + i, add("pay-" + i, payment("pay-" + i, account, amount, "RUB")));
-            if (account != UNKNOWN_ACCOUNT) {
-                debitedByAccount.merge(account, amount, BigDecimal::add);
+            if (i % TRANSFER_EVERY == 0) {
+                long to = 1 + (account + random.nextInt(ACCOUNTS - 1)) % ACCOUNTS;
+                roublePayments.put("pay-" + i, add("pay-" + i, transfer("pay-" + i, account, to, amount)));
+                if (account != UNKNOWN_ACCOUNT) {
+                    movedByAccount.merge(account, amount.negate(), BigDecimal::add);
+                    movedByAccount.merge(to, amount, BigDecimal::add);
+                }
+            } else {
+                roublePayments.put("pay-" + i, add("pay-" + i, payment("pay-" + i, account, amount, "RUB")));
+                if (account != UNKNOWN_ACCOUNT) {
+                    movedByAccount.merge(account, amount.negate(), BigDecimal::add);
+                }
             }
         }
         for (int i = 0; i < ORDERS; i++) {
@@ -79,7 +91,7 @@ class PaymentsLedgerTest {
         records.addAll(redeliveries);
 
         Outcomes outcomes = OnceflowTestKit.start().job(new PaymentScreening())
-                .withSql(ledgerSql(), "INSERT INTO ledger.accounts (id, opening_balance, balance)"
+                .withSql(LedgerChecks.resource("db/ledger.sql"), "INSERT INTO ledger.accounts (id, opening_balance, balance)"
                         + " SELECT id, " + OPENING + ", " + OPENING + " FROM generate_series(1, " + ACCOUNTS + ") id")
                 .withEffect("ledger.apply_payment")
                 .failOnceAfter(1_000)
@@ -93,12 +105,12 @@ class PaymentsLedgerTest {
             assertThat(row.deliveries()).as(id).isEqualTo(1);
             JsonNode sent = JSON.readTree(payment.getValue());
             JsonNode result = JSON.readTree(row.result());
-            if (sent.get("user_id").asLong() == UNKNOWN_ACCOUNT) {
+            if (sent.path(sent.has("user_id") ? "user_id" : "transfer_from").asLong() == UNKNOWN_ACCOUNT) {
                 assertThat(result.path("status").asText()).as(id).isEqualTo("rejected");
                 assertThat(result.path("reason").asText()).as(id).isEqualTo("unknown account");
             } else {
                 assertThat(result.path("status").asText()).as(id).isEqualTo("applied");
-                assertThat(result.path("amount").decimalValue()).as(id).isEqualByComparingTo(sent.get("amount").decimalValue());
+                assertThat(result.path("amount").decimalValue()).as(id).isEqualByComparingTo(new BigDecimal(sent.get("amount").asText()));
             }
         }
         for (Map.Entry<String, String> order : orders.entrySet()) {
@@ -122,14 +134,18 @@ class PaymentsLedgerTest {
 
         Map<Long, BigDecimal> expected = new TreeMap<>();
         for (long account = 1; account <= ACCOUNTS; account++) {
-            expected.put(account, OPENING.subtract(debitedByAccount.getOrDefault(account, BigDecimal.ZERO)));
+            expected.put(account, OPENING.add(movedByAccount.getOrDefault(account, BigDecimal.ZERO)));
         }
-        Map<Long, BigDecimal> balances = new TreeMap<>();
-        for (String row : outcomes.query("SELECT id, balance FROM ledger.accounts")) {
-            String[] columns = row.split(" ");
-            balances.put(Long.parseLong(columns[0]), new BigDecimal(columns[1]));
+        try (Connection ledger = outcomes.connect()) {
+            assertThat(LedgerChecks.balances(ledger)).isEqualTo(expected);
+            assertThat(LedgerChecks.journalProblems(ledger)).isEmpty();
+            Map<String, Long> journalLines = LedgerChecks.journalLines(ledger);
+            for (String id : accepted) {
+                boolean applied = outcomes.rowOf(id).result().contains("\"status\": \"applied\"")
+                        && !orders.containsKey(id);
+                assertThat(journalLines.getOrDefault(id, 0L)).as(id).isEqualTo(applied ? 2 : 0);
+            }
         }
-        assertThat(balances).isEqualTo(expected);
     }
 
     /** Adds a record of {@code id} with {@code json} as its value; returns the JSON, the output expected. */
@@ -143,9 +159,8 @@ class PaymentsLedgerTest {
                 + ",\"currency\":\"" + currency + "\"}";
     }
 
-    private static String ledgerSql() throws IOException {
-        try (InputStream sql = PaymentsLedgerTest.class.getResourceAsStream("/db/ledger.sql")) {
-            return new String(sql.readAllBytes(), UTF_8);
-        }
+    private static String transfer(String id, long from, long to, BigDecimal amount) {
+        return "{\"id\":\"" + id + "\",\"type\":\"transfer\",\"transfer_from\":" + from + ",\"transfer_to\":" + to
+                + ",\"amount\":\"" + amount + "\",\"currency\":\"RUB\"}";
     }
 }
