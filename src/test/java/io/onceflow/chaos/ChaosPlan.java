@@ -9,14 +9,14 @@ import java.util.Random;
  * How much chaos a run inflicts. The defaults are the short run of every {@code mvn verify}; the
  * {@code chaos} Maven profile raises them through system properties ({@code chaos.events},
  * {@code chaos.rate}, {@code chaos.taskManagerKills}, {@code chaos.brokerRestarts},
- * {@code chaos.postgresRestarts}, {@code chaos.upgrades}, {@code chaos.seed}).
+ * {@code chaos.postgresRestarts}, {@code chaos.upgrades}, {@code chaos.effectCancels}, {@code chaos.seed}).
  *
  * @param minimumEvents the producer writes at least this many records, and keeps writing until the last fault is over
  * @param eventsPerSecond the producer's rate limit
  * @param seed orders the faults and picks their moments; printed so that a failing run can be repeated
  */
 record ChaosPlan(long minimumEvents, int eventsPerSecond, int taskManagerKills, int taskManagerPauses,
-        int brokerRestarts, int postgresRestarts, int upgrades, long seed) {
+        int brokerRestarts, int postgresRestarts, int upgrades, int effectCancels, long seed) {
 
     /** One fault. */
     enum Fault {
@@ -25,7 +25,9 @@ record ChaosPlan(long minimumEvents, int eventsPerSecond, int taskManagerKills, 
         PAUSE_TASK_MANAGER,
         RESTART_KAFKA_BROKER,
         RESTART_POSTGRES,
-        UPGRADE_WITH_RESCALE
+        UPGRADE_WITH_RESCALE,
+        /** A DBA's pg_cancel_backend of the effect workers' running batches, then their sessions cut off. */
+        CANCEL_EFFECTS
     }
 
     static ChaosPlan fromSystemProperties() {
@@ -37,6 +39,7 @@ record ChaosPlan(long minimumEvents, int eventsPerSecond, int taskManagerKills, 
                 Integer.getInteger("chaos.brokerRestarts", 1),
                 Integer.getInteger("chaos.postgresRestarts", 1),
                 Integer.getInteger("chaos.upgrades", 1),
+                Integer.getInteger("chaos.effectCancels", 2),
                 Long.getLong("chaos.seed", System.nanoTime()));
     }
 
@@ -48,6 +51,7 @@ record ChaosPlan(long minimumEvents, int eventsPerSecond, int taskManagerKills, 
         faults.addAll(Collections.nCopies(brokerRestarts, Fault.RESTART_KAFKA_BROKER));
         faults.addAll(Collections.nCopies(postgresRestarts, Fault.RESTART_POSTGRES));
         faults.addAll(Collections.nCopies(upgrades, Fault.UPGRADE_WITH_RESCALE));
+        faults.addAll(Collections.nCopies(effectCancels, Fault.CANCEL_EFFECTS));
         Collections.shuffle(faults, random);
         return faults;
     }

@@ -86,6 +86,7 @@ class ClusterChaosIT {
     private volatile String jobId;
     private long restartsOfEarlierJobs;
     private int killsDuringCheckpoint;
+    private int effectStatementsCancelled;
 
     @Test
     void everyIdExactlyOnceThroughKillsRestartsAndUpgrades() throws Exception {
@@ -129,10 +130,11 @@ class ClusterChaosIT {
                 JsonNode report = audit.report();
                 System.out.printf("%6.1fs  audit exit %d%n%s%n", seconds(started), audit.exitCode(), report);
                 System.out.printf("SUMMARY events=%d uniqueIds=%d poison=%d refusedByDatabase=%d faults=%s"
-                                + " killsDuringCheckpoint=%d zombieSessionsEnded=%d zombieAttemptsStopped=%d jobRestarts=%d"
+                                + " killsDuringCheckpoint=%d effectStatementsCancelled=%d zombieSessionsEnded=%d"
+                                + " zombieAttemptsStopped=%d jobRestarts=%d"
                                 + " longestStallSeconds=%d auditClean=%s durationSeconds=%.0f seed=%d%n",
                         truth.records(), truth.uniqueIds(), truth.poisonRecords(), truth.refusedIds(), faultsDone,
-                        killsDuringCheckpoint, zombieSessionsEnded, zombiesStopped, restarts, longestStall.toSeconds(),
+                        killsDuringCheckpoint, effectStatementsCancelled, zombieSessionsEnded, zombiesStopped, restarts, longestStall.toSeconds(),
                         report.path("clean").asBoolean(), seconds(started), plan.seed());
 
                 assertThat(report.path("problems")).as("audit problems").isEmpty();
@@ -151,6 +153,8 @@ class ClusterChaosIT {
                 assertThat(report.path("postgres").path("rejectsBySqlState").path("23514").asLong())
                         .as("refused by the CHECK constraint").isEqualTo(truth.refusedIds());
                 assertThat(report.path("postgres").path("maxDeliveries").asLong()).as("max deliveries").isEqualTo(1);
+                assertThat(report.path("postgres").path("effects").path("failed").path("count").asLong())
+                        .as("effects recorded as failed: cancels and lost sessions are not the messages' fault").isZero();
                 assertLedgerBalances(cluster, started);
                 assertThat(longestStall).as("longest time without a completed checkpoint").isLessThan(LONGEST_STALL);
                 if (faultsDone.getOrDefault(ChaosPlan.Fault.PAUSE_TASK_MANAGER, 0) > 0) {
@@ -197,6 +201,7 @@ class ClusterChaosIT {
         // every payment debits an account of the ledger, once (plenty of funds: the expected balances
         // follow from the input alone)
         jobSettings.put("postgres.effect.function", Ledger.FUNCTION);
+        jobSettings.put("postgres.effect.keys", Ledger.KEYS);
         cluster.postgres().execute("CREATE ROLE " + JOB_ROLE + " LOGIN", "GRANT CREATE, USAGE ON SCHEMA public TO "
                 + JOB_ROLE);
         try (Connection ledger = cluster.postgres().connect()) {
@@ -244,9 +249,31 @@ class ClusterChaosIT {
                 upgrade(faultsDone.getOrDefault(fault, 0));
                 checkpointsBefore = 0;
             }
+            case CANCEL_EFFECTS -> cancelEffects();
         }
         faultsDone.merge(fault, 1, Integer::sum);
         awaitRecovered(checkpointsBefore);
+    }
+
+    /**
+     * Cancels the effect workers' statements while they call the effect (a DBA's {@code
+     * pg_cancel_backend}), then cuts their sessions off ({@code pg_terminate_backend}, as a lost
+     * connection): neither is the messages' fault, so no effect may be recorded as failed, and every
+     * one is applied once (the ledger's audit).
+     */
+    private void cancelEffects() throws Exception {
+        String effectSessions = "FROM pg_stat_activity WHERE application_name LIKE 'onceflow-%-effects-%'";
+        List<String> cancelled = new ArrayList<>();
+        Eventually.await("an effect worker is running a batch", Duration.ofSeconds(30), Duration.ofMillis(5), () -> {
+            cancelled.addAll(harness.postgres().rows("SELECT pid " + effectSessions + " AND state = 'active'"
+                    + " AND pg_cancel_backend(pid)"));
+            return !cancelled.isEmpty();
+        });
+        Thread.sleep(500);
+        List<String> terminated = harness.postgres().rows("SELECT pid " + effectSessions + " AND pg_terminate_backend(pid)");
+        effectStatementsCancelled += cancelled.size();
+        System.out.println("        cancelled " + cancelled.size() + " effect statements, ended " + terminated.size()
+                + " effect sessions");
     }
 
     /**
@@ -391,6 +418,8 @@ class ClusterChaosIT {
         InputDrain.await(harness.kafka(), jobSettings.get("input.topics"), jobSettings.get("input.group.id"),
                 LONGEST_STALL, DRAIN_LIMIT);
         awaitRecovered(completedCheckpoints() + 1);
+        Eventually.await("every queued effect applied", DRAIN_LIMIT, Duration.ofSeconds(1),
+                () -> harness.postgres().rows("SELECT 1 FROM onceflow_events_effect_queue LIMIT 1").isEmpty());
     }
 
     /**

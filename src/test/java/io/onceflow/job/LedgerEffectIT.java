@@ -38,7 +38,7 @@ class LedgerEffectIT {
     void everyPaymentIsAppliedOnceDespiteAFailure(FailureInjector.Moment moment) throws Exception {
         PipelineScenario scenario = PipelineScenario.failingAt("ledger", moment)
                 .withPostgres()
-                .with("postgres.effect.function", Ledger.FUNCTION);
+                .with("postgres.effect.function", Ledger.FUNCTION).with("postgres.effect.keys", Ledger.KEYS);
         boolean beforeFirst = moment == FailureInjector.Moment.BEFORE_FIRST_CHECKPOINT;
         try (Connection ledger = scenario.database().connect()) {
             Ledger.install(ledger);

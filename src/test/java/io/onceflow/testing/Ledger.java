@@ -42,6 +42,8 @@ import org.apache.kafka.common.header.Header;
  */
 public final class Ledger {
     public static final String FUNCTION = "ledger.apply_payment";
+    /** The accounts each payment or transfer changes ({@code postgres.effect.keys}). */
+    public static final String KEYS = "ledger.payment_accounts";
     private static final ObjectMapper JSON = new ObjectMapper()
             .enable(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS);
     static final String SQL_FILE = "examples/payments-ledger/src/main/resources/db/ledger.sql";

@@ -59,7 +59,7 @@ public final class Demo {
                 .with("message.id.max.length", "128")
                 .with("checkpoint.interval", "2s")
                 .with("state.backend", "rocksdb")
-                .with("postgres.effect.function", Ledger.FUNCTION);
+                .with("postgres.effect.function", Ledger.FUNCTION).with("postgres.effect.keys", Ledger.KEYS);
         OnceflowConfig config = scenario.config();
         try (Connection ledger = scenario.database().connect()) {
             Ledger.install(ledger);

@@ -49,7 +49,7 @@ class LedgerRulesTest {
 
         Outcomes outcomes = OnceflowTestKit.start().job(new PaymentScreening())
                 .withSql(LedgerChecks.resource("db/ledger.sql"), ACCOUNTS)
-                .withEffect("ledger.apply_payment")
+                .withEffect("ledger.apply_payment").with("postgres.effect.keys", "ledger.payment_accounts")
                 .with("parallelism", "1")
                 .run(records);
 

@@ -93,7 +93,7 @@ class PaymentsLedgerTest {
         Outcomes outcomes = OnceflowTestKit.start().job(new PaymentScreening())
                 .withSql(LedgerChecks.resource("db/ledger.sql"), "INSERT INTO ledger.accounts (id, opening_balance, balance)"
                         + " SELECT id, " + OPENING + ", " + OPENING + " FROM generate_series(1, " + ACCOUNTS + ") id")
-                .withEffect("ledger.apply_payment")
+                .withEffect("ledger.apply_payment").with("postgres.effect.keys", "ledger.payment_accounts")
                 .failOnceAfter(1_000)
                 .run(records);
 
