@@ -17,8 +17,9 @@ import java.util.Set;
 
 /**
  * Settings from {@code --key value} or {@code --key=value} arguments, on top of the properties
- * file named by {@code --config FILE} if any; the command's own flags (e.g. {@code --help}) and
- * options (e.g. the audit's {@code --format}); and the problems found reading them.
+ * file named by {@code --config FILE} if any; the command's own flags (e.g. {@code --help}),
+ * options (e.g. the audit's {@code --format}) and repeatable options (e.g. {@code --id} of {@code
+ * effects retry-failed}, each value in the order given); and the problems found reading them.
  *
  * <p>No problem ever quotes a value, nor anything after the {@code =} of an argument: a value may
  * be a secret whose key was mistyped.
@@ -27,6 +28,7 @@ record CommandLine(
         Map<String, String> settings,
         Set<String> flags,
         Map<String, String> commandOptions,
+        Map<String, List<String>> repeatedOptions,
         List<String> problems) {
     private static final String CONFIG_FILE_OPTION = "config";
     /** Flags every command understands; {@code -h} is the only argument without {@code --}. */
@@ -35,12 +37,15 @@ record CommandLine(
     /**
      * @param flagNames the command's flags without {@code --}, e.g. {@code print-postgres-ddl}
      * @param optionNames the command's options that take a value, without {@code --}
+     * @param repeatableNames the command's options that take a value and may be given more than once
      */
-    static CommandLine parse(String[] args, Set<String> flagNames, Set<String> optionNames) {
+    static CommandLine parse(String[] args, Set<String> flagNames, Set<String> optionNames,
+            Set<String> repeatableNames) {
         List<String> problems = new ArrayList<>();
         Map<String, String> fromArguments = new LinkedHashMap<>();
         Set<String> flags = new LinkedHashSet<>();
         Map<String, String> commandOptions = new LinkedHashMap<>();
+        Map<String, List<String>> repeatedOptions = new LinkedHashMap<>();
         int index = 0;
         while (index < args.length) {
             String argument = args[index];
@@ -84,6 +89,10 @@ record CommandLine(
                         problem(key, "has no value", "Pass it as --" + key + " followed by a value."));
                 break;
             }
+            if (repeatableNames.contains(key)) {
+                repeatedOptions.computeIfAbsent(key, name -> new ArrayList<>()).add(value);
+                continue;
+            }
             Map<String, String> target = optionNames.contains(key) ? commandOptions : fromArguments;
             if (target.putIfAbsent(key, value) != null) {
                 problems.add(problem(key, "is given more than once", "Give it once."));
@@ -96,8 +105,10 @@ record CommandLine(
             settings.putAll(readPropertiesFile(configFile, problems));
         }
         settings.putAll(fromArguments);
-        return new CommandLine(
-                Map.copyOf(settings), Set.copyOf(flags), Map.copyOf(commandOptions), List.copyOf(problems));
+        Map<String, List<String>> repeated = new LinkedHashMap<>();
+        repeatedOptions.forEach((name, values) -> repeated.put(name, List.copyOf(values)));
+        return new CommandLine(Map.copyOf(settings), Set.copyOf(flags), Map.copyOf(commandOptions),
+                Map.copyOf(repeated), List.copyOf(problems));
     }
 
     private static Map<String, String> readPropertiesFile(String file, List<String> problems) {

@@ -36,7 +36,17 @@ public final class ProgramArguments {
      *     #postgresSettings}
      */
     public static ProgramArguments parse(String[] args, Set<String> flags, Set<String> options) {
-        return new ProgramArguments(CommandLine.parse(args, flags, options));
+        return parse(args, flags, options, Set.of());
+    }
+
+    /**
+     * As {@link #parse(String[], Set, Set)}, with options that may be given more than once.
+     *
+     * @param repeatable the command's options that take a value and may be repeated, without {@code --}
+     * @return the parsed arguments; {@link #values} returns a repeatable option's values
+     */
+    public static ProgramArguments parse(String[] args, Set<String> flags, Set<String> options, Set<String> repeatable) {
+        return new ProgramArguments(CommandLine.parse(args, flags, options, repeatable));
     }
 
     /**
@@ -58,6 +68,27 @@ public final class ProgramArguments {
      */
     public boolean flag(String name) {
         return commandLine.flags().contains(name);
+    }
+
+    /**
+     * Returns the values of a repeatable option, in the order given.
+     *
+     * @param name the option without {@code --}, one of the {@code repeatable} names given to {@link
+     *     #parse(String[], Set, Set, Set)}
+     * @return its values; empty if not given
+     */
+    public List<String> values(String name) {
+        return commandLine.repeatedOptions().getOrDefault(name, List.of());
+    }
+
+    /**
+     * Reports a problem with the command's own options together with the configuration's: {@link
+     * #config} throws it with them.
+     *
+     * @param problem one line, {@link ConfigException#problem}
+     */
+    public void optionProblem(String problem) {
+        optionProblems.add(problem);
     }
 
     /**

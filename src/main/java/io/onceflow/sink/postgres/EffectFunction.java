@@ -38,9 +38,10 @@ import java.util.Optional;
  *
  * <p><b>Order.</b> Within a worker's batch, source order (partition, offset). Across batches and
  * workers there is none: dedup is keyed by message id, so one account's messages are spread over
- * subtasks. A team that needs per-account order carries a per-account sequence number in the
+ * subtasks. A team that needs per-account order has the producer key messages by account (one
+ * account's messages in one partition, in order), carries a per-account sequence number in the
  * payload and has the function raise SQLSTATE 40001 ({@code serialization_failure}) for a message
- * whose predecessor is not applied yet: the batch is tried again later.
+ * whose predecessor is not applied yet: the batch is tried again later (docs/effects.md, "Order").
  *
  * <p>Results:
  *

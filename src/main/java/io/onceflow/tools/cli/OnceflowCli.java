@@ -5,6 +5,8 @@ import io.onceflow.cli.ExitCode;
 import io.onceflow.config.ConfigException;
 import io.onceflow.job.OnceflowJob;
 import io.onceflow.tools.audit.AuditCommand;
+import io.onceflow.tools.effects.EffectsCommand;
+import io.onceflow.tools.retention.RetentionCommand;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Optional;
@@ -14,8 +16,9 @@ import java.util.stream.Stream;
 /**
  * {@code bin/onceflow <command> [arguments]}: the operator's commands behind one entry point, which
  * {@code bin/onceflow} runs with the project's whole classpath (Flink's included), so that they run
- * on a machine without a Flink installation. Each command is the job's or the audit's main method
- * with the flag that selects it; starting the job inside this JVM is the explicit {@code run}.
+ * on a machine without a Flink installation. Each command is the job's main method with the flag
+ * that selects it, or the main method of a tool (audit, retention, effects); starting the job
+ * inside this JVM is the explicit {@code run}.
  */
 public final class OnceflowCli {
     /** What {@code bin/onceflow help} prints. */
@@ -24,7 +27,7 @@ public final class OnceflowCli {
 
             Commands (each takes the job's settings; bin/onceflow <command> --help lists them):
             %s
-              help     Print this help.
+              help      Print this help.
 
             The job itself is submitted to a Flink cluster: flink run onceflow-<version>-job.jar [settings...].
             Exit status: 0 done; 1 the audit found missing or duplicated ids; 2 nothing done (invalid
@@ -51,7 +54,18 @@ public final class OnceflowCli {
                 return AuditCommand.execute(args);
             }
         },
-        // The effect re-drive command (issue #25, item 4) belongs here: REDRIVE("redrive", ...).
+        RETENTION("retention", "Delete events and commit-log rows older than --keep, while the job runs.") {
+            @Override
+            ExitCode execute(String[] args) {
+                return RetentionCommand.execute(args);
+            }
+        },
+        EFFECTS("effects", "retry-failed --id ID... | --all: queue effects recorded as failed again, once fixed.") {
+            @Override
+            ExitCode execute(String[] args) {
+                return EffectsCommand.execute(args);
+            }
+        },
         RUN("run", "Run the job inside this JVM on a local Flink (development; checks first).") {
             @Override
             ExitCode execute(String[] args) throws Exception {
@@ -113,7 +127,7 @@ public final class OnceflowCli {
 
     static String usage() {
         return USAGE.formatted(Stream.of(Command.values())
-                .map(command -> String.format("  %-8s %s", command.name, command.summary))
+                .map(command -> String.format("  %-9s %s", command.name, command.summary))
                 .collect(Collectors.joining("\n")));
     }
 

@@ -8,6 +8,7 @@ import io.onceflow.config.OnceflowConfig;
 import io.onceflow.config.PostgresSettings;
 import io.onceflow.config.ProgramArguments;
 import io.onceflow.preflight.Preflight;
+import org.apache.flink.annotation.Internal;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -15,8 +16,8 @@ import java.util.List;
 import java.util.Set;
 
 /**
- * {@code java -cp onceflow-job.jar:$FLINK_HOME/lib/* io.onceflow.tools.retention.RetentionCommand
- * --config job.properties --keep 14d}: deletes the rows of the job's events table and commit log
+ * {@code bin/onceflow retention --config job.properties --keep 14d} (or {@code java -cp
+ * onceflow-job.jar:$FLINK_HOME/lib/* io.onceflow.tools.retention.RetentionCommand ...}): deletes the rows of the job's events table and commit log
  * older than the window ({@link Retention}), while the job runs, and prints what it deleted. Run it
  * from cron (or a Kubernetes CronJob) with the job's own settings.
  */
@@ -26,7 +27,8 @@ public final class RetentionCommand {
     static final int BATCH_SIZE = 1000;
 
     static final String COMMAND_USAGE = """
-            Usage: java -cp onceflow-<version>-job.jar:$FLINK_HOME/lib/* io.onceflow.tools.retention.RetentionCommand \\
+            Usage: bin/onceflow retention [--config FILE] [settings...] --keep DURATION
+                   java -cp onceflow-<version>-job.jar:$FLINK_HOME/lib/* io.onceflow.tools.retention.RetentionCommand \\
                        [--config FILE] [settings...] --keep DURATION
 
             Deletes, in batches of 1000 rows, the rows of the PostgreSQL events table first processed
@@ -48,11 +50,19 @@ public final class RetentionCommand {
     private RetentionCommand() {}
 
     public static void main(String[] args) throws Exception {
-        CommandLineTool.run(RetentionCommand.class, () -> run(args));
+        CommandLineTool.run(RetentionCommand.class, () -> execute(args));
     }
 
-    /** The command without ending the process: its exit code, or the exception that names what to fix. */
-    static ExitCode run(String[] args) {
+    /**
+     * Purges as {@link #main} does, without ending the process: for the command-line tool that
+     * dispatches to it ({@code bin/onceflow retention}).
+     *
+     * @return how it ended
+     * @throws ConfigException if the configuration or the window is invalid
+     * @throws CannotRunException if the database cannot be used
+     */
+    @Internal
+    public static ExitCode execute(String[] args) {
         if (ProgramArguments.helpRequested(args)) {
             System.out.println(COMMAND_USAGE + OnceflowConfig.usage());
             return ExitCode.CLEAN;

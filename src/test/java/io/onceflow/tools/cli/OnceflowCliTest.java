@@ -36,7 +36,8 @@ class OnceflowCliTest {
         String help = stdoutOf(() -> OnceflowCli.execute(new String[] {"help"}));
 
         assertThat(help).startsWith("Usage: bin/onceflow <command>")
-                .contains("  check    ", "  ddl      ", "  audit    ", "  run      ", "flink run");
+                .contains("  check     ", "  ddl       ", "  audit     ", "  retention ", "  effects   retry-failed",
+                        "  run       ", "flink run");
         assertThat(stdoutOf(() -> OnceflowCli.execute(new String[0]))).isEqualTo(help);
         assertThat(stdoutOf(() -> OnceflowCli.execute(new String[] {"--help"}))).isEqualTo(help);
     }
@@ -46,7 +47,8 @@ class OnceflowCliTest {
         assertThat(OnceflowCli.withFlag("check", new String[] {"--config", "job.properties"}))
                 .containsExactly("--check", "--config", "job.properties");
         assertThat(OnceflowCli.Command.named("run")).contains(OnceflowCli.Command.RUN);
-        assertThat(OnceflowCli.Command.named("redrive")).as("a slot, not a command yet").isEmpty();
+        assertThat(OnceflowCli.Command.named("effects")).contains(OnceflowCli.Command.EFFECTS);
+        assertThat(OnceflowCli.Command.named("retention")).contains(OnceflowCli.Command.RETENTION);
     }
 
     @Test
@@ -58,10 +60,17 @@ class OnceflowCliTest {
     }
 
     @Test
+    void effectsNeedsItsSubcommand() {
+        assertThatThrownBy(() -> OnceflowCli.execute(new String[] {"effects", "--config", "job.properties"}))
+                .isInstanceOfSatisfying(ConfigException.class, e -> assertThat(e.problems()).singleElement()
+                        .asString().startsWith("effects: needs its subcommand retry-failed first"));
+    }
+
+    @Test
     void anUnknownCommandIsNamedAndAnArgumentInItsPlaceIsNotEchoed() {
         assertThatThrownBy(() -> OnceflowCli.execute(new String[] {"chek", "--config", "job.properties"}))
                 .isInstanceOfSatisfying(ConfigException.class, e -> assertThat(e.problems()).singleElement()
-                        .asString().startsWith("command: 'chek' is not one of check, ddl, audit, run."));
+                        .asString().startsWith("command: 'chek' is not one of check, ddl, audit, retention, effects, run."));
         assertThatThrownBy(() -> OnceflowCli.execute(new String[] {"--postgres.password=hunter2", "check"}))
                 .isInstanceOfSatisfying(ConfigException.class, e -> assertThat(e.problems()).singleElement()
                         .asString().startsWith("command: the first argument is not one of")

@@ -41,7 +41,7 @@ class RetentionCommandTest {
 
     @Test
     void aMissingWindowIsReportedWithTheConfigurationsProblems() {
-        assertThatThrownBy(() -> RetentionCommand.run(new String[] {"--dedup.ttl", "forever"}))
+        assertThatThrownBy(() -> RetentionCommand.execute(new String[] {"--dedup.ttl", "forever"}))
                 .isInstanceOfSatisfying(ConfigException.class, e -> assertThat(e.problems())
                         .contains("--keep: is required. Give the retention window, e.g. --keep 14d (see --help).")
                         .anyMatch(problem -> problem.startsWith("dedup.ttl: 'forever' is not a duration"))
@@ -67,7 +67,7 @@ class RetentionCommandTest {
         ExitCode exit;
         try {
             System.setOut(new PrintStream(printed, true, StandardCharsets.UTF_8));
-            exit = RetentionCommand.run(args(settings, "--keep", "7d"));
+            exit = RetentionCommand.execute(args(settings, "--keep", "7d"));
         } finally {
             System.setOut(console);
         }
@@ -81,7 +81,7 @@ class RetentionCommandTest {
 
     @Test
     void aJobWithoutPostgresHasNothingToPurge() {
-        assertThatThrownBy(() -> RetentionCommand.run(args(JOB, "--keep", "14d")))
+        assertThatThrownBy(() -> RetentionCommand.execute(args(JOB, "--keep", "14d")))
                 .isInstanceOf(ConfigException.class)
                 .hasMessageContaining("postgres.url: is not set: there is no PostgreSQL table to purge");
     }
@@ -95,7 +95,7 @@ class RetentionCommandTest {
         settings.put("postgres.user", "onceflow");
         settings.put("dedup.ttl", "3d");
 
-        assertThatThrownBy(() -> RetentionCommand.run(args(settings, "--keep", "2d")))
+        assertThatThrownBy(() -> RetentionCommand.execute(args(settings, "--keep", "2d")))
                 .isInstanceOf(ConfigException.class)
                 .hasMessageContaining("--keep: is 2d, shorter than dedup.ttl (3d)");
     }

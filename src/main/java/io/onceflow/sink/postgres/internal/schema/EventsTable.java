@@ -162,6 +162,16 @@ public final class EventsTable {
     }
 
     /**
+     * For the ids in parameter 1 that have a row: the id, whether its result is SQL NULL (pending,
+     * or written without an effect function), the result's status, and whether its effect is
+     * queued. What the re-drive command says of an id it did not queue again.
+     */
+    public String effectStatesQuery() {
+        return "SELECT e.id, e.result IS NULL, e.result->>'status', " + queue.isQueued("e") + " FROM " + name
+                + " e WHERE e.id = ANY (?::text[])";
+    }
+
+    /**
      * The audit's scan: per row its id, deliveries, whether it has no result, the result's status,
      * and whether its effect is awaited (queued).
      *

@@ -1,0 +1,210 @@
+package io.onceflow.sink.postgres;
+
+import static io.onceflow.sink.postgres.BusinessEffectsTest.FUNCTION;
+import static io.onceflow.sink.postgres.BusinessEffectsTest.event;
+import static io.onceflow.sink.postgres.BusinessEffectsTest.payment;
+import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.checkpoint;
+import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.commit;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.entry;
+
+import io.onceflow.api.Event;
+import io.onceflow.cli.CannotRunException;
+import io.onceflow.cli.ExitCode;
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
+import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
+import io.onceflow.sink.postgres.internal.schema.EventsTable;
+import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
+import io.onceflow.tools.effects.EffectsCommand;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.postgresql.PGConnection;
+import org.postgresql.PGNotification;
+
+/**
+ * {@code bin/onceflow effects retry-failed} ({@link EffectsCommand}) against a real PostgreSQL
+ * server, with the job's settings: the ledger of {@link BusinessEffectsTest}, whose payments fail
+ * while the function refuses them and move money once the function is fixed. The balances are the
+ * oracle: an effect re-driven twice, or an applied one re-driven, shows in them.
+ */
+class RetryFailedEffectsTest {
+    /** A job's settings that the command requires but does not use. */
+    private static final Map<String, String> JOB = Map.of(
+            "kafka.bootstrap.servers", "kafka-1:9092",
+            "input.topics", "payments",
+            "input.group.id", "onceflow-payments",
+            "output.topic", "payments-deduplicated",
+            "dead.letter.topic", "payments-dead-letters",
+            "kafka.transactional.id.prefix", "onceflow-payments");
+    /** The ledger's function while a bug makes it refuse payments flagged "new-scheme". */
+    private static final String BROKEN = BusinessEffectsTest.APPLY_PAYMENT.replace("BEGIN\n",
+            "BEGIN\n  IF payload ? 'new-scheme' THEN RAISE EXCEPTION 'scheme not supported: %', message_id; END IF;\n");
+
+    private final SinkDatabase db = new SinkDatabase();
+    private PostgresSinkConfig config;
+
+    @BeforeEach
+    void createTheLedger() throws Exception {
+        db.execute("CREATE SCHEMA ledger");
+        db.execute("CREATE TABLE ledger.accounts (id text PRIMARY KEY,"
+                + " balance numeric(18,2) NOT NULL CHECK (balance >= 0))");
+        db.execute("INSERT INTO ledger.accounts VALUES ('alice', 100), ('bob', 0), ('carol', 0)");
+        db.execute(BROKEN);
+        config = db.config(db.builder("ledger").setEffectFunction(FUNCTION));
+    }
+
+    @Test
+    void aFailedEffectReDrivenAfterTheFixIsAppliedOnceAndOnlyOnce() throws Exception {
+        committed(newScheme("s1", "alice", "bob", 10), payment("p1", "alice", "carol", 5));
+        SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered());
+        assertThat(statuses()).containsOnly(entry("s1", "failed"), entry("p1", "applied"));
+        fixTheFunction();
+
+        String printed;
+        try (Connection listener = db.database.connect()) {
+            listen(listener);
+            printed = retryFailed("--id", "s1");
+            assertThat(notifications(listener)).as("the running job's workers are woken").isNotEmpty();
+        }
+        assertThat(printed).startsWith("Queued again 1 effect recorded as failed in onceflow_events: s1\n")
+                .contains("The effect workers of the running job apply them, each exactly once",
+                        "postgres.effect.function=" + FUNCTION);
+        assertThat(statuses()).as("pending again").containsEntry("s1", null);
+
+        assertThat(retryFailed("--id", "s1")).as("a second re-drive before the workers ran")
+                .isEqualTo("None of the given ids was queued again.\n"
+                        + "  not queued: s1 (already queued: its effect is still to be applied)\n");
+        assertThat(SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered())).isOne();
+        assertThat(retryFailed("--all")).as("a third, after they ran")
+                .isEqualTo("No effect in onceflow_events is recorded as failed: nothing was queued.\n");
+        assertThat(SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered())).isZero();
+
+        assertThat(statuses()).containsOnly(entry("s1", "applied"), entry("p1", "applied"));
+        assertThat(balances()).as("s1's 10 moved once, p1's 5 once")
+                .containsExactlyInAnyOrderEntriesOf(Map.of("alice", 85, "bob", 10, "carol", 5));
+    }
+
+    @Test
+    void appliedRejectedAndUnknownIdsAreNeverQueuedAndEachIsExplained() throws Exception {
+        committed(payment("p1", "alice", "bob", 10), payment("broke", "carol", "bob", 10),
+                newScheme("s1", "alice", "bob", 1));
+        SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered());
+        fixTheFunction();
+
+        String printed = retryFailed("--id", "p1", "--id", "broke", "--id", "s1", "--id", "nope", "--id", "s1");
+
+        assertThat(printed).isEqualTo("Queued again 1 effect recorded as failed in onceflow_events: s1\n"
+                + "  not queued: p1 (applied: never queued again)\n"
+                + "  not queued: broke (rejected by the effect function: a business outcome, never queued again)\n"
+                + "  not queued: nope (no row in onceflow_events)\n"
+                + printed.substring(printed.indexOf("The effect workers")));
+        assertThat(SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered())).isOne();
+        assertThat(balances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 89, "bob", 11, "carol", 0));
+    }
+
+    @Test
+    void allQueuesEveryFailedEffectOfTheTable() throws Exception {
+        committed(newScheme("s1", "alice", "bob", 10), newScheme("s2", "alice", "carol", 20),
+                payment("p1", "alice", "bob", 1));
+        SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered());
+        fixTheFunction();
+
+        assertThat(retryFailed("--all")).startsWith("Queued again 2 effects recorded as failed in onceflow_events: ")
+                .contains("s1", "s2").doesNotContain("p1");
+        assertThat(SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered())).isEqualTo(2);
+        assertThat(balances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 69, "bob", 11, "carol", 20));
+    }
+
+    @Test
+    void aFunctionThatCannotBeCalledQueuesNothing() throws Exception {
+        committed(newScheme("s1", "alice", "bob", 10));
+        SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered());
+        db.execute("DROP FUNCTION " + FUNCTION);
+
+        assertThatThrownBy(() -> retryFailed("--all"))
+                .isInstanceOfSatisfying(CannotRunException.class, e -> assertThat(e.problems()).singleElement()
+                        .asString().startsWith("postgres.effect.function: nothing was queued: the effect function"
+                                + " (postgres.effect.function) " + FUNCTION + "(text, jsonb) does not exist")
+                        .endsWith("Fix the function, then run the command again."));
+        assertThat(statuses()).containsOnly(entry("s1", "failed"));
+        assertThat(db.queuedEffects()).isZero();
+    }
+
+    /** A payment that the broken function refuses. */
+    private static Event newScheme(String id, String from, String to, int amount) {
+        return event(id, "{\"from\":\"" + from + "\",\"to\":\"" + to + "\",\"amount\":" + amount
+                + ",\"new-scheme\":true}");
+    }
+
+    private void fixTheFunction() throws SQLException {
+        db.execute(BusinessEffectsTest.APPLY_PAYMENT.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION"));
+    }
+
+    /** Writes {@code events} in one checkpoint of a fresh writer, closes it, and commits the checkpoint. */
+    private void committed(Event... events) throws Exception {
+        PostgresCommittable committable;
+        try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
+            committable = checkpoint(writer, 1, events);
+        }
+        commit(config, committable);
+    }
+
+    /** Runs the command with the job's settings and {@code more}; returns what it printed. */
+    private String retryFailed(String... more) throws Exception {
+        List<String> args = new ArrayList<>(List.of("retry-failed"));
+        Map<String, String> settings = new HashMap<>(JOB);
+        settings.put("postgres.url", db.database.jdbcUrl());
+        settings.put("postgres.user", db.database.user());
+        settings.put("postgres.password", db.database.password());
+        settings.put("postgres.sink.prefix", "ledger");
+        settings.put("postgres.effect.function", FUNCTION);
+        settings.forEach((key, value) -> args.addAll(List.of("--" + key, value)));
+        args.addAll(List.of(more));
+        PrintStream console = System.out;
+        ByteArrayOutputStream printed = new ByteArrayOutputStream();
+        try {
+            System.setOut(new PrintStream(printed, true, StandardCharsets.UTF_8));
+            assertThat(EffectsCommand.execute(args.toArray(String[]::new))).isEqualTo(ExitCode.CLEAN);
+        } finally {
+            System.setOut(console);
+        }
+        return printed.toString(StandardCharsets.UTF_8);
+    }
+
+    private static void listen(Connection connection) throws SQLException {
+        try (Statement statement = connection.createStatement()) {
+            statement.execute("LISTEN " + new EventsTable(SinkDatabase.TABLE).queue().notifyChannel());
+        }
+    }
+
+    private static PGNotification[] notifications(Connection connection) throws SQLException {
+        PGNotification[] received = connection.unwrap(PGConnection.class).getNotifications(5000);
+        return received == null ? new PGNotification[0] : received;
+    }
+
+    private Map<String, Integer> balances() throws SQLException {
+        Map<String, Integer> balances = new HashMap<>();
+        db.query("SELECT id, balance FROM ledger.accounts",
+                row -> balances.put(row.getString(1), row.getBigDecimal(2).intValueExact()));
+        return balances;
+    }
+
+    private Map<String, String> statuses() throws SQLException {
+        Map<String, String> statuses = new HashMap<>();
+        db.query("SELECT id, result->>'status' FROM " + SinkDatabase.TABLE,
+                row -> statuses.put(row.getString(1), row.getString(2)));
+        return statuses;
+    }
+}
