@@ -208,6 +208,29 @@ class EffectWorkerTest {
     }
 
     @Test
+    void aTransactionLocksAtMostItsKeyBudgetAndAMessageWithMoreKeysFails() throws Exception {
+        db.execute("CREATE FUNCTION ledger.many_keys(message_id text, payload jsonb) RETURNS text[] LANGUAGE sql"
+                + " AS $$ SELECT array_agg(message_id || '-' || n) FROM generate_series(1, (payload->>'keys')::int) n $$");
+        db.execute("CREATE FUNCTION ledger.count_keys(message_id text, payload jsonb) RETURNS jsonb LANGUAGE sql"
+                + " AS $$ SELECT jsonb_build_object('status', 'applied', 'locks', (SELECT count(*) FROM pg_locks"
+                + " WHERE locktype = 'advisory' AND pid = pg_backend_pid())) $$");
+        PostgresSinkConfig config = db.config(db.builder("ledger").setEffectFunction("ledger.count_keys")
+                .setEffectKeys("ledger.many_keys"));
+        Event[] events = new Event[12];
+        for (int i = 0; i < events.length; i++) {
+            events[i] = BusinessEffectsTest.event("m" + i, "{\"keys\":" + (i == 5 ? 300 : 100) + "}");
+        }
+        committed(config, events);
+        SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered());
+
+        Map<String, Long> locks = new HashMap<>();
+        db.query("SELECT id, (result->>'locks')::bigint FROM " + SinkDatabase.TABLE + " WHERE id <> 'm5'",
+                row -> locks.put(row.getString(1), row.getLong(2)));
+        assertThat(locks).hasSize(11).allSatisfy((id, held) -> assertThat(held).as(id).isBetween(100L, 256L));
+        assertThat(statuses()).containsEntry("m5", "failed");
+    }
+
+    @Test
     void aMissingPrivilegeInsideTheFunctionNamesTheFunctionAndTheFix() {
         String explained = EffectFailures.explain(new SQLException("ERROR: permission denied for table accounts",
                 "42501"), "ledger.apply_payment", "onceflow_job");

@@ -10,21 +10,20 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 import org.apache.flink.annotation.Internal;
 import org.postgresql.jdbc.PgConnection;
 
 /**
  * Internal. One transaction of effects: takes up to {@code limit} queued effects in source order
- * (partition, offset), skipping those another session holds; locks their keys ({@link
- * EffectKeys}); calls the function for them in that order and stores the results ({@link
- * EffectCalls}); and deletes them from the queue. All of it commits together or not at all: an
- * effect's changes, its recorded result and its leaving the queue are one, so however often this
+ * (partition, offset), skipping those another worker holds and the partitions set aside; locks
+ * their keys ({@link EffectKeys}); calls the function for them in that order ({@link EffectCalls});
+ * stores the results; and deletes them from the queue. All of it commits together or not at all:
+ * an effect's changes, its recorded result and its leaving the queue are one, so however often this
  * runs, crashes or overlaps with another worker (a zombie's), each effect happens once.
- *
- * <p>Its rows are locked by {@code FOR UPDATE ... SKIP LOCKED} on both the queue row and the
- * events row: another worker's batch, or a prepared transaction holding a redelivery of the id
- * until its checkpoint completes, is skipped rather than waited for.
  */
 @Internal
 public final class EffectBatch {
@@ -33,6 +32,8 @@ public final class EffectBatch {
     private final EffectCalls calls;
     /** Null without a keys function. */
     private final EffectKeys keys;
+    /** The partition of the first effect the last run took, or null: the one to set aside when it fails. */
+    private Integer headPartition;
 
     /** @param keysFunction null for none */
     public EffectBatch(EventsTable events, String effectFunction, String keysFunction, PostgresSinkMetrics metrics) {
@@ -43,40 +44,60 @@ public final class EffectBatch {
         this.keys = keysFunction == null ? null : new EffectKeys(events, keysFunction);
     }
 
+    /** As {@link #run(Connection, int, Set)}, with no partition set aside. */
+    public int run(Connection connection, int limit) throws SQLException {
+        return run(connection, limit, Set.of());
+    }
+
     /**
-     * Runs one transaction of at most {@code limit} effects.
+     * Runs one transaction of at most {@code limit} effects, none of partitions {@code setAside}.
      *
      * @param connection in autocommit mode; left in autocommit mode
      * @return how many queued effects it took (called, or recorded as failed); 0 when none was free
      */
-    public int run(Connection connection, int limit) throws SQLException {
+    public int run(Connection connection, int limit, Set<Integer> setAside) throws SQLException {
         int[] taken = {0};
+        headPartition = null;
         PostgresConnections.inTransaction(connection, () -> {
-            List<String> ids = lockBatch(connection, limit);
-            if (ids.isEmpty()) {
+            Rows rows = lockBatch(connection, limit, setAside);
+            if (rows.size() == 0) {
                 return;
             }
-            Rows rows = Rows.ofIds(ids);
-            calls.call(connection, keys == null ? rows : keys.lock(connection, rows, calls));
+            EffectOutcomes outcomes = new EffectOutcomes();
+            Rows locked = keys == null ? rows : keys.lock(connection, rows, outcomes);
+            calls.call(connection, locked, outcomes);
+            calls.store(connection, outcomes);
+            Set<String> done = new HashSet<>(outcomes.ids);
+            done.addAll(Arrays.asList(locked.ids)); // a row with a result already (a stale queue row) leaves too
             try (PreparedStatement dequeue = connection.prepareStatement(dequeueSql)) {
-                dequeue.setArray(1, connection.unwrap(PgConnection.class).createArrayOf("text", rows.ids));
+                dequeue.setArray(1, connection.unwrap(PgConnection.class).createArrayOf("text", done.toArray()));
                 dequeue.executeUpdate();
             }
-            taken[0] = ids.size();
+            taken[0] = done.size();
         });
         return taken[0];
     }
 
-    private List<String> lockBatch(Connection connection, int limit) throws SQLException {
+    /** The partition of the first effect the last {@link #run} took, or null if it took none. */
+    public Integer headPartition() {
+        return headPartition;
+    }
+
+    private Rows lockBatch(Connection connection, int limit, Set<Integer> setAside) throws SQLException {
         List<String> ids = new ArrayList<>();
         try (PreparedStatement lock = connection.prepareStatement(lockBatchSql)) {
-            lock.setInt(1, limit);
+            lock.setArray(1, connection.unwrap(PgConnection.class).createArrayOf("int4", setAside.toArray()));
+            lock.setInt(2, limit);
             try (ResultSet rows = lock.executeQuery()) {
                 while (rows.next()) {
+                    if (ids.isEmpty()) {
+                        int partition = rows.getInt(2);
+                        headPartition = rows.wasNull() ? -1 : partition;
+                    }
                     ids.add(rows.getString(1));
                 }
             }
         }
-        return ids;
+        return Rows.ofIds(ids);
     }
 }

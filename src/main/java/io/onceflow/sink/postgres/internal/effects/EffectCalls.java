@@ -17,15 +17,17 @@ import org.slf4j.LoggerFactory;
 
 /**
  * Internal. Calls the {@link EffectFunction} for rows of the events table, in the order given
- * (source order), and stores each result in the row: one statement for all of them, under a
- * savepoint, split in halves on an error about one message's data until the failing rows stand
- * alone (the same loop as for refused rows, {@link RowIsolation}); each of those gets the result
- * {@code {"status":"failed","sqlstate":...,"error":...}}. Any other error is about the environment
- * ({@link EffectFailures}) and rolls the whole transaction back, to be tried again.
+ * (source order): one statement for all of them, under a savepoint, split in halves on an error
+ * about one message's data until the failing rows stand alone (the same loop as for refused rows,
+ * {@link RowIsolation}); each of those is recorded as failed. Any other error is about the
+ * environment ({@link EffectFailures}) and rolls the whole transaction back, to be tried again.
  *
- * <p>The caller must hold the rows locked ({@code FOR UPDATE}, {@link EffectBatch}) so that no
- * concurrent change makes PostgreSQL re-evaluate a row (read committed's recheck of an updated row
- * would call the function twice).
+ * <p>The calls read the events rows without locking them; the results are stored afterwards in one
+ * statement ({@link #store}), which locks the rows without waiting. So a writer's upsert of a
+ * redelivered id never waits for effects being called, and the effect transaction never waits, with
+ * its keys held, for a writer's transaction (which may be prepared and wait for a checkpoint).
+ * Each effect happens once because its queue row, locked by the caller, leaves the queue in the
+ * same transaction ({@link EffectBatch}).
  */
 @Internal
 public final class EffectCalls {
@@ -33,57 +35,78 @@ public final class EffectCalls {
 
     private final String table;
     private final String callSql;
-    private final String markFailedSql;
+    private final String lockForResultsSql;
+    private final String storeSql;
     private final PostgresSinkMetrics metrics;
 
     public EffectCalls(EventsTable events, String effectFunction, PostgresSinkMetrics metrics) {
         this.table = events.name();
         SqlIdentifiers.requireFunctionName("effect function", effectFunction);
         this.callSql = events.callEffectStatement(effectFunction);
-        this.markFailedSql = events.markEffectFailedStatement();
+        this.lockForResultsSql = events.lockForResultsStatement();
+        this.storeSql = events.storeResultsStatement();
         this.metrics = metrics;
     }
 
-    /** Calls the effect for the rows of {@code rows}' ids, in that order, in {@code connection}'s open transaction. */
-    public void call(Connection connection, Rows rows) throws SQLException {
-        RowIsolation.isolatingFailingRows(connection, rows, this::callOnce, EffectFailures::isAboutTheMessage,
-                (c, row, failure) -> recordFailure(c, row.ids[0], failure));
+    /** Calls the effect for the rows of {@code rows}' ids, in that order, adding what it decided to {@code outcomes}. */
+    void call(Connection connection, Rows rows, EffectOutcomes outcomes) throws SQLException {
+        RowIsolation.isolatingFailingRows(connection, rows, (c, some) -> callOnce(c, some, outcomes),
+                EffectFailures::isAboutTheMessage, (c, row, failure) -> outcomes.failure(row.ids[0], failure));
     }
 
-    private void callOnce(Connection connection, Rows rows) throws SQLException {
+    private void callOnce(Connection connection, Rows rows, EffectOutcomes outcomes) throws SQLException {
         try (PreparedStatement apply = connection.prepareStatement(callSql)) {
             apply.setArray(1, connection.unwrap(PgConnection.class).createArrayOf("text", rows.ids));
-            try (ResultSet counts = apply.executeQuery()) {
-                counts.next();
-                long calls = counts.getLong(1);
-                long stored = counts.getLong(2);
-                if (stored != calls) {
-                    // a trigger that cancels the update or a row-level security policy that hides the row:
-                    // the function ran and its changes would commit with no result to say so, and the
-                    // effect would run again at the next try
-                    throw new SQLException("the effect function ran for " + calls + " rows of " + table
-                            + " but only " + stored + " of them took its result: a trigger or a row-level security"
-                            + " policy on " + table + " stops the sink's UPDATE. Remove it.", "XX000");
+            try (ResultSet results = apply.executeQuery()) {
+                while (results.next()) {
+                    outcomes.result(results.getString(1), results.getString(2));
                 }
-                long rejected = counts.getLong(3);
-                metrics.effectsApplied.inc(stored - rejected);
-                metrics.effectsRejected.inc(rejected);
             }
         }
     }
 
-    /** The effect (or its keys) raised an error about the message {@code id}: its result says so. */
-    void recordFailure(Connection connection, String id, SQLException failure) throws SQLException {
-        String error = RowIsolation.describe(failure);
-        try (PreparedStatement update = connection.prepareStatement(markFailedSql)) {
-            update.setString(1, failure.getSQLState());
-            update.setString(2, error);
-            update.setString(3, id);
-            update.executeUpdate();
+    /** Stores {@code outcomes} in the events rows, in the open transaction, and counts them. */
+    void store(Connection connection, EffectOutcomes outcomes) throws SQLException {
+        if (outcomes.isEmpty()) {
+            return;
         }
-        metrics.effectsFailed.inc();
-        LOG.warn("The effect function failed on message id '{}' with SQLSTATE {}: {}. Its result records the failure;"
-                + " the message is consumed and not retried (re-drive it once the cause is fixed: bin/onceflow"
-                + " effects retry-failed).", id, failure.getSQLState(), error);
+        PgConnection pg = connection.unwrap(PgConnection.class);
+        try (PreparedStatement lock = connection.prepareStatement(lockForResultsSql)) {
+            lock.setArray(1, pg.createArrayOf("text", outcomes.ids.toArray()));
+            lock.executeQuery().close();
+        }
+        long stored = 0;
+        long rejected = 0;
+        try (PreparedStatement store = connection.prepareStatement(storeSql)) {
+            store.setArray(1, pg.createArrayOf("text", outcomes.ids.toArray()));
+            store.setArray(2, pg.createArrayOf("text", outcomes.results.toArray()));
+            store.setArray(3, pg.createArrayOf("text", outcomes.sqlStates.toArray()));
+            store.setArray(4, pg.createArrayOf("text", outcomes.errors.toArray()));
+            try (ResultSet statuses = store.executeQuery()) {
+                while (statuses.next()) {
+                    stored++;
+                    rejected += EffectFunction.REJECTED.equals(statuses.getString(1)) ? 1 : 0;
+                }
+            }
+        }
+        if (stored != outcomes.ids.size()) {
+            // a trigger that cancels the update or a row-level security policy that hides the row: the
+            // function ran and its changes would commit with no result to say so, and run again later
+            throw new SQLException("the effect function ran for " + outcomes.ids.size() + " rows of " + table
+                    + " but only " + stored + " of them took its result: a trigger or a row-level security"
+                    + " policy on " + table + " stops the sink's UPDATE. Remove it.", "XX000");
+        }
+        int failed = outcomes.failures();
+        metrics.effectsApplied.inc(stored - rejected - failed);
+        metrics.effectsRejected.inc(rejected);
+        metrics.effectsFailed.inc(failed);
+        for (int i = 0; i < outcomes.ids.size(); i++) {
+            if (outcomes.sqlStates.get(i) != null) {
+                LOG.warn("The effect function failed on message id '{}' with SQLSTATE {}: {}. Its result records the"
+                        + " failure; the message is consumed and not retried (re-drive it once the cause is fixed:"
+                        + " bin/onceflow effects retry-failed).", outcomes.ids.get(i), outcomes.sqlStates.get(i),
+                        outcomes.errors.get(i));
+            }
+        }
     }
 }

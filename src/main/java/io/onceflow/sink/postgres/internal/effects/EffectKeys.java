@@ -8,7 +8,11 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
 import org.apache.flink.annotation.Internal;
@@ -34,13 +38,21 @@ import org.postgresql.jdbc.PgConnection;
 public final class EffectKeys {
     /** The high 32 bits of every key's lock: "onc" and 0x1. */
     static final long KEY_SPACE = 0x6f6e6301L << 32;
+    /**
+     * Most keys one transaction locks. Advisory locks take slots of PostgreSQL's shared lock table
+     * (max_locks_per_transaction x (max_connections + max_prepared_transactions), about 6,400 by
+     * default), which every session shares: a batch of 1,000 transfers would take 2,000 and, with a
+     * few workers, leave none for the writers and committers. A batch stops at the message whose
+     * keys would pass this; a message with more keys than this fails (54000).
+     */
+    static final int MAX_KEYS_PER_TRANSACTION = 256;
 
     private final String keysSql;
     private final String lockSql;
 
     public EffectKeys(EventsTable events, String keysFunction) {
         SqlIdentifiers.requireFunctionName("effect keys function", keysFunction);
-        this.keysSql = "SELECT hashtext(k) FROM unnest(?::text[]) AS n(id) JOIN " + events.name()
+        this.keysSql = "SELECT n.id, hashtext(k) FROM unnest(?::text[]) AS n(id) JOIN " + events.name()
                 + " e ON e.id = n.id, unnest(" + keysFunction + "(e.id, e.payload)) AS k WHERE k IS NOT NULL";
         // the volatile lock call stays in the subquery's target list, evaluated row by row in its order
         this.lockSql = "SELECT count(*) FROM (SELECT pg_advisory_xact_lock(k) FROM (SELECT k FROM"
@@ -48,35 +60,59 @@ public final class EffectKeys {
     }
 
     /**
-     * Locks the keys of {@code rows}' messages in ascending order. A message whose keys function
-     * raises an error about its data gets a failed result ({@code calls}) and is left out.
+     * Locks the keys of {@code rows}' messages in ascending order, for as many messages, in their
+     * order, as {@link #MAX_KEYS_PER_TRANSACTION} allows. A message whose keys function raises an
+     * error about its data, or that has more keys than that, is recorded failed in {@code outcomes}.
      *
-     * @return the rows whose keys are locked, in their order
+     * @return the rows whose keys are locked, in their order (a prefix of {@code rows}, less failures)
      */
-    public Rows lock(Connection connection, Rows rows, EffectCalls calls) throws SQLException {
-        TreeSet<Long> locks = new TreeSet<>();
+    Rows lock(Connection connection, Rows rows, EffectOutcomes outcomes) throws SQLException {
+        Map<String, Set<Long>> keysById = new HashMap<>();
         Set<String> failed = new HashSet<>();
-        RowIsolation.isolatingFailingRows(connection, rows, (c, some) -> locks.addAll(keysOf(c, some)),
+        RowIsolation.isolatingFailingRows(connection, rows, (c, some) -> keysById.putAll(keysOf(c, some)),
                 EffectFailures::isAboutTheMessage, (c, row, failure) -> {
-                    calls.recordFailure(c, row.ids[0], failure);
+                    outcomes.failure(row.ids[0], failure);
                     failed.add(row.ids[0]);
                 });
+        TreeSet<Long> locks = new TreeSet<>();
+        List<String> taken = new ArrayList<>();
+        for (String id : rows.ids) {
+            Set<Long> keys = keysById.getOrDefault(id, Set.of());
+            if (failed.contains(id)) {
+                continue;
+            }
+            if (keys.size() > MAX_KEYS_PER_TRANSACTION) {
+                outcomes.failure(id, "54000", "the effect keys function returned " + keys.size() + " keys for this"
+                        + " message; at most " + MAX_KEYS_PER_TRANSACTION + " are locked in one transaction");
+                failed.add(id);
+                continue;
+            }
+            Set<Long> more = new HashSet<>(keys);
+            more.removeAll(locks);
+            if (locks.size() + more.size() > MAX_KEYS_PER_TRANSACTION) {
+                break; // the rest wait for the next batch, in order
+            }
+            locks.addAll(more);
+            taken.add(id);
+        }
         if (!locks.isEmpty()) {
             try (PreparedStatement lock = connection.prepareStatement(lockSql)) {
                 lock.setArray(1, connection.unwrap(PgConnection.class).createArrayOf("int8", locks.toArray()));
                 lock.executeQuery().close();
             }
         }
-        return failed.isEmpty() ? rows : rows.select(id -> !failed.contains(id));
+        Set<String> takenIds = new HashSet<>(taken);
+        return rows.select(takenIds::contains);
     }
 
-    private Set<Long> keysOf(Connection connection, Rows rows) throws SQLException {
-        Set<Long> keys = new HashSet<>();
+    private Map<String, Set<Long>> keysOf(Connection connection, Rows rows) throws SQLException {
+        Map<String, Set<Long>> keys = new HashMap<>();
         try (PreparedStatement query = connection.prepareStatement(keysSql)) {
             query.setArray(1, connection.unwrap(PgConnection.class).createArrayOf("text", rows.ids));
             try (ResultSet hashes = query.executeQuery()) {
                 while (hashes.next()) {
-                    keys.add(KEY_SPACE | (hashes.getInt(1) & 0xffffffffL));
+                    keys.computeIfAbsent(hashes.getString(1), id -> new HashSet<>())
+                            .add(KEY_SPACE | (hashes.getInt(2) & 0xffffffffL));
                 }
             }
         }

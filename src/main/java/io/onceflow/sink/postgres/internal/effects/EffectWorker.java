@@ -11,6 +11,8 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
 import java.util.Set;
 import org.apache.flink.annotation.Internal;
 import org.postgresql.PGConnection;
@@ -32,8 +34,10 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Failures: only an error about one message's data is a verdict on it ({@link EffectFailures});
  * anything else rolls the batch back and is tried again with exponential backoff (up to {@link
- * #MAX_BACKOFF}), logged with what to do; a cancel, timeout, lock timeout, deadlock or
- * serialization failure also halves the batch (down to one effect), which grows back on success.
+ * #MAX_BACKOFF}), logged with what to do, one effect at a time at first (the batch doubles again
+ * with each success). When that one effect fails too, its partition is set aside, with a backoff of
+ * its own: the effect is retried, and effects of other partitions go on meanwhile instead of waiting
+ * behind it (one partition's order is kept).
  */
 @Internal
 public final class EffectWorker implements AutoCloseable {
@@ -46,7 +50,6 @@ public final class EffectWorker implements AutoCloseable {
     static final Duration BACKLOG_REFRESH = Duration.ofSeconds(5);
     /** Longest a worker whose input ended keeps applying the queue before it stops. */
     static final Duration FINAL_DRAIN_LIMIT = Duration.ofMinutes(10);
-    private static final Set<String> CONTENTION = Set.of("57014", "55P03", "40P01", "40001");
 
     private final PostgresSinkConfig config;
     private final String name;
@@ -63,6 +66,12 @@ public final class EffectWorker implements AutoCloseable {
     private volatile long oldestQueuedSeconds;
     private volatile Connection connection;
     private long backlogReadAt;
+    /** Partitions whose head effect failed alone, until when (System.nanoTime()). */
+    private final Map<Integer, Long> setAside = new HashMap<>();
+    /** How long each partition whose head effect keeps failing waits next, in ms. */
+    private final Map<Integer, Long> partitionBackoff = new HashMap<>();
+    /** Whether the events table still has the index of pending effects of an earlier version. */
+    private boolean legacyPending;
 
     private EffectWorker(PostgresSinkConfig config, int subtaskIndex, PostgresSinkMetrics metrics) {
         EventsTable events = new EventsTable(config.tables().events());
@@ -103,8 +112,11 @@ public final class EffectWorker implements AutoCloseable {
         while (running) {
             try {
                 Connection session = connection();
-                int taken = batch.run(session, limit);
+                int taken = batch.run(session, limit, partitionsSetAside());
                 refreshBacklog(session, taken == 0 && drainDeadline != 0);
+                if (batch.headPartition() != null) {
+                    partitionBackoff.remove(batch.headPartition());
+                }
                 backoffMs = 0;
                 limit = Math.min(maxBatch, limit * 2);
                 if (taken == 0) {
@@ -118,16 +130,28 @@ public final class EffectWorker implements AutoCloseable {
                     return;
                 }
                 metrics.effectRetries.inc();
-                if (CONTENTION.contains(e.getSQLState())) {
-                    limit = Math.max(1, limit / 2);
-                } else {
+                boolean connectionLost = e.getSQLState() == null || e.getSQLState().startsWith("08");
+                if (connectionLost) {
                     closeConnection();
                 }
-                backoffMs = backoffMs == 0 ? MIN_BACKOFF.toMillis() : Math.min(2 * backoffMs, MAX_BACKOFF.toMillis());
-                LOG.warn("{} of sink {}: the effect transaction failed and is tried again in {} ms with at most {} effects:"
-                        + " {}", name, config.sinkPrefix(), backoffMs, limit,
-                        EffectFailures.explain(e, functions, config.connection().user()));
-                sleep(backoffMs);
+                Integer head = batch.headPartition();
+                String explained = EffectFailures.explain(e, functions, config.connection().user());
+                if (limit == 1 && head != null && !connectionLost) {
+                    // the effect failed alone: it waits, its partition with it; the others go on
+                    long wait = partitionBackoff.merge(head, MIN_BACKOFF.toMillis(),
+                            (before, min) -> Math.min(2 * before, MAX_BACKOFF.toMillis()));
+                    setAside.put(head, System.nanoTime() + Duration.ofMillis(wait).toNanos());
+                    LOG.warn("{} of sink {}: the first effect queued in partition {} failed; it and its partition wait"
+                            + " {} ms, other partitions go on: {}", name, config.sinkPrefix(), head, wait, explained);
+                    sleep(MIN_BACKOFF.toMillis());
+                } else {
+                    // one at a time next, to tell the effect that fails from the batch it was in
+                    limit = 1;
+                    backoffMs = backoffMs == 0 ? MIN_BACKOFF.toMillis() : Math.min(2 * backoffMs, MAX_BACKOFF.toMillis());
+                    LOG.warn("{} of sink {}: the effect transaction failed and is tried again in {} ms, one effect at"
+                            + " first: {}", name, config.sinkPrefix(), backoffMs, explained);
+                    sleep(backoffMs);
+                }
             } catch (RuntimeException e) {
                 closeConnection();
                 backoffMs = MAX_BACKOFF.toMillis();
@@ -149,9 +173,16 @@ public final class EffectWorker implements AutoCloseable {
                 throw e;
             }
             connection = opened;
+            legacyPending = exists(opened, queue.legacyIndex());
             refreshBacklog(opened, true);
         }
         return connection;
+    }
+
+    private Set<Integer> partitionsSetAside() {
+        long now = System.nanoTime();
+        setAside.values().removeIf(until -> now - until > 0);
+        return setAside.keySet();
     }
 
     /** Until a committer's notification, {@link #IDLE_POLL}, or {@link #close}. */
@@ -170,6 +201,12 @@ public final class EffectWorker implements AutoCloseable {
         if (!now && System.nanoTime() - backlogReadAt < BACKLOG_REFRESH.toNanos()) {
             return;
         }
+        if (legacyPending) {
+            // rows that an earlier version's prepared transactions committed after the upgrade's start
+            try (Statement statement = session.createStatement()) {
+                statement.execute(queue.queueLegacyPendingStatement());
+            }
+        }
         try (PreparedStatement query = session.prepareStatement(queue.backlogQuery());
                 ResultSet backlog = query.executeQuery()) {
             backlog.next();
@@ -177,6 +214,16 @@ public final class EffectWorker implements AutoCloseable {
             oldestQueuedSeconds = backlog.getLong(2);
         }
         backlogReadAt = System.nanoTime();
+    }
+
+    private static boolean exists(Connection session, String relation) throws SQLException {
+        try (PreparedStatement query = session.prepareStatement("SELECT to_regclass(?) IS NOT NULL")) {
+            query.setString(1, relation);
+            try (ResultSet found = query.executeQuery()) {
+                found.next();
+                return found.getBoolean(1);
+            }
+        }
     }
 
     private void sleep(long millis) {

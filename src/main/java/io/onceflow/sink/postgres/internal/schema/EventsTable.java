@@ -33,7 +33,6 @@ public final class EventsTable {
     private final PendingEffectsTable queue;
     private final String upsertSql;
     private final String upsertQueuingSql;
-    private final String markEffectFailedSql;
     private final String hasResultColumnSql;
 
     /**
@@ -52,8 +51,6 @@ public final class EventsTable {
                 + " ON CONFLICT (id) DO UPDATE SET deliveries = existing.deliveries + EXCLUDED.deliveries"
                 + " RETURNING id, source_partition, source_offset, effect_transaction, xmax = 0 AS inserted) "
                 + queue.queueNewRowsOf("written");
-        this.markEffectFailedSql = "UPDATE " + name + " SET result = jsonb_build_object('status', '"
-                + EffectFunction.FAILED + "', 'sqlstate', ?::text, 'error', ?::text) WHERE id = ?";
         this.hasResultColumnSql = "SELECT EXISTS (SELECT FROM pg_attribute"
                 + " WHERE attrelid = to_regclass(?) AND attname = 'result' AND NOT attisdropped)";
     }
@@ -128,8 +125,8 @@ public final class EventsTable {
 
     /**
      * Calls {@code function} for the rows of the ids in parameter 1 that have no result yet, in the
-     * order of the array, and stores each result; returns one row: how many calls there were, how
-     * many rows took a result, and how many of those were rejected.
+     * order of the array: returns each id and its result as JSON text (a SQL NULL result as {@code
+     * null}). Reads the rows without locking them.
      *
      * <p>The order: the calls are made in a target list above a sort by the array's position, and
      * PostgreSQL evaluates volatile expressions of a target list after the sort (as it does for
@@ -138,19 +135,30 @@ public final class EventsTable {
      * @param function a validated function name
      */
     public String callEffectStatement(String function) {
-        // SQL NULL is kept for "not called"; MATERIALIZED makes each call happen exactly once
-        return "WITH called AS MATERIALIZED (SELECT e.id, " + function + "(e.id, e.payload) AS result"
+        return "SELECT e.id, coalesce(" + function + "(e.id, e.payload), 'null'::jsonb)::text"
                 + " FROM unnest(?::text[]) WITH ORDINALITY AS n(id, position) JOIN " + name + " e ON e.id = n.id"
-                + " WHERE e.result IS NULL ORDER BY n.position),"
-                + " stored AS (UPDATE " + name + " AS e SET result = coalesce(c.result, 'null'::jsonb)"
-                + " FROM called c WHERE e.id = c.id RETURNING e.result)"
-                + " SELECT (SELECT count(*) FROM called), count(*),"
-                + " count(*) FILTER (WHERE result->>'status' = '" + EffectFunction.REJECTED + "') FROM stored";
+                + " WHERE e.result IS NULL ORDER BY n.position";
     }
 
-    /** Records that the effect failed on a row: parameters 1, the SQLSTATE, 2, the error, and 3, the id. */
-    public String markEffectFailedStatement() {
-        return markEffectFailedSql;
+    /**
+     * Locks the rows of the ids in parameter 1 for storing their results, failing at once (55P03)
+     * if another transaction holds one (a writer's open or prepared transaction with a redelivery of
+     * the id): the effect transaction then retries rather than waits while holding its keys.
+     */
+    public String lockForResultsStatement() {
+        return "SELECT count(*) FROM (SELECT FROM " + name + " WHERE id = ANY (?::text[]) FOR UPDATE NOWAIT) locked";
+    }
+
+    /**
+     * Stores results: parameters 1 the ids, 2 their results as JSON text (NULL for a failure), 3 the
+     * failures' SQLSTATEs and 4 their errors (NULL for a result); a failure is stored as {@code
+     * {"status":"failed","sqlstate":...,"error":...}}. Returns the status of each row stored.
+     */
+    public String storeResultsStatement() {
+        return "UPDATE " + name + " AS e SET result = CASE WHEN r.sqlstate IS NULL THEN r.result::jsonb"
+                + " ELSE jsonb_build_object('status', '" + EffectFunction.FAILED + "', 'sqlstate', r.sqlstate,"
+                + " 'error', r.error) END FROM unnest(?::text[], ?::text[], ?::text[], ?::text[])"
+                + " AS r(id, result, sqlstate, error) WHERE e.id = r.id RETURNING e.result->>'status'";
     }
 
     /**

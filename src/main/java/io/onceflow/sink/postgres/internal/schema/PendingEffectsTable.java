@@ -79,17 +79,34 @@ public final class PendingEffectsTable {
      */
     String queueNewRowsOf(String written) {
         return "INSERT INTO " + name + " (id, source_partition, source_offset, effect_transaction)"
-                + " SELECT id, source_partition, source_offset, effect_transaction FROM " + written + " WHERE inserted";
+                + " SELECT id, source_partition, source_offset, effect_transaction FROM " + written + " WHERE inserted"
+                // a queue row whose events row is gone (deleted by hand, or purged in a race with a re-drive)
+                // is stale: the new row adopts it, instead of failing on the key as if its data were bad
+                + " ON CONFLICT (id) DO UPDATE SET source_partition = EXCLUDED.source_partition,"
+                + " source_offset = EXCLUDED.source_offset, effect_transaction = EXCLUDED.effect_transaction,"
+                + " queued_at = clock_timestamp()";
     }
 
     /**
-     * Locks up to parameter 1 queued effects and their events rows, in source order, skipping rows
-     * another session holds (another worker's batch, or a prepared transaction's redelivery of the
-     * id): returns their ids.
+     * Locks up to parameter 2 queued effects whose events row is committed, in source order, skipping
+     * those another worker holds and those of the partitions in parameter 1 (set aside after a
+     * failure): returns their ids and partitions. The events rows are not locked: a writer's upsert
+     * of a redelivered id must not wait for the effect calls.
      */
     public String lockBatchStatement() {
-        return "SELECT q.id FROM " + name + " q JOIN " + events + " e ON e.id = q.id"
-                + " ORDER BY q.source_partition, q.source_offset LIMIT ? FOR UPDATE OF q, e SKIP LOCKED";
+        return "SELECT q.id, q.source_partition FROM " + name + " q JOIN " + events + " e ON e.id = q.id"
+                + " WHERE coalesce(q.source_partition, -1) <> ALL (?::int[])"
+                + " ORDER BY q.source_partition, q.source_offset LIMIT ? FOR UPDATE OF q SKIP LOCKED";
+    }
+
+    /**
+     * Whether a prepared transaction (of a checkpoint not committed yet) has written the queue: the
+     * effects it queued are invisible until it commits. Prepared transactions hold their locks with
+     * no backend ({@code pid IS NULL}).
+     */
+    public String queuedByPreparedTransactionsQuery() {
+        return "SELECT count(*) FROM pg_locks WHERE relation = to_regclass('" + name + "') AND pid IS NULL"
+                + " AND mode = 'RowExclusiveLock'";
     }
 
     /** Deletes the queued rows of the ids in parameter 1. */
