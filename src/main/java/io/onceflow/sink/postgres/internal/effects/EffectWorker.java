@@ -3,6 +3,7 @@ package io.onceflow.sink.postgres.internal.effects;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
+import io.onceflow.sink.postgres.internal.schema.EffectQueueStartChecks;
 import io.onceflow.sink.postgres.internal.schema.EventsTable;
 import io.onceflow.sink.postgres.internal.schema.PendingEffectsTable;
 import java.sql.Connection;
@@ -173,7 +174,7 @@ public final class EffectWorker implements AutoCloseable {
                 throw e;
             }
             connection = opened;
-            legacyPending = exists(opened, queue.legacyIndex());
+            legacyPending = EffectQueueStartChecks.hasLegacyIndex(opened, queue);
             refreshBacklog(opened, true);
         }
         return connection;
@@ -214,16 +215,6 @@ public final class EffectWorker implements AutoCloseable {
             oldestQueuedSeconds = backlog.getLong(2);
         }
         backlogReadAt = System.nanoTime();
-    }
-
-    private static boolean exists(Connection session, String relation) throws SQLException {
-        try (PreparedStatement query = session.prepareStatement("SELECT to_regclass(?) IS NOT NULL")) {
-            query.setString(1, relation);
-            try (ResultSet found = query.executeQuery()) {
-                found.next();
-                return found.getBoolean(1);
-            }
-        }
     }
 
     private void sleep(long millis) {

@@ -9,12 +9,9 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.flink.annotation.Internal;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
  * The tables of the PostgreSQL sink and the server settings it needs.
@@ -46,8 +43,6 @@ import org.slf4j.LoggerFactory;
 @Internal
 public final class PostgresSchema {
     /** Serialises concurrent creation by several subtasks; the value is arbitrary but fixed. */
-    private static final Logger LOG = LoggerFactory.getLogger(PostgresSchema.class);
-    private static final Duration LEGACY_INDEX_LOCK_WAIT = Duration.ofMillis(200);
     private static final long SCHEMA_LOCK_KEY = 0x6f6e6365666c6f77L; // "onceflow"
 
     private final EventsTable events;
@@ -113,7 +108,7 @@ public final class PostgresSchema {
         });
     }
 
-    private static void lockSchema(Statement statement) throws SQLException {
+    static void lockSchema(Statement statement) throws SQLException {
         statement.execute("SELECT pg_advisory_xact_lock(" + SCHEMA_LOCK_KEY + ")");
     }
 
@@ -133,10 +128,10 @@ public final class PostgresSchema {
             addRunsJobIdColumn(connection);
         }
         if (effectFunction == null) {
-            refuseStrandedEffects(connection);
+            EffectQueueStartChecks.refuseStrandedEffects(connection, events.queue());
             return;
         }
-        migrateLegacyPendingIndex(connection);
+        EffectQueueStartChecks.migrateLegacyPendingIndex(connection, events);
         if (columnType(connection, events.name(), EventsTable.RESULT_COLUMN) == null) {
             addResultColumn(connection);
         }
@@ -173,78 +168,6 @@ public final class PostgresSchema {
                     + e.getMessage() + "). Have the table's owner run " + events.addResultColumnStatement() + "; (it"
                     + " waits for the job's prepared transactions, see pg_prepared_xacts), then start the job again.",
                     e);
-        }
-    }
-
-    /**
-     * Refuses a start without an effect function while effects are queued: nothing would call them,
-     * and their messages would stay consumed with no effect.
-     */
-    private void refuseStrandedEffects(Connection connection) throws SQLException {
-        long queued = count(connection, events.queue().backlogQuery());
-        if (count(connection, events.queue().queuedByPreparedTransactionsQuery()) > 0) {
-            throw new IllegalStateException("a prepared transaction (of a checkpoint this start may restore and"
-                    + " commit) queued effects in " + events.queue().name() + ", and this start has no effect function"
-                    + " (postgres.effect.function) to apply them: start with the effect function they were written"
-                    + " for, let the queue drain (docs/effects.md, \"Backlog\"), then change it");
-        }
-        if (queued > 0) {
-            throw new IllegalStateException(queued + " effects are still queued in " + events.queue().name()
-                    + " (messages consumed whose effect was not called yet), and this start has no effect function"
-                    + " (postgres.effect.function) to call them: start with the effect function they were written"
-                    + " for, let the queue drain (docs/effects.md, \"Backlog\"), then change it; or, to drop them"
-                    + " on purpose, DELETE FROM " + events.queue().name());
-        }
-    }
-
-    private static long count(Connection connection, String query) throws SQLException {
-        try (PreparedStatement statement = connection.prepareStatement(query);
-                ResultSet result = statement.executeQuery()) {
-            result.next();
-            return result.getLong(1);
-        }
-    }
-
-    /**
-     * An events table of an earlier version marks pending effects with a partial index, which makes
-     * every result update non-HOT: queue its pending rows, then drop the index. The earlier
-     * version's prepared transactions (a restored checkpoint's, committed after this start) lock the
-     * table: then the index stays until a later start, and the effect workers queue the rows those
-     * transactions commit meanwhile (the index finds them).
-     */
-    private void migrateLegacyPendingIndex(Connection connection) throws SQLException {
-        String legacy = events.queue().legacyIndex();
-        if (!exists(connection, legacy)) {
-            return;
-        }
-        try {
-            PostgresConnections.inTransaction(connection, () -> {
-                try (Statement statement = connection.createStatement()) {
-                    lockSchema(statement);
-                    if (exists(connection, legacy)) {
-                        statement.execute(events.queue().queueLegacyPendingStatement());
-                        // never wait behind a prepared transaction that only this job's committer ends
-                        statement.execute("SET LOCAL lock_timeout = '" + LEGACY_INDEX_LOCK_WAIT.toMillis() + "ms'");
-                        statement.execute("DROP INDEX " + legacy);
-                    }
-                }
-            });
-        } catch (SQLException e) {
-            if (!"55P03".equals(e.getSQLState())) {
-                throw e;
-            }
-            LOG.info("The index {} of an earlier version stays until a later start: a transaction (maybe a prepared"
-                    + " one of a restored checkpoint) holds a lock on {}", legacy, events.name());
-        }
-    }
-
-    private static boolean exists(Connection connection, String relation) throws SQLException {
-        try (PreparedStatement query = connection.prepareStatement("SELECT to_regclass(?) IS NOT NULL")) {
-            query.setString(1, relation);
-            try (ResultSet found = query.executeQuery()) {
-                found.next();
-                return found.getBoolean(1);
-            }
         }
     }
 
