@@ -77,11 +77,12 @@ import java.util.Optional;
  *   <li>changes only rows its keys cover, when keys are declared;
  *   <li>runs inside the sink's transaction: no {@code COMMIT}, no session-level advisory locks
  *       ({@code pg_advisory_xact_lock} is fine), no writes to the events table (the statement
- *       that calls it is updating that row).
+ *       whose result the sink stores).
  * </ul>
  *
  * <p>A batch's calls run in one statement, within {@code postgres.statement.timeout}; a batch that
- * times out is retried with half as many effects.
+ * fails for another reason than a message's data is retried one effect at a time at first, and an
+ * effect that fails alone sets its partition aside for a while, so the others go on.
  *
  * <p>What stays at-least-once: the calls themselves (and the metrics that count them) repeat after
  * a failure, only the committed result is once; the Kafka output of a duplicate whose id expired
