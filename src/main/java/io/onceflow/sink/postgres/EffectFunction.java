@@ -76,8 +76,8 @@ import java.util.Optional;
  *   <li>makes no change when it rejects, so that a rejection leaves the data as it was;
  *   <li>changes only rows its keys cover, when keys are declared;
  *   <li>runs inside the sink's transaction: no {@code COMMIT}, no session-level advisory locks
- *       ({@code pg_advisory_xact_lock} is fine), no writes to the events table (the statement
- *       whose result the sink stores).
+ *       ({@code pg_advisory_xact_lock} is fine), no writes to the events table or its queue (the
+ *       sink stores the result there).
  * </ul>
  *
  * <p>A batch's calls run in one statement, within {@code postgres.statement.timeout}; a batch that
