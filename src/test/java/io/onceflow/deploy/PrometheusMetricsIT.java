@@ -78,6 +78,7 @@ class PrometheusMetricsIT {
             FlinkStandaloneCluster.TaskManager taskManager = cluster.flink().taskManagers().get(0);
 
             DoubleAccumulator mostPendingRecords = new DoubleAccumulator(Math::max, 0);
+            DoubleAccumulator mostEffectsQueued = new DoubleAccumulator(Math::max, 0);
             long expectedRows = truth.uniqueIds() - truth.refusedIds();
             long start = System.nanoTime();
             Eventually.await(String.format("%d rows in PostgreSQL within %s", expectedRows, TIMEOUT), TIMEOUT,
@@ -85,8 +86,9 @@ class PrometheusMetricsIT {
                         if (rows(cluster) >= expectedRows) {
                             return true;
                         }
-                        mostPendingRecords.accumulate(scrapeIfUp(taskManager.metricsPort())
-                                .sum(OPERATOR + "pendingRecords"));
+                        PrometheusScrape during = scrapeIfUp(taskManager.metricsPort());
+                        mostPendingRecords.accumulate(during.sum(OPERATOR + "pendingRecords"));
+                        mostEffectsQueued.accumulate(max(during, OPERATOR + "effectsQueued"));
                         return false;
                     });
             // the committer's metrics move one checkpoint after the rows become visible (within the
@@ -103,12 +105,22 @@ class PrometheusMetricsIT {
             Eventually.holdsWithin(IDS_IN_STATE_WAIT, POLL_INTERVAL,
                     () -> idsInState(PrometheusScrape.of(taskManager.metricsPort()))
                             >= (1 - IDS_IN_STATE_TOLERANCE_PERCENT / 100) * truth.uniqueIds());
+            // the effects are applied after their rows, by the workers; each worker reads the backlog
+            // every EffectWorker.BACKLOG_REFRESH (5 s) after a batch or an idle wait
+            Eventually.await(String.format("every effect applied, and the backlog gauges at 0 within %s", TIMEOUT),
+                    TIMEOUT, POLL_INTERVAL, () -> {
+                        PrometheusScrape now = PrometheusScrape.of(taskManager.metricsPort());
+                        return queuedEffects(cluster) == 0 && now.samples(OPERATOR + "effectsQueued").size() == 2
+                                && max(now, OPERATOR + "effectsQueued") == 0
+                                && max(now, OPERATOR + "oldestQueuedEffectSeconds") == 0;
+                    });
             PrometheusScrape scrape = PrometheusScrape.of(taskManager.metricsPort())
                     .and(PrometheusScrape.of(cluster.flink().jobManagerMetricsPort()));
             Files.writeString(Path.of("target", "onceflow-metrics-scrape.txt"),
                     String.join("\n", scrape.names()));
-            System.out.printf("SUMMARY input=%s mostPendingRecords=%.0f scrapedNames=%d idsInState=%.0f%n", truth,
-                    mostPendingRecords.get(), scrape.names().size(), idsInState(scrape));
+            System.out.printf("SUMMARY input=%s mostPendingRecords=%.0f mostEffectsQueued=%.0f scrapedNames=%d"
+                    + " idsInState=%.0f effectRetries=%.0f%n", truth, mostPendingRecords.get(), mostEffectsQueued.get(),
+                    scrape.names().size(), idsInState(scrape), scrape.sum(OPERATOR + "effectRetries"));
 
             assertThat(mostPendingRecords.get()).as("the Kafka source's pendingRecords while it worked off the backlog")
                     .isPositive();
@@ -130,8 +142,13 @@ class PrometheusMetricsIT {
             }
             assertThat(idsInState(scrape)).as("RocksDB's estimate of the ids in dedup state, within %s", IDS_IN_STATE_WAIT)
                     .isCloseTo(truth.uniqueIds(), withinPercentage(IDS_IN_STATE_TOLERANCE_PERCENT));
+            // the backlog's gauges: one per writer subtask (each worker reports the same queue: max, not sum)
+            assertThat(scrape.samples(OPERATOR + "effectsQueued")).as("effectsQueued, one per writer subtask").hasSize(2);
+            assertThat(scrape.samples(OPERATOR + "oldestQueuedEffectSeconds")).as("oldestQueuedEffectSeconds, one per"
+                    + " writer subtask").hasSize(2);
             assertThat(scrape.names()).as("scraped metric names").contains(OPERATOR + "pendingCommittables",
-                    OPERATOR + "effectsFailed", OPERATOR + "transactionsRolledBackOnRecovery",
+                    OPERATOR + "effectsFailed", OPERATOR + "effectRetries", OPERATOR + "effectsQueued",
+                    OPERATOR + "oldestQueuedEffectSeconds", OPERATOR + "transactionsRolledBackOnRecovery",
                     OPERATOR + "olderAttemptsFenced", OPERATOR + "commitLatencyMs",
                     OPERATOR + "KafkaSourceReader_KafkaConsumer_records_lag_max", JOB + "numberOfCompletedCheckpoints",
                     JOB + "numberOfFailedCheckpoints", JOB + "lastCheckpointDuration", JOB + "numRestarts");
@@ -188,6 +205,15 @@ class PrometheusMetricsIT {
 
     private static long rows(ClusterHarness cluster) {
         return Long.parseLong(cluster.postgres().rows("SELECT count(*) FROM onceflow_events").get(0));
+    }
+
+    private static long queuedEffects(ClusterHarness cluster) {
+        return Long.parseLong(cluster.postgres().rows("SELECT count(*) FROM onceflow_events_effect_queue").get(0));
+    }
+
+    /** The largest value of {@code name} over its series (a gauge every subtask reports alike), 0 without any. */
+    private static double max(PrometheusScrape scrape, String name) {
+        return scrape.samples(name).stream().mapToDouble(PrometheusScrape.Sample::value).max().orElse(0);
     }
 
     /** RocksDB's estimate of the keys in the dedup state's column family, summed over the subtasks. */

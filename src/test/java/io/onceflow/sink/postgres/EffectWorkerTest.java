@@ -200,7 +200,13 @@ class EffectWorkerTest {
             try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, metrics)) {
                 Eventually.await("the gauges show the waiting effect", PATIENCE, Duration.ofMillis(20),
                         () -> Long.valueOf(1).equals(gauges.get("effectsQueued").getValue()));
-                assertThat((Long) gauges.get("oldestQueuedEffectSeconds").getValue()).isGreaterThanOrEqualTo(1L);
+                long age = (Long) gauges.get("oldestQueuedEffectSeconds").getValue();
+                assertThat(age).isGreaterThanOrEqualTo(1L);
+                // the worker's batch is blocked on the teller's lock and reads no backlog meanwhile: the
+                // age must still grow, or an alert on it could never fire for a stuck effect
+                Thread.sleep(2_100);
+                assertThat((Long) gauges.get("oldestQueuedEffectSeconds").getValue()).as("while the effect is blocked")
+                        .isGreaterThanOrEqualTo(age + 2);
                 teller.rollback();
                 awaitDrained();
             }

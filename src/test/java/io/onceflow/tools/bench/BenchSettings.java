@@ -28,12 +28,17 @@ import org.apache.flink.util.TimeUtils;
  * bench.duplicate.ratio    share of re-sent records (default 0.10)
  * bench.checkpoint.interval the jobs' checkpoint interval, a job duration such as 1s (default 1s)
  * bench.parallelism        the jobs' parallelism (default 2)
- * bench.scenarios          comma-separated subset of raw,alo,jdbc-alo,eo,eo-200ms,effect,streams,copier,payloads,state
+ * bench.scenarios          comma-separated subset of
+ *                          raw,alo,jdbc-alo,eo,eo-200ms,effect,effect-keys,effect-scaling,streams,copier,payloads,state
  *                          (default all; jdbc-alo: alo with flink-connector-jdbc's JdbcSink as the PostgreSQL sink;
  *                          eo-200ms: eo with 200 ms checkpoints; effect:
  *                          eo with the ledger's effect function, one UPDATE per payment; streams: a Kafka Streams
  *                          exactly-once dedup, Kafka only; copier: Kafka's TransactionalMessageCopier, Kafka only;
- *                          payloads: raw and eo again over inputs of each of bench.payload.sizes)
+ *                          payloads: raw and eo again over inputs of each of bench.payload.sizes; effect-keys: effect
+ *                          with the payment's account as its key (postgres.effect.keys); effect-scaling:
+ *                          eo with an effect that sleeps 2 ms in PostgreSQL per call, at parallelism 1 and 4, over an
+ *                          input of bench.effect.events, effects/s from the database)
+ * bench.effect.events      input records of the effect-scaling scenario (default 30000)
  * bench.payload.sizes      payload sizes of the "payloads" scenario (default 1024,10240)
  * bench.state.ids          ids preloaded into dedup state for the "state" scenario (default 1000000,10000000)
  * bench.latency.rate       records/s of the paced latency phase (default 1000)
@@ -61,7 +66,8 @@ record BenchSettings(
         boolean postgresDurable,
         Map<String, String> flinkSettings,
         int aloEoPairs,
-        List<Integer> payloadSizes) {
+        List<Integer> payloadSizes,
+        long effectScalingEvents) {
 
     static final String RAW = "raw";
     static final String AT_LEAST_ONCE = "alo";
@@ -72,16 +78,21 @@ record BenchSettings(
     static final String FAST_CHECKPOINT_INTERVAL = "200ms";
     static final String STATE = "state";
     static final String EFFECT = "effect";
+    /** {@link #EFFECT} with the payment's account declared as its key ({@code postgres.effect.keys}). */
+    static final String EFFECT_WITH_KEYS = "effect-keys";
+    /** Exactly-once with a wall-clock-bound effect at {@link #EFFECT_SCALING_PARALLELISMS}. */
+    static final String EFFECT_SCALING = "effect-scaling";
+    static final List<Integer> EFFECT_SCALING_PARALLELISMS = List.of(1, 4);
     static final String STREAMS = "streams";
     static final String COPIER = "copier";
     static final String PAYLOADS = "payloads";
     private static final List<String> ALL_SCENARIOS =
-            List.of(RAW, AT_LEAST_ONCE, JDBC_AT_LEAST_ONCE, EXACTLY_ONCE, EXACTLY_ONCE_FAST_CHECKPOINTS, EFFECT, STREAMS,
-                    COPIER, PAYLOADS, STATE);
+            List.of(RAW, AT_LEAST_ONCE, JDBC_AT_LEAST_ONCE, EXACTLY_ONCE, EXACTLY_ONCE_FAST_CHECKPOINTS, EFFECT,
+                    EFFECT_WITH_KEYS, EFFECT_SCALING, STREAMS, COPIER, PAYLOADS, STATE);
     /** The scenarios that run the onceflow job, which a discarded run warms up for. */
     static final Set<String> JOB_SCENARIOS =
-            Set.of(AT_LEAST_ONCE, JDBC_AT_LEAST_ONCE, EXACTLY_ONCE, EXACTLY_ONCE_FAST_CHECKPOINTS, EFFECT, PAYLOADS,
-                    STATE);
+            Set.of(AT_LEAST_ONCE, JDBC_AT_LEAST_ONCE, EXACTLY_ONCE, EXACTLY_ONCE_FAST_CHECKPOINTS, EFFECT,
+                    EFFECT_WITH_KEYS, PAYLOADS, STATE);
 
     /** The job scenarios that run at-least-once; every other job scenario runs exactly-once. */
     private static final Set<String> AT_LEAST_ONCE_SCENARIOS = Set.of(AT_LEAST_ONCE, JDBC_AT_LEAST_ONCE);
@@ -104,7 +115,8 @@ record BenchSettings(
                 Boolean.parseBoolean(property("bench.postgres.durable", "true")),
                 keyValues(property("bench.flink.settings", "")),
                 Integer.parseInt(property("bench.pairs", "1")),
-                commaSeparated(property("bench.payload.sizes", "1024,10240")).map(Integer::parseInt).toList());
+                commaSeparated(property("bench.payload.sizes", "1024,10240")).map(Integer::parseInt).toList(),
+                Long.parseLong(property("bench.effect.events", "30000")));
     }
 
     private static Stream<String> commaSeparated(String list) {
@@ -133,9 +145,9 @@ record BenchSettings(
                     + ", got " + scenarios);
         }
         if (events <= 0 || payloadBytes < 0 || parallelism <= 0 || latencyRate <= 0 || latencySeconds < 0
-                || aloEoPairs <= 0 || payloadSizes.stream().anyMatch(size -> size <= 0)) {
+                || aloEoPairs <= 0 || payloadSizes.stream().anyMatch(size -> size <= 0) || effectScalingEvents <= 0) {
             throw new IllegalArgumentException("bench.events, bench.parallelism, bench.latency.rate, bench.pairs and"
-                    + " bench.payload.sizes must be positive");
+                    + " bench.payload.sizes, bench.effect.events must be positive");
         }
     }
 
@@ -164,7 +176,14 @@ record BenchSettings(
     BenchSettings withPayloadBytes(int bytes) {
         return new BenchSettings(events, bytes, duplicateRatio, checkpointInterval, parallelism, scenarios,
                 preloadedIds, latencyRate, latencySeconds, json, postgresDurable, flinkSettings, aloEoPairs,
-                payloadSizes);
+                payloadSizes, effectScalingEvents);
+    }
+
+    /** These settings at another parallelism: the "effect-scaling" scenario's runs. */
+    BenchSettings withParallelism(int jobParallelism) {
+        return new BenchSettings(events, payloadBytes, duplicateRatio, checkpointInterval, jobParallelism, scenarios,
+                preloadedIds, latencyRate, latencySeconds, json, postgresDurable, flinkSettings, aloEoPairs,
+                payloadSizes, effectScalingEvents);
     }
 
     /** The checkpoint interval as the job will read it (Flink's duration syntax: 1s, 500ms, 1min). */
@@ -186,10 +205,10 @@ record BenchSettings(
     @Override
     public String toString() {
         return String.format(Locale.ROOT, "events=%,d payload=%dB duplicates=%.0f%% checkpoint=%s parallelism=%d"
-                        + " scenarios=%s alo/eo pairs=%d preloaded ids=%s payload sizes=%s latency=%d/s for %ds postgres=%s"
-                        + " flink settings=%s",
+                        + " scenarios=%s alo/eo pairs=%d preloaded ids=%s payload sizes=%s effect-scaling events=%,d"
+                        + " latency=%d/s for %ds postgres=%s flink settings=%s",
                 events, payloadBytes, duplicateRatio * 100, checkpointInterval, parallelism, scenarios, aloEoPairs,
-                preloadedIds, payloadSizes, latencyRate, latencySeconds,
+                preloadedIds, payloadSizes, effectScalingEvents, latencyRate, latencySeconds,
                 postgresDurable ? "durable (fsync, synchronous_commit on)" : "fsync off, synchronous_commit off",
                 flinkSettings.isEmpty() ? "the job's" : flinkSettings);
     }

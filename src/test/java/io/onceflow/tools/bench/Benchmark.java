@@ -24,6 +24,7 @@ import java.util.OptionalLong;
 import java.util.stream.Stream;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.MemorySize;
+import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.configuration.TaskManagerOptions;
 import org.apache.flink.configuration.WebOptions;
 import org.apache.flink.runtime.minicluster.MiniCluster;
@@ -57,6 +58,23 @@ public final class Benchmark {
     private static final long BACKEND_EXIT_MILLIS = 500;
     /** No payment of the input can be short of funds, so every payment to a known account is applied. */
     private static final BigDecimal LEDGER_OPENING_BALANCE = new BigDecimal("100000000.00");
+    /** The keys of {@code ledger.apply_payment}'s effect: the account a payment debits, none for other events. */
+    static final String PAYMENT_ACCOUNTS = "bench.payment_accounts";
+    static final String PAYMENT_ACCOUNTS_SQL = "CREATE SCHEMA IF NOT EXISTS bench;"
+            + " CREATE OR REPLACE FUNCTION " + PAYMENT_ACCOUNTS + "(message_id text, payload jsonb) RETURNS text[]"
+            + " LANGUAGE sql IMMUTABLE AS $$ SELECT CASE WHEN payload->>'type' = 'payment'"
+            + " THEN ARRAY[payload->>'user_id'] ELSE '{}'::text[] END $$";
+    /** The effect of the "effect-scaling" scenario: bound by the wall clock, not by CPU or locks. */
+    static final String SLEEP_EFFECT = "bench.sleep_effect";
+    /**
+     * Sleeps 2 ms in PostgreSQL and records when it ran ({@code at}, the server's clock, read by
+     * {@link JobScenario#runTimedEffects}). It touches no table, so it needs no keys: the workers'
+     * {@code SKIP LOCKED} on the queue is all that keeps them apart.
+     */
+    static final String SLEEP_EFFECT_SQL = "CREATE SCHEMA IF NOT EXISTS bench;"
+            + " CREATE OR REPLACE FUNCTION " + SLEEP_EFFECT + "(message_id text, payload jsonb) RETURNS jsonb"
+            + " LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.002);"
+            + " RETURN jsonb_build_object('status', 'applied', 'at', clock_timestamp()); END $$";
 
     private Benchmark() {}
 
@@ -128,11 +146,20 @@ public final class Benchmark {
                 // exactly-once with the ledger's effect: one UPDATE of an account per payment (half the events)
                 PipelineScenario scenario = jobs.newScenario("bench-effect", "exactly-once")
                         .with("postgres.effect.function", Ledger.FUNCTION);
-                try (Connection ledger = scenario.database().connect()) {
-                    Ledger.install(ledger);
-                    Ledger.openAccounts(ledger, EventGenerator.ACCOUNTS, LEDGER_OPENING_BALANCE, false);
-                }
+                openLedger(scenario);
                 results.add(jobs.run(Report.EXACTLY_ONCE_WITH_EFFECT, scenario, Optional.empty(), 0));
+            }
+            if (settings.scenarios().contains(BenchSettings.EFFECT_WITH_KEYS)) {
+                // the same, each payment's account declared as its key: workers lock accounts in one order
+                PipelineScenario scenario = jobs.newScenario("bench-effect-keys", "exactly-once")
+                        .with("postgres.effect.function", Ledger.FUNCTION)
+                        .with("postgres.effect.keys", PAYMENT_ACCOUNTS);
+                openLedger(scenario);
+                try (Connection connection = scenario.database().connect();
+                        Statement statement = connection.createStatement()) {
+                    statement.execute(PAYMENT_ACCOUNTS_SQL);
+                }
+                results.add(jobs.run(Report.EXACTLY_ONCE_WITH_EFFECT_AND_KEYS, scenario, Optional.empty(), 0));
             }
             KafkaOnlyScenario kafkaOnly = new KafkaOnlyScenario(workload);
             if (settings.scenarios().contains(BenchSettings.STREAMS)) {
@@ -157,6 +184,9 @@ public final class Benchmark {
                             Files.createTempDirectory(work, "savepoint").toUri().toString());
                     results.add(jobs.run(Report.preloadedName(preloaded), scenario, Optional.of(savepoint), preloaded));
                 }
+            }
+            if (settings.scenarios().contains(BenchSettings.EFFECT_SCALING)) {
+                results.addAll(effectScaling(kafka, settings, meter, work));
             }
         } finally {
             cluster.close();
@@ -226,6 +256,44 @@ public final class Benchmark {
         return results;
     }
 
+    private static void openLedger(PipelineScenario scenario) throws Exception {
+        try (Connection ledger = scenario.database().connect()) {
+            Ledger.install(ledger);
+            Ledger.openAccounts(ledger, EventGenerator.ACCOUNTS, LEDGER_OPENING_BALANCE, false);
+        }
+    }
+
+    /**
+     * Exactly-once with {@link #SLEEP_EFFECT} at each of {@link BenchSettings#EFFECT_SCALING_PARALLELISMS},
+     * each on a MiniCluster of its own with that many slots, over one input of {@code bench.effect.events}
+     * records: effects/s as the database saw them. One effect worker runs per writer subtask.
+     */
+    private static List<ScenarioResult> effectScaling(TestKafka kafka, BenchSettings settings, ResourceMeter meter,
+            Path work) throws Exception {
+        String topic = TestKafka.uniqueTopic("bench-in-effects");
+        GeneratedInput input = produceInput(kafka, topic, settings, settings.effectScalingEvents(), INPUT_SEED + 3);
+        say("produced the input of the effect-scaling scenario: " + input);
+        List<ScenarioResult> results = new ArrayList<>();
+        for (int parallelism : BenchSettings.EFFECT_SCALING_PARALLELISMS) {
+            BenchSettings at = settings.withParallelism(parallelism);
+            MiniCluster cluster = startMiniCluster(parallelism);
+            try {
+                JobScenario jobs = new JobScenario(cluster,
+                        new Workload(at, topic, input.records(), input.uniqueIds().size(), meter, work));
+                PipelineScenario scenario = jobs.newScenario("bench-effect-p" + parallelism, "exactly-once")
+                        .with("postgres.effect.function", SLEEP_EFFECT);
+                try (Connection connection = scenario.database().connect();
+                        Statement statement = connection.createStatement()) {
+                    statement.execute(SLEEP_EFFECT_SQL);
+                }
+                results.add(jobs.runTimedEffects(Report.timedEffect(parallelism), scenario));
+            } finally {
+                cluster.close();
+            }
+        }
+        return results;
+    }
+
     private static ScenarioResult rawLimit(String name, TestKafka kafka, String inputTopic, long records,
             ResourceMeter meter) throws Exception {
         say(name + ": copying the input topic and COPYing its rows, at the same time...");
@@ -241,6 +309,8 @@ public final class Benchmark {
         Configuration config = new Configuration();
         config.set(TaskManagerOptions.MANAGED_MEMORY_SIZE, MANAGED_MEMORY);
         config.set(WebOptions.CHECKPOINTS_HISTORY_SIZE, CHECKPOINT_HISTORY);
+        // any free port: the effect-scaling scenario starts a second MiniCluster while the first runs
+        config.set(RestOptions.BIND_PORT, "0");
         // the RocksDB settings users run with: those of flink-conf/config.yaml (bloom filters among them)
         config.addAll(ProjectFlinkConf.rocksDbSettings());
         MiniCluster cluster = new MiniCluster(new MiniClusterConfiguration.Builder()

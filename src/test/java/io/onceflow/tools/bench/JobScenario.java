@@ -11,8 +11,13 @@ import io.onceflow.job.OnceflowPipeline;
 import io.onceflow.testing.Eventually;
 import io.onceflow.testing.PipelineScenario;
 import java.nio.file.Files;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
 import java.time.Duration;
 import java.util.List;
+import java.util.Locale;
 import java.util.Optional;
 import java.util.UUID;
 import java.util.concurrent.TimeUnit;
@@ -126,20 +131,31 @@ final class JobScenario {
             long uniqueIds = workload.uniqueIds();
             await(backlogTimeout, () -> probes.visibleRecords() >= uniqueIds, "all ids visible in Kafka", job);
             await(backlogTimeout, () -> probes.postgresRows() >= uniqueIds, "all ids committed in PostgreSQL", job);
+            boolean effect = postgres.effectFunction().isPresent();
+            if (effect) {
+                // the effects are applied after their rows, off the task thread: the scenario is done
+                // when the last one is, and its throughput counts to there
+                Benchmark.say(String.format("%s: every row committed after %.1f s (%,.0f records/s); waiting for"
+                        + " the effects...", name, (System.nanoTime() - startNanos) / 1e9,
+                        workload.inputRecords() / ((System.nanoTime() - startNanos) / 1e9)));
+                await(backlogTimeout, () -> probes.queuedEffects() == 0, "every effect applied", job);
+            }
             double seconds = (System.nanoTime() - startNanos) / 1e9;
             ResourceMeter.CpuTime cpu = measurement.cpuSoFar();
             long peakRss = ResourceMeter.peakRssBytes();
             double recordsPerSecond = workload.inputRecords() / seconds;
             measurement.sayThroughput(name, recordsPerSecond, cpu);
 
-            long pacedIds = producePaced(scenario, probes);
+            long pacedIds = producePaced(scenario, probes, effect);
             long latencyDone = System.currentTimeMillis();
             Duration latencyTimeout = config.checkpointInterval().multipliedBy(3).plusSeconds(30);
-            await(latencyTimeout, () -> probes.sendTimes.isEmpty() && probes.postgresSample.isEmpty(),
-                    "the latency phase's ids visible", job);
+            await(latencyTimeout, () -> probes.sendTimes.isEmpty() && probes.postgresSample.isEmpty()
+                    && probes.effectSample.isEmpty(), "the latency phase's ids visible (and their effects applied)", job);
             CompletedCheckpointStats last = awaitCheckpointAfter(job, latencyDone);
             AccessExecutionGraph graph = cluster.getExecutionGraph(job.getJobID()).get();
             job.cancel().get(60, TimeUnit.SECONDS);
+            ScenarioResult.Updates updates = effect ? eventsTableUpdates(scenario, postgres.table())
+                    : ScenarioResult.Updates.NONE;
 
             return new ScenarioResult(
                     name,
@@ -150,11 +166,97 @@ final class JobScenario {
                     peakRss,
                     Percentiles.of(probes.kafkaLatencies()),
                     Percentiles.of(probes.postgresLatencies()),
+                    Percentiles.of(probes.effectLatencies()),
                     Percentiles.of(completedCheckpoints(graph).stream()
                             .mapToLong(AbstractCheckpointStats::getEndToEndDuration).toArray()),
                     preloadedIds + uniqueIds + pacedIds,
                     last.getTaskStateStats(dedupTask(graph).getJobVertexId()).getStateSize(),
-                    measurement.loadAverage());
+                    measurement.loadAverage(),
+                    updates);
+        }
+    }
+
+    /**
+     * The job with an effect function that stores {@code clock_timestamp()} in its result as {@code
+     * at} ({@link Benchmark#SLEEP_EFFECT_SQL}), over the input: the throughput phase only (a latency
+     * phase would add effects to the measured ones). The result's records/s is <b>effects/s as the
+     * database saw them</b>: effects applied over the time from the first to the last one's {@code at};
+     * its CPU is the scenario's; its checkpoints those of the whole run.
+     */
+    ScenarioResult runTimedEffects(String name, PipelineScenario scenario) throws Exception {
+        OnceflowConfig config = scenario.config();
+        PostgresSettings postgres = config.postgres().orElseThrow();
+        StreamExecutionEnvironment env = new TestStreamEnvironment(cluster, settings.jobFlinkConfiguration(config),
+                settings.parallelism(), List.of(), List.of());
+        Onceflow.job(config, EventProcessor.passThrough()).defineIn(env);
+        Benchmark.say(String.format("%s: running the job over %,d records...", name, workload.inputRecords()));
+        try (VisibilityProbes probes = VisibilityProbes.withPostgres(
+                scenario.kafka().bootstrapServers(), scenario.outputTopic, scenario.database(), postgres.table())) {
+            Measurement measurement = Measurement.start(workload.meter());
+            JobClient job = env.executeAsync("bench " + name);
+            await(Duration.ofMinutes(5), () -> allTasksRunning(cluster, job), "all tasks running", job);
+            long startNanos = System.nanoTime();
+            long uniqueIds = workload.uniqueIds();
+            await(workload.backlogTimeout(), () -> probes.postgresRows() >= uniqueIds, "all ids committed in PostgreSQL",
+                    job);
+            double rowsSeconds = (System.nanoTime() - startNanos) / 1e9;
+            await(workload.backlogTimeout(), () -> probes.queuedEffects() == 0, "every effect applied", job);
+            double seconds = (System.nanoTime() - startNanos) / 1e9;
+            ResourceMeter.CpuTime cpu = measurement.cpuSoFar();
+            long peakRss = ResourceMeter.peakRssBytes();
+            AccessExecutionGraph graph = cluster.getExecutionGraph(job.getJobID()).get();
+            job.cancel().get(60, TimeUnit.SECONDS);
+            double[] applied = appliedSpan(scenario, postgres.table());
+            double effectsPerSecond = (applied[0] - 1) / applied[1];
+            Benchmark.say(String.format(Locale.ROOT, "%s: rows committed after %.1f s, every effect applied after %.1f s;"
+                    + " %,.0f effects applied from %.1f s of first to last: %,.0f effects/s", name, rowsSeconds,
+                    seconds, applied[0], applied[1], effectsPerSecond));
+            measurement.sayThroughput(name, effectsPerSecond, cpu);
+            return new ScenarioResult(name, workload.inputRecords(), effectsPerSecond,
+                    cpu.totalSeconds() / workload.inputRecords() * 1e6, cpu.postgresSeconds() / cpu.totalSeconds(),
+                    peakRss, Percentiles.NONE, Percentiles.NONE, Percentiles.NONE,
+                    Percentiles.of(completedCheckpoints(graph).stream()
+                            .mapToLong(AbstractCheckpointStats::getEndToEndDuration).toArray()),
+                    0, -1, measurement.loadAverage(), eventsTableUpdates(scenario, postgres.table()));
+        }
+    }
+
+    /** Effects applied (rows whose result has an {@code at}), and the seconds from the first to the last. */
+    private static double[] appliedSpan(PipelineScenario scenario, String table) throws SQLException {
+        try (Connection connection = scenario.database().connect();
+                Statement statement = connection.createStatement();
+                ResultSet span = statement.executeQuery("SELECT count(*), extract(epoch FROM"
+                        + " max((result->>'at')::timestamptz) - min((result->>'at')::timestamptz)) FROM " + table
+                        + " WHERE result ? 'at'")) {
+            span.next();
+            return new double[] {span.getLong(1), span.getDouble(2)};
+        }
+    }
+
+    /**
+     * The events table's updates and HOT updates, once the job's sessions are gone: a backend's
+     * statistics reach {@code pg_stat_user_tables} when it flushes them (at the latest as it exits).
+     */
+    private static ScenarioResult.Updates eventsTableUpdates(PipelineScenario scenario, String table) throws Exception {
+        String relation = table.substring(table.indexOf('.') + 1);
+        try (Connection connection = scenario.database().connect(); Statement statement = connection.createStatement()) {
+            long[] last = {-1, -1};
+            // until two reads a second apart agree: the job's backends exit after the cancel, each flushing
+            for (int attempt = 0; attempt < 10; attempt++) {
+                Thread.sleep(1000);
+                try (ResultSet stats = statement.executeQuery("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables"
+                        + " WHERE relname = '" + relation + "'")) {
+                    stats.next();
+                    long updates = stats.getLong(1);
+                    long hot = stats.getLong(2);
+                    if (updates == last[0] && hot == last[1]) {
+                        break;
+                    }
+                    last[0] = updates;
+                    last[1] = hot;
+                }
+            }
+            return new ScenarioResult.Updates(last[0], last[1]);
         }
     }
 
@@ -162,7 +264,8 @@ final class JobScenario {
      * Produces {@code latency.rate} records per second for {@code latency.seconds}, each a new UUID
      * id, stamped with the time of sending. Returns how many.
      */
-    private long producePaced(PipelineScenario scenario, VisibilityProbes probes) throws InterruptedException {
+    private long producePaced(PipelineScenario scenario, VisibilityProbes probes, boolean effect)
+            throws InterruptedException {
         long count = (long) settings.latencyRate() * settings.latencySeconds();
         Benchmark.say(String.format("latency phase: %,d records at %,d/s", count, settings.latencyRate()));
         long start = System.nanoTime();
@@ -179,6 +282,9 @@ final class JobScenario {
                 probes.sendTimes.put(id, sent);
                 if (i % POSTGRES_SAMPLE_EVERY == 0) {
                     probes.postgresSample.put(id, sent);
+                    if (effect) {
+                        probes.effectSample.put(id, sent);
+                    }
                 }
                 producer.send(new ProducerRecord<>(scenario.inputTopic, null, sent, idBytes, payload(id),
                         List.of(new RecordHeader("message-id", idBytes))));

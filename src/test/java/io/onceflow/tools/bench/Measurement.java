@@ -54,6 +54,6 @@ final class Measurement {
         sayThroughput(name, recordsPerSecond, cpu);
         return new ScenarioResult(name, records, recordsPerSecond, cpu.totalSeconds() / records * 1e6,
                 cpu.postgresSeconds() / cpu.totalSeconds(), peakRssBytes, Percentiles.NONE, Percentiles.NONE,
-                Percentiles.NONE, 0, -1, loadAverage());
+                Percentiles.NONE, Percentiles.NONE, 0, -1, loadAverage(), ScenarioResult.Updates.NONE);
     }
 }

@@ -23,6 +23,12 @@ final class Report {
     static final String EXACTLY_ONCE_FAST_CHECKPOINTS = "exactly-once, " + BenchSettings.FAST_CHECKPOINT_INTERVAL
             + " checkpoints";
     static final String EXACTLY_ONCE_WITH_EFFECT = "exactly-once + effect";
+    static final String EXACTLY_ONCE_WITH_EFFECT_AND_KEYS = "exactly-once + effect, keys";
+    /** Issue #23: exactly-once + the ledger's effect >= 0.7 x plain exactly-once, checkpoint p99 <= 1.5 x. */
+    static final double TARGET_EFFECT_VS_EO = 0.7;
+    static final double TARGET_EFFECT_CHECKPOINT_P99_VS_EO = 1.5;
+    /** Issue #23: a wall-clock-bound effect applies >= 3 x the effects/s at parallelism 4 as at 1. */
+    static final double TARGET_EFFECT_SCALING = 3.0;
     /** Kafka-only rows end in a footnote mark: {@link #KAFKA_ONLY_NOTE}. */
     static final String KAFKA_STREAMS = "Kafka Streams exactly-once *";
     static final String COPIER = "Kafka transactional copier *";
@@ -86,6 +92,11 @@ final class Report {
         return result.recordsPerSecond() * payloadBytes / 1e6;
     }
 
+    /** The effect-scaling row at {@code parallelism}: its records/s column holds effects/s. */
+    static String timedEffect(int parallelism) {
+        return "exactly-once + 2 ms effect, parallelism " + parallelism + " (effects/s) \u2020";
+    }
+
     static String preloadedName(long ids) {
         return EXACTLY_ONCE + ", " + compact(ids) + " ids preloaded";
     }
@@ -131,16 +142,23 @@ final class Report {
                 .append(" the machine's one-minute figure (")
                 .append(Runtime.getRuntime().availableProcessors()).append(" cores) as the scenario started and ended.\n\n");
         text.append("| scenario | records/s | CPU s / M records | of which PostgreSQL | peak RSS MB"
-                + " | Kafka visible p50 / p99 | PostgreSQL committed p50 / p99 | checkpoint p50 / p99"
-                + " | ids tracked | dedup state B / id | load average start -> end |\n");
-        text.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+                + " | Kafka visible p50 / p99 | PostgreSQL committed p50 / p99 | effect applied p50 / p99"
+                + " | checkpoint p50 / p99 | ids tracked | dedup state B / id | load average start -> end |\n");
+        text.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for (ScenarioResult r : results) {
-            text.append(String.format(Locale.ROOT, "| %s | %,.0f | %.1f | %.0f%% | %,d | %s | %s | %s | %s | %s | %s |%n",
+            text.append(String.format(Locale.ROOT, "| %s | %,.0f | %.1f | %.0f%% | %,d | %s | %s | %s | %s | %s | %s | %s |%n",
                     r.name(), r.recordsPerSecond(), r.cpuSecondsPerMillion(), 100 * r.postgresCpuShare(),
                     r.peakRssBytes() / (1024 * 1024), pair(r.kafkaVisibility()), pair(r.postgresVisibility()),
-                    pair(r.checkpointDuration()), r.trackedIds() > 0 ? String.format(Locale.ROOT, "%,d", r.trackedIds()) : "-",
+                    pair(r.effectApplied()), pair(r.checkpointDuration()), r.trackedIds() > 0 ? String.format(Locale.ROOT, "%,d", r.trackedIds()) : "-",
                     r.stateBytesPerTrackedId() >= 0 ? String.format(Locale.ROOT, "%.1f", r.stateBytesPerTrackedId()) : "-",
                     r.loadAverage()));
+        }
+        if (results.stream().anyMatch(r -> r.name().endsWith("\u2020"))) {
+            text.append('\n').append("\u2020 Records/s column: effects/s, effects applied over the time from the first"
+                    + " effect's clock_timestamp() to the last one's (from the database); each call sleeps 2 ms in"
+                    + " PostgreSQL (pg_sleep), no keys; one effect worker per writer subtask. Over an input of ")
+                    .append(String.format(Locale.ROOT, "%,d", settings.effectScalingEvents()))
+                    .append(" records, no latency phase.\n");
         }
         if (result(KAFKA_STREAMS).isPresent() || result(COPIER).isPresent()) {
             text.append('\n').append(String.format(Locale.ROOT, KAFKA_ONLY_NOTE, settings.parallelism())).append('\n');
@@ -153,6 +171,28 @@ final class Report {
             text.append(String.format(Locale.ROOT, "ALO / EO throughput per pair: %s (median %.2f; target >= 1)%n",
                     aloOverEoPerPair.stream().map(r -> String.format(Locale.ROOT, "%.2f", r)).toList(),
                     median(aloOverEoPerPair)));
+        }
+        for (String name : List.of(EXACTLY_ONCE_WITH_EFFECT, EXACTLY_ONCE_WITH_EFFECT_AND_KEYS)) {
+            result(name).ifPresent(effect -> result(EXACTLY_ONCE).ifPresent(eo -> {
+                double ratio = effect.recordsPerSecond() / eo.recordsPerSecond();
+                double checkpoints = effect.checkpointDuration().p99() / (double) eo.checkpointDuration().p99();
+                text.append(String.format(Locale.ROOT, "%s / EO throughput (to the last effect applied): %.2f"
+                                + " (target >= %.2f: %s); checkpoint p99 with / without the effect: %,d / %,d ms = %.2f"
+                                + " (target <= %.2f: %s)%n", name, ratio, TARGET_EFFECT_VS_EO,
+                        verdict(ratio >= TARGET_EFFECT_VS_EO), effect.checkpointDuration().p99(),
+                        eo.checkpointDuration().p99(), checkpoints, TARGET_EFFECT_CHECKPOINT_P99_VS_EO,
+                        verdict(checkpoints <= TARGET_EFFECT_CHECKPOINT_P99_VS_EO)));
+            }));
+        }
+        effectScaling().ifPresent(ratio -> text.append(String.format(Locale.ROOT,
+                "2 ms effect, effects/s at parallelism 4 / 1: %.2f (target >= %.2f: %s)%n", ratio,
+                TARGET_EFFECT_SCALING, verdict(ratio >= TARGET_EFFECT_SCALING))));
+        for (ScenarioResult r : results) {
+            if (r.eventsTableUpdates().updates() >= 0) {
+                text.append(String.format(Locale.ROOT, "%s: events table updates %,d, of which HOT %,d (%.1f%%)%n",
+                        r.name(), r.eventsTableUpdates().updates(), r.eventsTableUpdates().hot(),
+                        100 * r.eventsTableUpdates().hotShare()));
+            }
         }
         double rawTarget = settings.postgresDurable() ? TARGET_EO_VS_DURABLE_RAW : TARGET_EO_VS_RAW_FSYNC_OFF;
         throughputRatio(EXACTLY_ONCE, RAW_LIMIT).ifPresent(ratio -> text.append(String.format(Locale.ROOT,
@@ -202,6 +242,11 @@ final class Report {
         return text.toString();
     }
 
+    /** Effects/s of the 2 ms effect at parallelism 4 over that at 1. */
+    private Optional<Double> effectScaling() {
+        return throughputRatio(timedEffect(4), timedEffect(1));
+    }
+
     private long latencyBoundMillis() {
         return settings.checkpointIntervalDuration().plus(Duration.ofSeconds(1)).toMillis();
     }
@@ -230,6 +275,11 @@ final class Report {
             scenario.put("peakRssBytes", r.peakRssBytes());
             scenario.put("kafkaVisibilityMillis", r.kafkaVisibility());
             scenario.put("postgresVisibilityMillis", r.postgresVisibility());
+            scenario.put("effectAppliedMillis", r.effectApplied());
+            if (r.eventsTableUpdates().updates() >= 0) {
+                scenario.put("eventsTableUpdates", r.eventsTableUpdates().updates());
+                scenario.put("eventsTableHotUpdates", r.eventsTableUpdates().hot());
+            }
             scenario.put("checkpointDurationMillis", r.checkpointDuration());
             scenario.put("trackedIds", r.trackedIds());
             scenario.put("dedupStateBytes", r.dedupStateBytes());
@@ -247,6 +297,12 @@ final class Report {
         }
         throughputRatio(EXACTLY_ONCE, RAW_LIMIT).ifPresent(ratio -> ratios.put("eoOverRawLimit", ratio));
         throughputRatio(EXACTLY_ONCE_FAST_CHECKPOINTS, EXACTLY_ONCE).ifPresent(ratio -> ratios.put("eoFastOverEo", ratio));
+        throughputRatio(EXACTLY_ONCE_WITH_EFFECT, EXACTLY_ONCE).ifPresent(ratio -> ratios.put("eoEffectOverEo", ratio));
+        throughputRatio(EXACTLY_ONCE_WITH_EFFECT_AND_KEYS, EXACTLY_ONCE)
+                .ifPresent(ratio -> ratios.put("eoEffectWithKeysOverEo", ratio));
+        result(EXACTLY_ONCE_WITH_EFFECT).ifPresent(effect -> result(EXACTLY_ONCE).ifPresent(eo -> ratios.put(
+                "eoEffectCheckpointP99OverEo", effect.checkpointDuration().p99() / (double) eo.checkpointDuration().p99())));
+        effectScaling().ifPresent(ratio -> ratios.put("sleepEffectP4OverP1", ratio));
         throughputRatio(EXACTLY_ONCE, KAFKA_STREAMS).ifPresent(ratio -> ratios.put("eoOverKafkaStreams", ratio));
         cpuRatio(KAFKA_STREAMS, EXACTLY_ONCE).ifPresent(ratio -> ratios.put("kafkaStreamsCpuOverEoCpu", ratio));
         throughputRatio(EXACTLY_ONCE, COPIER).ifPresent(ratio -> ratios.put("eoOverCopier", ratio));

@@ -1,7 +1,6 @@
 package io.onceflow.tools.bench;
 
 import io.onceflow.testing.TestPostgres;
-import java.sql.Array;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -30,7 +29,9 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  *
  * <p>Latency is the wall clock when an id became visible minus the producer timestamp of the input
  * record that carried it; both clocks are this JVM's. Resolution: one consumer fetch (at most
- * {@value #KAFKA_POLL_MS} ms) and one PostgreSQL poll ({@value #POSTGRES_POLL_MS} ms).
+ * {@value #KAFKA_POLL_MS} ms) and one PostgreSQL poll ({@value #POSTGRES_POLL_MS} ms). With an effect
+ * function, "effect applied" is when the id's row has a {@code result}: the effect worker's transaction
+ * that called the function and stored the result committed (the same poll).
  */
 final class VisibilityProbes implements AutoCloseable {
     private static final long KAFKA_POLL_MS = 20;
@@ -40,6 +41,11 @@ final class VisibilityProbes implements AutoCloseable {
     final Map<String, Long> sendTimes = new ConcurrentHashMap<>();
     /** Ids to time in PostgreSQL too: a sample, since each poll looks them up one by one. */
     final Map<String, Long> postgresSample = new ConcurrentHashMap<>();
+    /**
+     * Ids whose effect is timed: until their row has a {@code result} (the effect's transaction
+     * committed). Filled only for a job with an effect function.
+     */
+    final Map<String, Long> effectSample = new ConcurrentHashMap<>();
 
     private final KafkaConsumer<String, byte[]> consumer;
     /** Null for a Kafka-only scenario, as are {@link #table} and {@link #postgresWatcher}. */
@@ -50,6 +56,7 @@ final class VisibilityProbes implements AutoCloseable {
     private final AtomicLong visibleRecords = new AtomicLong();
     private final List<Long> kafkaLatencies = new ArrayList<>();
     private final List<Long> postgresLatencies = new ArrayList<>();
+    private final List<Long> effectLatencies = new ArrayList<>();
     private volatile boolean running = true;
 
     /** Watches {@code topic} and {@code table} of {@code database}. */
@@ -113,29 +120,37 @@ final class VisibilityProbes implements AutoCloseable {
     private void watchPostgres() {
         try (Connection connection = database.connect();
                 PreparedStatement lookup = connection.prepareStatement(
-                        "SELECT id FROM " + table + " WHERE id = ANY(?)")) {
+                        "SELECT id FROM " + table + " WHERE id = ANY(?)");
+                PreparedStatement applied = connection.prepareStatement(
+                        "SELECT id FROM " + table + " WHERE id = ANY(?) AND result IS NOT NULL")) {
             while (running) {
                 Thread.sleep(POSTGRES_POLL_MS);
-                if (postgresSample.isEmpty()) {
-                    continue;
-                }
-                Array ids = connection.createArrayOf("text", postgresSample.keySet().toArray());
-                lookup.setArray(1, ids);
-                try (ResultSet visible = lookup.executeQuery()) {
-                    long now = System.currentTimeMillis();
-                    synchronized (postgresLatencies) {
-                        while (visible.next()) {
-                            Long sent = postgresSample.remove(visible.getString(1));
-                            if (sent != null) {
-                                postgresLatencies.add(now - sent);
-                            }
-                        }
-                    }
-                }
+                time(connection, lookup, postgresSample, postgresLatencies);
+                time(connection, applied, effectSample, effectLatencies);
             }
         } catch (SQLException | InterruptedException e) {
             if (running) {
                 throw new IllegalStateException("the PostgreSQL visibility probe failed", e);
+            }
+        }
+    }
+
+    /** Removes the ids of {@code sample} that {@code query} returns, adding their latency to {@code latencies}. */
+    private static void time(Connection connection, PreparedStatement query, Map<String, Long> sample,
+            List<Long> latencies) throws SQLException {
+        if (sample.isEmpty()) {
+            return;
+        }
+        query.setArray(1, connection.createArrayOf("text", sample.keySet().toArray()));
+        try (ResultSet visible = query.executeQuery()) {
+            long now = System.currentTimeMillis();
+            synchronized (latencies) {
+                while (visible.next()) {
+                    Long sent = sample.remove(visible.getString(1));
+                    if (sent != null) {
+                        latencies.add(now - sent);
+                    }
+                }
             }
         }
     }
@@ -151,6 +166,22 @@ final class VisibilityProbes implements AutoCloseable {
                 ResultSet count = statement.executeQuery("SELECT count(*) FROM " + table)) {
             count.next();
             return count.getLong(1);
+        }
+    }
+
+    /** Effects still queued ({@code <table>_effect_queue}): 0 when every committed row's effect is applied. */
+    long queuedEffects() throws SQLException {
+        try (Connection connection = database.connect();
+                Statement statement = connection.createStatement();
+                ResultSet count = statement.executeQuery("SELECT count(*) FROM " + table + "_effect_queue")) {
+            count.next();
+            return count.getLong(1);
+        }
+    }
+
+    long[] effectLatencies() {
+        synchronized (effectLatencies) {
+            return effectLatencies.stream().mapToLong(Long::longValue).toArray();
         }
     }
 

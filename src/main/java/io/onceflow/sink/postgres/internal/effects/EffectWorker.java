@@ -64,7 +64,9 @@ public final class EffectWorker implements AutoCloseable {
     /** When a worker told that the input ended ({@link #closeAfterDraining}) stops at the latest; 0 otherwise. */
     private volatile long drainDeadline;
     private volatile long queued;
-    private volatile long oldestQueuedSeconds;
+    /** The oldest queued effect's age in ms at the last read of the backlog, and when that was (nanoTime). */
+    private volatile long oldestQueuedMillisAtRead;
+    private volatile long backlogReadNanos = System.nanoTime();
     private volatile Connection connection;
     private long backlogReadAt;
     /** Partitions whose head effect failed alone, until when (System.nanoTime()). */
@@ -84,7 +86,7 @@ public final class EffectWorker implements AutoCloseable {
                 + (config.tables().effectKeys() == null ? "" : " (or its keys function " + config.tables().effectKeys() + ")");
         this.maxBatch = config.writer().batchSize();
         this.metrics = metrics;
-        metrics.reportEffectBacklog(() -> queued, () -> oldestQueuedSeconds);
+        metrics.reportEffectBacklog(() -> queued, this::oldestQueuedSeconds);
         this.thread = new Thread(this::run, "onceflow-" + config.sinkPrefix() + "-" + name);
         this.thread.setDaemon(true);
     }
@@ -135,6 +137,7 @@ public final class EffectWorker implements AutoCloseable {
                 if (connectionLost) {
                     closeConnection();
                 }
+                refreshBacklogIfConnected();
                 Integer head = batch.headPartition();
                 String explained = EffectFailures.explain(e, functions, config.connection().user());
                 if (limit == 1 && head != null && !connectionLost) {
@@ -211,10 +214,41 @@ public final class EffectWorker implements AutoCloseable {
         try (PreparedStatement query = session.prepareStatement(queue.backlogQuery());
                 ResultSet backlog = query.executeQuery()) {
             backlog.next();
+            long readNanos = System.nanoTime();
+            oldestQueuedMillisAtRead = Math.round(backlog.getDouble(2) * 1000);
+            backlogReadNanos = readNanos;
             queued = backlog.getLong(1);
-            oldestQueuedSeconds = backlog.getLong(2);
         }
         backlogReadAt = System.nanoTime();
+    }
+
+    /**
+     * After a failed batch: the backlog as it is now, if the session still works. A worker whose
+     * batches keep failing would otherwise report the backlog of its last success for ever.
+     */
+    private void refreshBacklogIfConnected() {
+        Connection session = connection;
+        if (session == null) {
+            return;
+        }
+        try {
+            refreshBacklog(session, true);
+        } catch (SQLException e) {
+            LOG.debug("{} of sink {} could not read the effect backlog", name, config.sinkPrefix(), e);
+        }
+    }
+
+    /**
+     * The oldest queued effect's age: its age at the last read plus the time since. While a batch
+     * is blocked, or the worker cannot read the queue (the database is down), the figure keeps
+     * growing from what it last saw, so that an alert on it fires: an effect the worker saw queued is
+     * assumed still queued until a read says otherwise.
+     */
+    private long oldestQueuedSeconds() {
+        if (queued == 0) {
+            return 0;
+        }
+        return (oldestQueuedMillisAtRead + (System.nanoTime() - backlogReadNanos) / 1_000_000) / 1000;
     }
 
     private void sleep(long millis) {
