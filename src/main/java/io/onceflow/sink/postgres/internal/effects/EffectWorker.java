@@ -12,9 +12,6 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
-import java.util.HashMap;
-import java.util.Map;
-import java.util.Set;
 import org.apache.flink.annotation.Internal;
 import org.postgresql.PGConnection;
 import org.slf4j.Logger;
@@ -68,11 +65,7 @@ public final class EffectWorker implements AutoCloseable {
     private volatile long oldestQueuedMillisAtRead;
     private volatile long backlogReadNanos = System.nanoTime();
     private volatile Connection connection;
-    private long backlogReadAt;
-    /** Partitions whose head effect failed alone, until when (System.nanoTime()). */
-    private final Map<Integer, Long> setAside = new HashMap<>();
-    /** How long each partition whose head effect keeps failing waits next, in ms. */
-    private final Map<Integer, Long> partitionBackoff = new HashMap<>();
+    private final PartitionsSetAside setAside = new PartitionsSetAside(MIN_BACKOFF, MAX_BACKOFF);
     /** Whether the events table still has the index of pending effects of an earlier version. */
     private boolean legacyPending;
 
@@ -115,10 +108,10 @@ public final class EffectWorker implements AutoCloseable {
         while (running) {
             try {
                 Connection session = connection();
-                int taken = batch.run(session, limit, partitionsSetAside());
+                int taken = batch.run(session, limit, setAside.now());
                 refreshBacklog(session, taken == 0 && drainDeadline != 0);
                 if (batch.headPartition() != null) {
-                    partitionBackoff.remove(batch.headPartition());
+                    setAside.succeeded(batch.headPartition());
                 }
                 backoffMs = 0;
                 limit = Math.min(maxBatch, limit * 2);
@@ -142,9 +135,7 @@ public final class EffectWorker implements AutoCloseable {
                 String explained = EffectFailures.explain(e, functions, config.connection().user());
                 if (limit == 1 && head != null && !connectionLost) {
                     // the effect failed alone: it waits, its partition with it; the others go on
-                    long wait = partitionBackoff.merge(head, MIN_BACKOFF.toMillis(),
-                            (before, min) -> Math.min(2 * before, MAX_BACKOFF.toMillis()));
-                    setAside.put(head, System.nanoTime() + Duration.ofMillis(wait).toNanos());
+                    long wait = setAside.failed(head);
                     LOG.warn("{} of sink {}: the first effect queued in partition {} failed; it and its partition wait"
                             + " {} ms, other partitions go on: {}", name, config.sinkPrefix(), head, wait, explained);
                     sleep(MIN_BACKOFF.toMillis());
@@ -183,12 +174,6 @@ public final class EffectWorker implements AutoCloseable {
         return connection;
     }
 
-    private Set<Integer> partitionsSetAside() {
-        long now = System.nanoTime();
-        setAside.values().removeIf(until -> now - until > 0);
-        return setAside.keySet();
-    }
-
     /** Until a committer's notification, {@link #IDLE_POLL}, or {@link #close}. */
     private void awaitWork(Connection session) throws SQLException {
         long deadline = System.nanoTime() + IDLE_POLL.toNanos();
@@ -202,7 +187,7 @@ public final class EffectWorker implements AutoCloseable {
     }
 
     private void refreshBacklog(Connection session, boolean now) throws SQLException {
-        if (!now && System.nanoTime() - backlogReadAt < BACKLOG_REFRESH.toNanos()) {
+        if (!now && System.nanoTime() - backlogReadNanos < BACKLOG_REFRESH.toNanos()) {
             return;
         }
         if (legacyPending) {
@@ -219,7 +204,6 @@ public final class EffectWorker implements AutoCloseable {
             backlogReadNanos = readNanos;
             queued = backlog.getLong(1);
         }
-        backlogReadAt = System.nanoTime();
     }
 
     /**
