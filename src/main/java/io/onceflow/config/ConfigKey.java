@@ -216,7 +216,16 @@ enum ConfigKey {
             "SQL function name(message_id text, payload jsonb) RETURNS text[] naming what an effect"
                     + " changes (e.g. its accounts): effects lock these keys, in one global order, before"
                     + " the effect function runs, so effects on other keys run in parallel and two never"
-                    + " deadlock (docs/effects.md); default: none, effects lock only their own rows.");
+                    + " deadlock (docs/effects.md); default: none, effects lock only their own rows."),
+    POSTGRES_ALLOW_TRIGGERS_THAT_MAY_STALL_CHECKPOINTS(
+            "postgres.allow.triggers.that.may.stall.checkpoints",
+            "false",
+            "true or false: whether a start accepts your triggers on the events, rejects and commit log"
+                    + " tables (and the effect queue). A checkpoint's prepared transaction keeps every row lock"
+                    + " its triggers took until the checkpoint completes, so a trigger that updates a row other"
+                    + " subtasks' rows update too (a counter, a summary) makes them wait for a checkpoint that"
+                    + " waits for them: it stalls, and restarts into the same wait after postgres.lock.timeout."
+                    + " Only a trigger that locks rows of its own message id is safe (docs/postgres.md).");
 
     /** Prefix of keys passed unchecked to the Kafka clients. */
     static final String KAFKA_PROPERTIES_PREFIX = "kafka.properties.";

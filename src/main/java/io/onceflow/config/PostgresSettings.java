@@ -1,5 +1,6 @@
 package io.onceflow.config;
 
+import static io.onceflow.config.ConfigKey.POSTGRES_ALLOW_TRIGGERS_THAT_MAY_STALL_CHECKPOINTS;
 import static io.onceflow.config.ConfigKey.POSTGRES_BATCH_SIZE;
 import static io.onceflow.config.ConfigKey.POSTGRES_COMMIT_LOG_TABLE;
 import static io.onceflow.config.ConfigKey.POSTGRES_EFFECT_FUNCTION;
@@ -63,7 +64,10 @@ public final class PostgresSettings implements Serializable {
                 ValueParsers.integerBetween(1, PostgresWriterOptions.MAX_BATCH_SIZE)), defaults.batchSize());
         tables = new PostgresTableOptions(events, rejects, commitLog, runs, writers,
                 settings.parsed(POSTGRES_EFFECT_FUNCTION, ValueParsers::sqlFunctionName),
-                settings.parsed(POSTGRES_EFFECT_KEYS, ValueParsers::sqlFunctionName));
+                settings.parsed(POSTGRES_EFFECT_KEYS, ValueParsers::sqlFunctionName),
+                // an invalid value is reported (and fails the configuration) and read as null
+                Boolean.TRUE.equals(settings.parsed(POSTGRES_ALLOW_TRIGGERS_THAT_MAY_STALL_CHECKPOINTS,
+                        ValueParsers.oneOf(List.of(false, true), String::valueOf))));
         writer = new PostgresWriterOptions(
                 batchSize,
                 settings.parsed(POSTGRES_LOCK_TIMEOUT,

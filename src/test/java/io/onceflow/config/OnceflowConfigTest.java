@@ -470,6 +470,10 @@ class OnceflowConfigTest {
         assertThat(postgres.sinkPrefix()).isEqualTo("payments_1");
         assertThat(postgres.batchSize()).isEqualTo(50);
         assertThat(postgres.effectFunction()).contains("ledger.apply_payment");
+        assertThat(postgres.tables().allowTriggersThatMayStallCheckpoints()).as("refused by default").isFalse();
+
+        settings.put("postgres.allow.triggers.that.may.stall.checkpoints", "true");
+        assertThat(build(settings).postgres().orElseThrow().tables().allowTriggersThatMayStallCheckpoints()).isTrue();
     }
 
     @Test
@@ -545,6 +549,7 @@ class OnceflowConfigTest {
                 Arguments.of("postgres.lock.timeout", "0ms", "is less than 1ms"),
                 Arguments.of("postgres.lock.timeout", "25d", "'25d' is more than"),
                 Arguments.of("postgres.statement.timeout", "soon", "soon"),
+                Arguments.of("postgres.allow.triggers.that.may.stall.checkpoints", "yes", "'yes' is not one of false, true"),
                 Arguments.of("postgres.statement.timeout", "25d", "'25d' is more than"),
                 Arguments.of("postgres.effect.function", "ledger.apply_payment(text, jsonb)",
                         "'ledger.apply_payment(text, jsonb)' is not a valid function name. Use only letters"));

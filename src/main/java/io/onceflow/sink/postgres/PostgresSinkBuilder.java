@@ -124,6 +124,18 @@ public final class PostgresSinkBuilder {
     }
 
     /**
+     * Whether a start accepts the user's triggers on the tables a checkpoint's transaction writes
+     * (the events, rejects and commit log tables and the effect queue); false by default, and a
+     * start then refuses naming them. A prepared transaction keeps every row lock its triggers took
+     * until its checkpoint completes: a trigger that updates a row other subtasks need before their
+     * barrier (a counter, a summary) stalls the checkpoint, and after the lock timeout the job
+     * restarts into the same wait. Opt in only for triggers that lock rows of their own message id.
+     */
+    public PostgresSinkBuilder setAllowTriggersThatMayStallCheckpoints(boolean allow) {
+        return setTables(tables.withTriggersThatMayStallCheckpoints(allow));
+    }
+
+    /**
      * Required for {@link #build()}: 1 to 40 of {@code a-z A-Z 0-9 _}, stable across restarts and
      * upgrades of the job, and unique among the jobs writing to the same database.
      */

@@ -22,9 +22,15 @@ import java.util.Locale;
  * @param effectFunction the {@link EffectFunction} to call once per new message id, or null for none
  * @param effectKeys the function naming what an effect touches ({@link EffectFunction}, "Keys"), or
  *     null: effects then lock only their own events rows
+ * @param allowTriggersThatMayStallCheckpoints whether a start accepts the user's triggers on the
+ *     tables a checkpoint's transaction writes (false by default): a prepared transaction keeps
+ *     every row lock its triggers took until its checkpoint completes, so a trigger that locks a
+ *     row other subtasks write too (a counter, a summary) stalls the checkpoint; see the PostgreSQL
+ *     guide, "What a checkpoint's transaction may lock"
  */
 public record PostgresTableOptions(String events, String rejects, String commitLog, String runs, String writers,
-        String effectFunction, String effectKeys) implements Serializable {
+        String effectFunction, String effectKeys, boolean allowTriggersThatMayStallCheckpoints)
+        implements Serializable {
     public static final String DEFAULT_EVENTS = "onceflow_events";
     public static final String DEFAULT_REJECTS = "onceflow_rejects";
     public static final String DEFAULT_COMMIT_LOG = "onceflow_commit_log";
@@ -34,37 +40,52 @@ public record PostgresTableOptions(String events, String rejects, String commitL
     /** The default tables, without an effect. */
     public static PostgresTableOptions defaults() {
         return new PostgresTableOptions(DEFAULT_EVENTS, DEFAULT_REJECTS, DEFAULT_COMMIT_LOG, DEFAULT_RUNS,
-                DEFAULT_WRITERS, null, null);
+                DEFAULT_WRITERS, null, null, false);
     }
 
     public PostgresTableOptions withEvents(String name) {
-        return new PostgresTableOptions(name, rejects, commitLog, runs, writers, effectFunction, effectKeys);
+        return new PostgresTableOptions(name, rejects, commitLog, runs, writers, effectFunction, effectKeys,
+                allowTriggersThatMayStallCheckpoints);
     }
 
     public PostgresTableOptions withRejects(String name) {
-        return new PostgresTableOptions(events, name, commitLog, runs, writers, effectFunction, effectKeys);
+        return new PostgresTableOptions(events, name, commitLog, runs, writers, effectFunction, effectKeys,
+                allowTriggersThatMayStallCheckpoints);
     }
 
     public PostgresTableOptions withCommitLog(String name) {
-        return new PostgresTableOptions(events, rejects, name, runs, writers, effectFunction, effectKeys);
+        return new PostgresTableOptions(events, rejects, name, runs, writers, effectFunction, effectKeys,
+                allowTriggersThatMayStallCheckpoints);
     }
 
     public PostgresTableOptions withRuns(String name) {
-        return new PostgresTableOptions(events, rejects, commitLog, name, writers, effectFunction, effectKeys);
+        return new PostgresTableOptions(events, rejects, commitLog, name, writers, effectFunction, effectKeys,
+                allowTriggersThatMayStallCheckpoints);
     }
 
     public PostgresTableOptions withWriters(String name) {
-        return new PostgresTableOptions(events, rejects, commitLog, runs, name, effectFunction, effectKeys);
+        return new PostgresTableOptions(events, rejects, commitLog, runs, name, effectFunction, effectKeys,
+                allowTriggersThatMayStallCheckpoints);
     }
 
     /** @param function {@code name} or {@code schema.name}; null for none */
     public PostgresTableOptions withEffectFunction(String function) {
-        return new PostgresTableOptions(events, rejects, commitLog, runs, writers, function, effectKeys);
+        return new PostgresTableOptions(events, rejects, commitLog, runs, writers, function, effectKeys,
+                allowTriggersThatMayStallCheckpoints);
     }
 
     /** @param function {@code name} or {@code schema.name}; null for none */
     public PostgresTableOptions withEffectKeys(String function) {
-        return new PostgresTableOptions(events, rejects, commitLog, runs, writers, effectFunction, function);
+        return new PostgresTableOptions(events, rejects, commitLog, runs, writers, effectFunction, function,
+                allowTriggersThatMayStallCheckpoints);
+    }
+
+    /**
+     * @param allow true to accept the user's triggers on the tables a checkpoint's transaction
+     *     writes, at the risk that one locking a shared row stalls every checkpoint
+     */
+    public PostgresTableOptions withTriggersThatMayStallCheckpoints(boolean allow) {
+        return new PostgresTableOptions(events, rejects, commitLog, runs, writers, effectFunction, effectKeys, allow);
     }
 
     /** The five table names, in DDL order; a name not set (null) stays null. */

@@ -4,6 +4,7 @@ import io.onceflow.sink.postgres.PendingTransactionsException;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.commit.PreparedTransactionRecovery;
 import io.onceflow.sink.postgres.internal.commit.TransactionId;
+import io.onceflow.sink.postgres.internal.schema.BarrierLockChecks;
 import io.onceflow.sink.postgres.internal.schema.ServerChecks;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -30,15 +31,17 @@ final class RunStartChecks {
     /**
      * The checks of a start that do not depend on who else uses the prefix, so that hold for a
      * second execution of one job's {@code main} too: the server encoding, no per-transaction pool,
-     * enough prepared transactions, the tables (created or brought up to date), no unique index
-     * that would deadlock subtasks.
+     * enough prepared transactions, the tables (created or brought up to date), no unique index or
+     * trigger that would make a checkpoint's transaction hold a lock another subtask waits for
+     * ({@link BarrierLockChecks}).
      */
     void checkDatabase(int parallelism) throws SQLException {
         ServerChecks.checkServerEncoding(connection);
         requireOneSessionPerConnection();
         ServerChecks.checkMaxPreparedTransactions(connection, parallelism, config.tolerableCheckpointFailures());
         config.schema().prepare(connection);
-        refuseUniqueIndexesAcrossSubtasks(parallelism);
+        BarrierLockChecks.check(connection, config.schema(), parallelism,
+                config.tables().allowTriggersThatMayStallCheckpoints());
     }
 
     /**
@@ -60,36 +63,6 @@ final class RunStartChecks {
                 ResultSet result = query.executeQuery()) {
             result.next();
             return result.getInt(1);
-        }
-    }
-
-    /**
-     * A unique index or exclusion constraint of the user's on the events table besides the primary
-     * key would stop an exactly-once job for good: two ids that share its key, written by two
-     * subtasks within one checkpoint, wait for each other's transaction, which commits only after
-     * the checkpoint completes, which waits for the blocked subtask. Each replay repeats it. With one
-     * writer subtask the second row is refused like any other (the rejects table) instead.
-     */
-    private void refuseUniqueIndexesAcrossSubtasks(int parallelism) throws SQLException {
-        if (parallelism <= 1) {
-            return;
-        }
-        List<String> indexes = new ArrayList<>();
-        try (PreparedStatement query = connection.prepareStatement("SELECT i.indexrelid::regclass::text FROM pg_index i"
-                + " WHERE i.indrelid = to_regclass(?) AND (i.indisunique OR i.indisexclusion) AND NOT i.indisprimary")) {
-            query.setString(1, config.tables().events());
-            try (ResultSet rows = query.executeQuery()) {
-                while (rows.next()) {
-                    indexes.add(rows.getString(1));
-                }
-            }
-        }
-        if (!indexes.isEmpty()) {
-            throw new IllegalStateException("the table " + config.tables().events() + " has unique index(es) or exclusion"
-                    + " constraint(s) besides its primary key: " + indexes + ". With parallelism " + parallelism
-                    + " two message ids that share such a key, written by two subtasks between two checkpoints, wait"
-                    + " for each other's transaction until the job fails, on every replay. Drop them and enforce the"
-                    + " rule downstream (e.g. in an effect function's own table), or run the sink with parallelism 1.");
         }
     }
 

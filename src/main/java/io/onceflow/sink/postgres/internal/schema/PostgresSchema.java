@@ -73,7 +73,8 @@ public final class PostgresSchema {
     /** The tables of these names, without an effect; as {@link #PostgresSchema(PostgresTableOptions)}. */
     public PostgresSchema(String table, String rejectsTable, String commitLogTable, String runsTable,
             String writersTable) {
-        this(new PostgresTableOptions(table, rejectsTable, commitLogTable, runsTable, writersTable, null, null));
+        this(new PostgresTableOptions(table, rejectsTable, commitLogTable, runsTable, writersTable, null, null,
+                false));
     }
 
     /** The {@code CREATE TABLE IF NOT EXISTS} statements, each ending with {@code ;}, for DBAs. */

@@ -14,6 +14,7 @@ import io.onceflow.sink.postgres.internal.commit.TransactionId;
 import io.onceflow.sink.postgres.internal.effects.EffectWorker;
 import io.onceflow.sink.postgres.internal.fencing.SinkRuns;
 import io.onceflow.sink.postgres.internal.fencing.WriterFence;
+import io.onceflow.sink.postgres.internal.schema.BarrierLockChecks;
 import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
 import io.onceflow.sink.postgres.internal.schema.ServerChecks;
 import java.io.IOException;
@@ -39,7 +40,8 @@ import org.postgresql.core.QueryExecutor;
  * batches, prepared at the checkpoint barrier and handed to the committer. It never commits.
  *
  * <p>Start-up, before anything is written: check {@code max_prepared_transactions}, create missing
- * tables, fence older attempts out and claim this subtask's indices ({@link WriterFence}), roll back
+ * tables, refuse unique indexes and triggers that would stall checkpoints ({@link BarrierLockChecks}),
+ * fence older attempts out and claim this subtask's indices ({@link WriterFence}), roll back
  * the abandoned prepared transactions of those indices ({@link PreparedTransactionRecovery}). The
  * connection opened here is the writer's only one for its whole life: the fence's locks live on it,
  * so once a successor has ended its session nothing this writer sends reaches the database.
@@ -116,6 +118,10 @@ public final class PostgresExactlyOnceWriter
             ServerChecks.checkMaxPreparedTransactions(connection, start.parallelism(),
                     config.tolerableCheckpointFailures());
             config.schema().prepare(connection);
+            // again at every start, not only in main's: an index or trigger added while the job ran
+            // would make this restart wait for ever (see BarrierLockChecks)
+            BarrierLockChecks.check(connection, config.schema(), start.parallelism(),
+                    config.tables().allowTriggersThatMayStallCheckpoints());
             backendPid = backendPid(connection);
             openedFence = WriterFence.open(config, connection, start, metrics.olderAttemptsFenced);
             fence = openedFence;
