@@ -58,12 +58,6 @@ public final class Benchmark {
     private static final long BACKEND_EXIT_MILLIS = 500;
     /** No payment of the input can be short of funds, so every payment to a known account is applied. */
     private static final BigDecimal LEDGER_OPENING_BALANCE = new BigDecimal("100000000.00");
-    /** The keys of {@code ledger.apply_payment}'s effect: the account a payment debits, none for other events. */
-    static final String PAYMENT_ACCOUNTS = "bench.payment_accounts";
-    static final String PAYMENT_ACCOUNTS_SQL = "CREATE SCHEMA IF NOT EXISTS bench;"
-            + " CREATE OR REPLACE FUNCTION " + PAYMENT_ACCOUNTS + "(message_id text, payload jsonb) RETURNS text[]"
-            + " LANGUAGE sql IMMUTABLE AS $$ SELECT CASE WHEN payload->>'type' = 'payment'"
-            + " THEN ARRAY[payload->>'user_id'] ELSE '{}'::text[] END $$";
     /** The effect of the "effect-scaling" scenario: bound by the wall clock, not by CPU or locks. */
     static final String SLEEP_EFFECT = "bench.sleep_effect";
     /**
@@ -153,12 +147,8 @@ public final class Benchmark {
                 // the same, each payment's account declared as its key: workers lock accounts in one order
                 PipelineScenario scenario = jobs.newScenario("bench-effect-keys", "exactly-once")
                         .with("postgres.effect.function", Ledger.FUNCTION)
-                        .with("postgres.effect.keys", PAYMENT_ACCOUNTS);
+                        .with("postgres.effect.keys", Ledger.KEYS);
                 openLedger(scenario);
-                try (Connection connection = scenario.database().connect();
-                        Statement statement = connection.createStatement()) {
-                    statement.execute(PAYMENT_ACCOUNTS_SQL);
-                }
                 results.add(jobs.run(Report.EXACTLY_ONCE_WITH_EFFECT_AND_KEYS, scenario, Optional.empty(), 0));
             }
             KafkaOnlyScenario kafkaOnly = new KafkaOnlyScenario(workload);
