@@ -98,8 +98,9 @@ enum ConfigKey {
     TRANSACTION_TIMEOUT(
             "kafka.transaction.timeout",
             "15min",
-            "Kafka transaction timeout; must exceed (checkpoint.tolerable.failures + 1) x"
-                    + " (checkpoint.interval + checkpoint.timeout) and be at most"
+            "Kafka transaction timeout; must exceed the longest a checkpoint's transaction stays open,"
+                    + " (checkpoint.tolerable.failures + 1) x max(checkpoint.interval, checkpoint.timeout +"
+                    + " checkpoint.min.pause) + checkpoint.timeout + restart.budget, and be at most"
                     + " kafka.transaction.timeout.broker.max."),
     BROKER_TRANSACTION_MAX_TIMEOUT(
             "kafka.transaction.timeout.broker.max",
@@ -122,6 +123,15 @@ enum ConfigKey {
             "Checkpoints that may fail in a row without failing the job (0..100). Each keeps the"
                     + " sinks' transactions open for another checkpoint: kafka.transaction.timeout"
                     + " and PostgreSQL's max_prepared_transactions are checked against it."),
+    RESTART_BUDGET(
+            "restart.budget",
+            "7min",
+            "Longest time from a failure to the restored job, which commits the transactions of the"
+                    + " last completed checkpoint: noticing a silent TaskManager (Flink's heartbeat.timeout),"
+                    + " the restart strategy's longest delay with its jitter, the wait for slots"
+                    + " (slot.request.timeout) and the deployment; kafka.transaction.timeout is checked"
+                    + " against it. The default covers flink-conf/config.yaml; raise it if your cluster"
+                    + " waits longer."),
     FRESH_START_PENDING(
             "fresh.start.pending",
             "refuse",

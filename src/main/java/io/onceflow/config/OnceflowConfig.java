@@ -28,6 +28,7 @@ import static io.onceflow.config.ConfigKey.PROCESSOR_CLASS;
 import static io.onceflow.config.ConfigKey.PROCESSOR_MAX_ATTEMPTS;
 import static io.onceflow.config.ConfigKey.PROCESSOR_RETRY_BACKOFF;
 import static io.onceflow.config.ConfigKey.PROCESSOR_RETRY_BACKOFF_MAX;
+import static io.onceflow.config.ConfigKey.RESTART_BUDGET;
 import static io.onceflow.config.ConfigKey.STATE_BACKEND;
 import static io.onceflow.config.ConfigKey.TRANSACTIONAL_ID_PREFIX;
 import static io.onceflow.config.ConfigKey.TRANSACTION_TIMEOUT;
@@ -137,6 +138,7 @@ public final class OnceflowConfig implements Serializable {
     private final Duration checkpointTimeout;
     private final Duration checkpointMinPause;
     private final Integer tolerableCheckpointFailures;
+    private final Duration restartBudget;
     private final PendingWorkOnFreshStart pendingWorkOnFreshStart;
     private final String checkpointDir;
     private final Integer parallelism;
@@ -199,6 +201,7 @@ public final class OnceflowConfig implements Serializable {
                 settings.parsed(CHECKPOINT_MIN_PAUSE, ValueParsers.durationAtLeast(Duration.ZERO));
         tolerableCheckpointFailures =
                 settings.parsed(CHECKPOINT_TOLERABLE_FAILURES, ValueParsers.integerBetween(0, 100));
+        restartBudget = settings.parsed(RESTART_BUDGET, ValueParsers.durationAtLeast(SHORTEST_DURATION));
         pendingWorkOnFreshStart =
                 settings.parsed(
                         FRESH_START_PENDING,
@@ -348,27 +351,48 @@ public final class OnceflowConfig implements Serializable {
                     "Lower it; or, if the brokers allow longer transactions, raise"
                             + " kafka.transaction.timeout.broker.max to match.");
         }
-        if (checkpointInterval == null || checkpointTimeout == null || tolerableCheckpointFailures == null) {
+        if (checkpointInterval == null
+                || checkpointTimeout == null
+                || checkpointMinPause == null
+                || tolerableCheckpointFailures == null
+                || restartBudget == null) {
             return;
         }
-        // A transaction opens at one checkpoint and commits when the next one completes: it lives
-        // for up to a checkpoint interval plus the checkpoint's duration, once more for each
-        // checkpoint that may fail in a row without failing the job.
+        // A transaction opens when the sink passes checkpoint K's barrier, soon after K is
+        // triggered, and is committed when a later checkpoint has completed. Flink triggers the
+        // next checkpoint an interval after K, but not before K has ended (at most
+        // checkpoint.timeout) plus the minimum pause; each tolerated failed checkpoint adds such a
+        // cycle, and the checkpoint that completes takes up to checkpoint.timeout itself. A failure
+        // just before the commit leaves the transaction open until the restored job commits it:
+        // restart.budget.
+        Duration cycle = max(checkpointInterval, checkpointTimeout.plus(checkpointMinPause));
         Duration longestTransaction =
-                checkpointInterval.plus(checkpointTimeout).multipliedBy(tolerableCheckpointFailures + 1L);
+                cycle.multipliedBy(tolerableCheckpointFailures + 1L).plus(checkpointTimeout).plus(restartBudget);
         if (kafkaTransactionTimeout.compareTo(longestTransaction) <= 0) {
             settings.problem(
                     TRANSACTION_TIMEOUT,
                     format(kafkaTransactionTimeout)
-                            + " is not longer than (checkpoint.tolerable.failures + 1) x"
-                            + " (checkpoint.interval + checkpoint.timeout) = (" + tolerableCheckpointFailures
-                            + " + 1) x (" + format(checkpointInterval) + " + " + format(checkpointTimeout)
-                            + ") = " + format(longestTransaction),
-                    "Raise it, or lower checkpoint.tolerable.failures, checkpoint.timeout or"
-                            + " checkpoint.interval: a transaction must outlive the longest run of"
-                            + " failed checkpoints plus a restart, or the broker aborts a"
-                            + " pre-committed transaction and its records are lost.");
+                            + " is not longer than the longest a checkpoint's transaction can stay open,"
+                            + " (checkpoint.tolerable.failures + 1) x max(checkpoint.interval, checkpoint.timeout"
+                            + " + checkpoint.min.pause) + checkpoint.timeout + restart.budget = ("
+                            + tolerableCheckpointFailures + " + 1) x max(" + format(checkpointInterval) + ", "
+                            + format(checkpointTimeout) + " + " + format(checkpointMinPause) + ") + "
+                            + format(checkpointTimeout) + " + " + format(restartBudget) + " = "
+                            + format(longestTransaction) + ", assuming that a restart (noticing a lost"
+                            + " TaskManager, the restart delay, the wait for slots) takes at most restart.budget = "
+                            + format(restartBudget),
+                    "Raise it (the brokers' transaction.max.timeout.ms and kafka.transaction.timeout.broker.max"
+                            + " with it), or lower checkpoint.tolerable.failures, checkpoint.timeout,"
+                            + " checkpoint.min.pause or checkpoint.interval; set restart.budget to your cluster's"
+                            + " heartbeat.timeout + longest restart delay + slot.request.timeout if they are not"
+                            + " flink-conf/config.yaml's: a transaction must outlive its checkpoint plus a"
+                            + " restart, or the broker aborts a pre-committed transaction and its records are"
+                            + " lost.");
         }
+    }
+
+    private static Duration max(Duration a, Duration b) {
+        return a.compareTo(b) >= 0 ? a : b;
     }
 
     /**
@@ -525,11 +549,22 @@ public final class OnceflowConfig implements Serializable {
     /**
      * Returns the Kafka producer transaction timeout ({@code kafka.transaction.timeout}).
      *
-     * @return a duration longer than checkpoint interval plus timeout and at most {@link
+     * @return a duration longer than a checkpoint's transaction can stay open, {@link
+     *     #restartBudget()} included, and at most {@link
      *     #brokerTransactionMaxTimeout()}
      */
     public Duration kafkaTransactionTimeout() {
         return kafkaTransactionTimeout;
+    }
+
+    /**
+     * Returns the assumed longest time from a failure to the restored job ({@code restart.budget}),
+     * part of what {@code kafka.transaction.timeout} must outlive.
+     *
+     * @return a positive duration
+     */
+    public Duration restartBudget() {
+        return restartBudget;
     }
 
     /**

@@ -172,7 +172,7 @@ final class KafkaPreflight {
             problems.add(problem("kafka.transaction.timeout",
                     seconds(config.kafkaTransactionTimeout()) + " exceeds the brokers' transaction.max.timeout.ms ("
                             + seconds(brokerMax) + " at " + brokers + "), so the brokers would refuse every transaction",
-                    "Lower kafka.transaction.timeout (keeping it above checkpoint.interval + checkpoint.timeout), or"
+                    "Lower kafka.transaction.timeout (keeping it above its checkpoints plus restart.budget, docs/operations.md), or"
                             + " raise transaction.max.timeout.ms on the brokers and set"
                             + " kafka.transaction.timeout.broker.max to match."));
         }

@@ -58,6 +58,7 @@ class OnceflowConfigTest {
         assertThat(config.checkpointInterval()).isEqualTo(Duration.ofSeconds(10));
         assertThat(config.checkpointTimeout()).isEqualTo(Duration.ofMinutes(2));
         assertThat(config.checkpointMinPause()).isEqualTo(Duration.ZERO);
+        assertThat(config.restartBudget()).isEqualTo(Duration.ofMinutes(7));
         assertThat(config.checkpointDir()).isEmpty();
         assertThat(config.parallelism()).isEmpty();
         assertThat(config.deliveryGuarantee()).isEqualTo(DeliveryGuarantee.EXACTLY_ONCE);
@@ -82,6 +83,7 @@ class OnceflowConfigTest {
         settings.put("checkpoint.interval", "500ms");
         settings.put("checkpoint.timeout", "1m");
         settings.put("checkpoint.min.pause", "5s");
+        settings.put("restart.budget", "3min");
         settings.put("checkpoint.dir", "s3://bucket/onceflow");
         settings.put("parallelism", "4");
         settings.put("delivery.guarantee", "at-least-once");
@@ -102,6 +104,7 @@ class OnceflowConfigTest {
         assertThat(config.checkpointInterval()).isEqualTo(Duration.ofMillis(500));
         assertThat(config.checkpointTimeout()).isEqualTo(Duration.ofMinutes(1));
         assertThat(config.checkpointMinPause()).isEqualTo(Duration.ofSeconds(5));
+        assertThat(config.restartBudget()).isEqualTo(Duration.ofMinutes(3));
         assertThat(config.checkpointDir()).contains("s3://bucket/onceflow");
         assertThat(config.parallelism()).hasValue(4);
         assertThat(config.deliveryGuarantee()).isEqualTo(DeliveryGuarantee.AT_LEAST_ONCE);
@@ -183,6 +186,7 @@ class OnceflowConfigTest {
                 Arguments.of("checkpoint.interval", "5ms", "'5ms' is less than 10ms"),
                 Arguments.of("checkpoint.timeout", "0ms", "'0ms' is less than 10ms"),
                 Arguments.of("checkpoint.min.pause", "-PT1S", "'-PT1S' is less than 0ms"),
+                Arguments.of("restart.budget", "0ms", "'0ms' is less than 1ms"),
                 Arguments.of("checkpoint.dir", "/var/checkpoints", "'/var/checkpoints' is not a URI with a scheme"),
                 Arguments.of("checkpoint.dir", "s3://bucket", "'s3://bucket' has no directory path"),
                 Arguments.of("parallelism", "0", "'0' is not a whole number from 1 to 32768"),
@@ -253,34 +257,76 @@ class OnceflowConfigTest {
         assertThat(build(settings).kafkaTransactionTimeout()).isEqualTo(Duration.ofHours(1));
     }
 
+    private static final String LONGEST_TRANSACTION = "the longest a checkpoint's transaction can stay open,"
+            + " (checkpoint.tolerable.failures + 1) x max(checkpoint.interval, checkpoint.timeout + checkpoint.min.pause)"
+            + " + checkpoint.timeout + restart.budget = ";
+
     @Test
-    void transactionTimeoutMustOutliveACheckpointIntervalPlusTimeout() {
-        // Longer than checkpoint.timeout alone, but a transaction also spans the interval.
-        Map<String, String> settings = requiredWith("kafka.transaction.timeout", "125s");
-        settings.put("checkpoint.interval", "10s");
-        settings.put("checkpoint.timeout", "2min");
+    void transactionTimeoutMustOutliveTwoCheckpointsAndARestart() {
+        // The defaults: checkpoint K may take the whole timeout, the next one starts only after it
+        // and may take the whole timeout too, and a failure just before the commit adds a restart.
+        Map<String, String> settings = requiredWith("kafka.transaction.timeout", "11min");
 
         assertThat(problemsOf(settings))
                 .singleElement(STRING)
-                .startsWith(
-                        "kafka.transaction.timeout: 125s is not longer than (checkpoint.tolerable.failures + 1) x"
-                                + " (checkpoint.interval + checkpoint.timeout) = (0 + 1) x (10s + 2min) = 130s.")
-                .contains("the broker aborts a pre-committed transaction and its records are lost");
+                .isEqualTo("kafka.transaction.timeout: 11min is not longer than " + LONGEST_TRANSACTION
+                        + "(0 + 1) x max(10s, 2min + 0ms) + 2min + 7min = 11min, assuming that a restart (noticing a"
+                        + " lost TaskManager, the restart delay, the wait for slots) takes at most restart.budget = 7min."
+                        + " Raise it (the brokers' transaction.max.timeout.ms and kafka.transaction.timeout.broker.max"
+                        + " with it), or lower checkpoint.tolerable.failures, checkpoint.timeout, checkpoint.min.pause"
+                        + " or checkpoint.interval; set restart.budget to your cluster's heartbeat.timeout + longest"
+                        + " restart delay + slot.request.timeout if they are not flink-conf/config.yaml's: a"
+                        + " transaction must outlive its checkpoint plus a restart, or the broker aborts a"
+                        + " pre-committed transaction and its records are lost.");
+        settings.put("kafka.transaction.timeout", "660001ms");
+        assertThat(build(settings).kafkaTransactionTimeout()).isEqualTo(Duration.ofMillis(660_001));
+    }
+
+    @Test
+    void transactionTimeoutThatLeavesNoRoomForARestartIsRefused() {
+        // Outlives (tolerable failures + 1) x (interval + timeout) = 11min, as the check used to
+        // require, but a checkpoint completing just before a failure is aborted by the broker if
+        // the restart takes more than a minute.
+        Map<String, String> settings = requiredWith("kafka.transaction.timeout", "12min");
+        settings.put("checkpoint.interval", "10min");
+        settings.put("checkpoint.timeout", "1min");
+
+        assertThat(problemsOf(settings))
+                .singleElement(STRING)
+                .startsWith("kafka.transaction.timeout: 12min is not longer than " + LONGEST_TRANSACTION
+                        + "(0 + 1) x max(10min, 1min + 0ms) + 1min + 7min = 18min, assuming that a restart"
+                        + " (noticing a lost TaskManager, the restart delay, the wait for slots) takes at most"
+                        + " restart.budget = 7min.")
+                .contains("set restart.budget to your cluster's heartbeat.timeout");
+
+        // a cluster that restarts within 50 s (no slot wait: spare TaskManagers) leaves room
+        settings.put("restart.budget", "50s");
+        assertThat(build(settings).restartBudget()).isEqualTo(Duration.ofSeconds(50));
+    }
+
+    @Test
+    void transactionTimeoutMustOutliveTheMinimumPauseBeforeTheNextCheckpoint() {
+        Map<String, String> settings = requiredWith("kafka.transaction.timeout", "12min");
+        settings.put("checkpoint.min.pause", "1min");
+
+        assertThat(problemsOf(settings))
+                .singleElement(STRING)
+                .startsWith("kafka.transaction.timeout: 12min is not longer than " + LONGEST_TRANSACTION
+                        + "(0 + 1) x max(10s, 2min + 1min) + 2min + 7min = 12min,");
     }
 
     @Test
     void transactionTimeoutMustOutliveEveryToleratedFailedCheckpoint() {
-        // Each tolerated failure keeps the transaction open until the next completed checkpoint.
-        Map<String, String> settings = requiredWith("kafka.transaction.timeout", "6min");
-        settings.put("checkpoint.interval", "10s");
-        settings.put("checkpoint.timeout", "2min");
+        // Each tolerated failure keeps the transaction open for another checkpoint.
+        Map<String, String> settings = requiredWith("kafka.transaction.timeout", "15min");
         settings.put("checkpoint.tolerable.failures", "2");
 
         assertThat(problemsOf(settings))
                 .singleElement(STRING)
-                .startsWith("kafka.transaction.timeout: 6min is not longer than (checkpoint.tolerable.failures + 1)"
-                        + " x (checkpoint.interval + checkpoint.timeout) = (2 + 1) x (10s + 2min) = 390s.");
-        settings.put("kafka.transaction.timeout", "7min");
+                .startsWith("kafka.transaction.timeout: 15min is not longer than " + LONGEST_TRANSACTION
+                        + "(2 + 1) x max(10s, 2min + 0ms) + 2min + 7min = 15min,");
+        settings.put("kafka.transaction.timeout", "16min");
+        settings.put("kafka.transaction.timeout.broker.max", "16min");
         assertThat(build(settings).tolerableCheckpointFailures()).isEqualTo(2);
     }
 
@@ -292,15 +338,6 @@ class OnceflowConfigTest {
         assertThat(problemsOf(requiredWith("fresh.start.pending", "drop")))
                 .singleElement(STRING)
                 .startsWith("fresh.start.pending: ");
-    }
-
-    @Test
-    void transactionTimeoutJustLongerThanACheckpointCycleIsAccepted() {
-        Map<String, String> settings = requiredWith("kafka.transaction.timeout", "130001ms");
-        settings.put("checkpoint.interval", "10s");
-        settings.put("checkpoint.timeout", "2min");
-
-        assertThat(build(settings).kafkaTransactionTimeout()).isEqualTo(Duration.ofMillis(130_001));
     }
 
     @Test

@@ -21,6 +21,7 @@ import org.apache.flink.configuration.CoreOptions;
 import org.apache.flink.configuration.GlobalConfiguration;
 import org.apache.flink.configuration.HeartbeatManagerOptions;
 import org.apache.flink.configuration.HighAvailabilityOptions;
+import org.apache.flink.configuration.JobManagerOptions;
 import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.configuration.RestartStrategyOptions;
 import org.apache.flink.configuration.StateBackendOptions;
@@ -119,5 +120,26 @@ class ClusterConfigTest {
 
         assertThat(cluster.get(RestartStrategyOptions.RESTART_STRATEGY)).isEqualTo("exponential-delay");
         assertThat(noticed.toMillis()).isLessThan((long) (firstRestart.toMillis() * (1 - jitter)));
+    }
+
+    /**
+     * The job's restart.budget, which kafka.transaction.timeout must outlive on top of the checkpoints,
+     * covers the longest restart this cluster makes: a silent TaskManager noticed after heartbeat.timeout,
+     * the restart strategy's longest delay with its jitter, and the wait for slots.
+     */
+    @Test
+    void theJobsRestartBudgetCoversTheClustersLongestRestart() {
+        Configuration cluster = ProjectFiles.clusterConfig();
+        Duration noticed = cluster.get(HeartbeatManagerOptions.HEARTBEAT_TIMEOUT);
+        Duration longestDelay = cluster.get(RestartStrategyOptions.RESTART_STRATEGY_EXPONENTIAL_DELAY_MAX_BACKOFF);
+        double jitter = cluster.get(RestartStrategyOptions.RESTART_STRATEGY_EXPONENTIAL_DELAY_JITTER_FACTOR);
+        Duration slots = cluster.get(JobManagerOptions.SLOT_REQUEST_TIMEOUT);
+        OnceflowConfig defaults = OnceflowConfig.fromMap(Map.of(
+                "kafka.bootstrap.servers", "kafka:9092", "input.topics", "in", "input.group.id", "g",
+                "output.topic", "out", "dead.letter.topic", "dlq", "kafka.transactional.id.prefix", "p"), Map.of());
+
+        assertThat(cluster.get(RestartStrategyOptions.RESTART_STRATEGY)).isEqualTo("exponential-delay");
+        assertThat(defaults.restartBudget())
+                .isGreaterThan(noticed.plusMillis((long) (longestDelay.toMillis() * (1 + jitter))).plus(slots));
     }
 }

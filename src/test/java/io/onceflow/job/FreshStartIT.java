@@ -3,6 +3,8 @@ package io.onceflow.job;
 import io.onceflow.api.EventProcessor;
 import io.onceflow.api.Onceflow;
 import io.onceflow.config.OnceflowConfig;
+import io.onceflow.sink.kafka.PendingKafkaTransactions;
+import io.onceflow.sink.postgres.PendingTransactionsException;
 import io.onceflow.testing.FailureInjector;
 import io.onceflow.testing.MiniClusters;
 import io.onceflow.testing.PipelineScenario;
@@ -11,6 +13,8 @@ import io.onceflow.tools.generator.GeneratedInput;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Comparator;
+import java.util.List;
+import java.util.Properties;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
@@ -21,6 +25,9 @@ import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.core.execution.SavepointFormatType;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.test.junit5.MiniClusterExtension;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.api.io.TempDir;
@@ -76,6 +83,41 @@ class FreshStartIT {
         assertThat(audit.postgresRows()).isEqualTo(truth.uniqueIds().size());
     }
 
+    /**
+     * Each sink refuses on its own: first Kafka's open transactions (checked first), then, once the
+     * broker has aborted those (as it does after kafka.transaction.timeout, while prepared PostgreSQL
+     * transactions never time out), PostgreSQL's prepared transactions. Each assertion names what
+     * only its own refusal says, so it fails when that refusal is removed.
+     */
+    @Test
+    void kafkaAndPostgresEachRefuseAFreshStartOnTheirOwn() throws Exception {
+        PipelineScenario scenario = new PipelineScenario("fresh-each").withPostgres()
+                .with("checkpoint.dir", checkpoints.toUri().toString());
+        scenario.produce(RECORDS, 13);
+        OnceflowConfig config = scenario.config();
+        JobClient crashed = crashBetweenASnapshotAndItsCompletion(scenario, config);
+        String postgresPrefix = config.postgres().orElseThrow().sinkPrefix();
+
+        assertThatThrownBy(() -> JobStart.start(config, environment(config, null)))
+                .isInstanceOf(JobStart.FreshStartRefused.class)
+                .hasMessageStartingWith("kafka.transactional.id.prefix '" + config.transactionalIdPrefix() + "' has ")
+                .hasMessageContaining(" open Kafka transaction(s) from an earlier run: [")
+                .hasMessageNotContaining("PostgreSQL");
+
+        List<String> aborted = abortPendingKafkaTransactions(config);
+        assertThat(aborted).isNotEmpty();
+        assertThat(PendingKafkaTransactions.list(config.bootstrapServers(), config.kafkaClientProperties(),
+                config.transactionalIdPrefix())).isEmpty();
+
+        assertThatThrownBy(() -> JobStart.start(config, environment(config, null)))
+                .isInstanceOf(JobStart.FreshStartRefused.class)
+                .hasCauseInstanceOf(PendingTransactionsException.class)
+                .hasMessageStartingWith("PostgreSQL sink prefix '" + postgresPrefix + "' has ")
+                .hasMessageContaining(" prepared transaction(s) from an earlier run (job " + crashed.getJobID())
+                .hasMessageContaining("The latest retained checkpoint of job " + crashed.getJobID() + " is ")
+                .hasMessageNotContaining("Kafka transaction");
+    }
+
     @Test
     void discardingPendingWorkIsAChoiceTheUserMakes() throws Exception {
         PipelineScenario scenario = new PipelineScenario("fresh-discard").withPostgres()
@@ -100,6 +142,25 @@ class FreshStartIT {
                 .isInstanceOf(ExecutionException.class);
         assertThat(FailureInjector.fired(scenario.name)).isTrue();
         return crashed;
+    }
+
+    /**
+     * Aborts the job's open Kafka transactions as the broker does when they outlive their timeout:
+     * a producer's initTransactions aborts what an earlier producer with its transactional id left open.
+     */
+    private static List<String> abortPendingKafkaTransactions(OnceflowConfig config) throws Exception {
+        List<String> pending = PendingKafkaTransactions.list(
+                config.bootstrapServers(), config.kafkaClientProperties(), config.transactionalIdPrefix());
+        for (String transactionalId : pending) {
+            Properties properties = config.kafkaClientProperties();
+            properties.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, config.bootstrapServers());
+            properties.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
+            try (KafkaProducer<byte[], byte[]> producer =
+                    new KafkaProducer<>(properties, new ByteArraySerializer(), new ByteArraySerializer())) {
+                producer.initTransactions();
+            }
+        }
+        return pending;
     }
 
     private static StreamExecutionEnvironment environment(OnceflowConfig config, String restoreFrom) {

@@ -52,6 +52,8 @@ public final class PipelineScenario {
         settings.put("checkpoint.interval", "300ms");
         settings.put("checkpoint.timeout", "1min");
         settings.put("kafka.transaction.timeout", "5min");
+        // a MiniCluster restarts in its own process: no TaskManager to lose, slots at hand, short delays
+        settings.put("restart.budget", "1min");
         settings.put("state.backend", "hashmap");
         settings.put("parallelism", "2");
     }
