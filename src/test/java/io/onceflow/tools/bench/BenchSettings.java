@@ -80,6 +80,11 @@ record BenchSettings(
     static final String EFFECT = "effect";
     /** {@link #EFFECT} with the payment's account declared as its key ({@code postgres.effect.keys}). */
     static final String EFFECT_WITH_KEYS = "effect-keys";
+    /**
+     * Exactly-once with the cheapest ledger effect: one UPDATE of the payment's account (the ledger's
+     * effect before it kept a journal), its account declared as its key.
+     */
+    static final String ONE_UPDATE_EFFECT = "effect-one-update";
     /** Exactly-once with a wall-clock-bound effect at {@link #EFFECT_SCALING_PARALLELISMS}. */
     static final String EFFECT_SCALING = "effect-scaling";
     static final List<Integer> EFFECT_SCALING_PARALLELISMS = List.of(1, 4);
@@ -88,11 +93,11 @@ record BenchSettings(
     static final String PAYLOADS = "payloads";
     private static final List<String> ALL_SCENARIOS =
             List.of(RAW, AT_LEAST_ONCE, JDBC_AT_LEAST_ONCE, EXACTLY_ONCE, EXACTLY_ONCE_FAST_CHECKPOINTS, EFFECT,
-                    EFFECT_WITH_KEYS, EFFECT_SCALING, STREAMS, COPIER, PAYLOADS, STATE);
+                    EFFECT_WITH_KEYS, ONE_UPDATE_EFFECT, EFFECT_SCALING, STREAMS, COPIER, PAYLOADS, STATE);
     /** The scenarios that run the onceflow job, which a discarded run warms up for. */
     static final Set<String> JOB_SCENARIOS =
             Set.of(AT_LEAST_ONCE, JDBC_AT_LEAST_ONCE, EXACTLY_ONCE, EXACTLY_ONCE_FAST_CHECKPOINTS, EFFECT,
-                    EFFECT_WITH_KEYS, PAYLOADS, STATE);
+                    EFFECT_WITH_KEYS, ONE_UPDATE_EFFECT, PAYLOADS, STATE);
 
     /** The job scenarios that run at-least-once; every other job scenario runs exactly-once. */
     private static final Set<String> AT_LEAST_ONCE_SCENARIOS = Set.of(AT_LEAST_ONCE, JDBC_AT_LEAST_ONCE);

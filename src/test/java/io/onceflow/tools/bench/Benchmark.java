@@ -58,6 +58,17 @@ public final class Benchmark {
     private static final long BACKEND_EXIT_MILLIS = 500;
     /** No payment of the input can be short of funds, so every payment to a known account is applied. */
     private static final BigDecimal LEDGER_OPENING_BALANCE = new BigDecimal("100000000.00");
+    /** The effect of the "effect-one-update" scenario: one UPDATE of the payment's account. */
+    static final String ONE_UPDATE_EFFECT = "bench.debit";
+    static final String ONE_UPDATE_EFFECT_SQL = "CREATE SCHEMA IF NOT EXISTS bench;"
+            + " CREATE OR REPLACE FUNCTION " + ONE_UPDATE_EFFECT + "(message_id text, payload jsonb) RETURNS jsonb"
+            + " LANGUAGE plpgsql AS $$ DECLARE debited int; BEGIN"
+            + " IF payload->>'type' IS DISTINCT FROM 'payment' THEN RETURN '{\"status\": \"applied\"}'; END IF;"
+            + " UPDATE ledger.accounts SET balance = balance - (payload->>'amount')::numeric"
+            + " WHERE id = (payload->>'user_id')::bigint AND balance >= (payload->>'amount')::numeric;"
+            + " GET DIAGNOSTICS debited = ROW_COUNT;"
+            + " RETURN CASE WHEN debited = 1 THEN '{\"status\": \"applied\"}'::jsonb"
+            + " ELSE '{\"status\": \"rejected\", \"reason\": \"no such account\"}'::jsonb END; END $$";
     /** The effect of the "effect-scaling" scenario: bound by the wall clock, not by CPU or locks. */
     static final String SLEEP_EFFECT = "bench.sleep_effect";
     /**
@@ -150,6 +161,17 @@ public final class Benchmark {
                         .with("postgres.effect.keys", Ledger.KEYS);
                 openLedger(scenario);
                 results.add(jobs.run(Report.EXACTLY_ONCE_WITH_EFFECT_AND_KEYS, scenario, Optional.empty(), 0));
+            }
+            if (settings.scenarios().contains(BenchSettings.ONE_UPDATE_EFFECT)) {
+                PipelineScenario scenario = jobs.newScenario("bench-effect-one-update", "exactly-once")
+                        .with("postgres.effect.function", ONE_UPDATE_EFFECT)
+                        .with("postgres.effect.keys", Ledger.KEYS);
+                openLedger(scenario);
+                try (Connection connection = scenario.database().connect();
+                        Statement statement = connection.createStatement()) {
+                    statement.execute(ONE_UPDATE_EFFECT_SQL);
+                }
+                results.add(jobs.run(Report.EXACTLY_ONCE_WITH_ONE_UPDATE_EFFECT, scenario, Optional.empty(), 0));
             }
             KafkaOnlyScenario kafkaOnly = new KafkaOnlyScenario(workload);
             if (settings.scenarios().contains(BenchSettings.STREAMS)) {

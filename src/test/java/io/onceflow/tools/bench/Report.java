@@ -24,6 +24,7 @@ final class Report {
             + " checkpoints";
     static final String EXACTLY_ONCE_WITH_EFFECT = "exactly-once + effect";
     static final String EXACTLY_ONCE_WITH_EFFECT_AND_KEYS = "exactly-once + effect, keys";
+    static final String EXACTLY_ONCE_WITH_ONE_UPDATE_EFFECT = "exactly-once + one-UPDATE effect, keys";
     /** Issue #23: exactly-once + the ledger's effect >= 0.7 x plain exactly-once, checkpoint p99 <= 1.5 x. */
     static final double TARGET_EFFECT_VS_EO = 0.7;
     static final double TARGET_EFFECT_CHECKPOINT_P99_VS_EO = 1.5;
@@ -172,7 +173,8 @@ final class Report {
                     aloOverEoPerPair.stream().map(r -> String.format(Locale.ROOT, "%.2f", r)).toList(),
                     median(aloOverEoPerPair)));
         }
-        for (String name : List.of(EXACTLY_ONCE_WITH_EFFECT, EXACTLY_ONCE_WITH_EFFECT_AND_KEYS)) {
+        for (String name : List.of(EXACTLY_ONCE_WITH_EFFECT, EXACTLY_ONCE_WITH_EFFECT_AND_KEYS,
+                EXACTLY_ONCE_WITH_ONE_UPDATE_EFFECT)) {
             result(name).ifPresent(effect -> result(EXACTLY_ONCE).ifPresent(eo -> {
                 double ratio = effect.recordsPerSecond() / eo.recordsPerSecond();
                 double checkpoints = effect.checkpointDuration().p99() / (double) eo.checkpointDuration().p99();
@@ -300,6 +302,8 @@ final class Report {
         throughputRatio(EXACTLY_ONCE_WITH_EFFECT, EXACTLY_ONCE).ifPresent(ratio -> ratios.put("eoEffectOverEo", ratio));
         throughputRatio(EXACTLY_ONCE_WITH_EFFECT_AND_KEYS, EXACTLY_ONCE)
                 .ifPresent(ratio -> ratios.put("eoEffectWithKeysOverEo", ratio));
+        throughputRatio(EXACTLY_ONCE_WITH_ONE_UPDATE_EFFECT, EXACTLY_ONCE)
+                .ifPresent(ratio -> ratios.put("eoOneUpdateEffectOverEo", ratio));
         result(EXACTLY_ONCE_WITH_EFFECT).ifPresent(effect -> result(EXACTLY_ONCE).ifPresent(eo -> ratios.put(
                 "eoEffectCheckpointP99OverEo", effect.checkpointDuration().p99() / (double) eo.checkpointDuration().p99())));
         effectScaling().ifPresent(ratio -> ratios.put("sleepEffectP4OverP1", ratio));
