@@ -11,6 +11,8 @@ GRANT USAGE ON SCHEMA public TO ledger_job;
 GRANT SELECT, INSERT, UPDATE ON onceflow_events, onceflow_rejects, onceflow_writers TO ledger_job;
 -- ... or appended to and read
 GRANT SELECT, INSERT ON onceflow_commit_log, onceflow_runs TO ledger_job;
+-- ... and the effects' queue: filled with the inbox rows, emptied as the effects are applied
+GRANT SELECT, INSERT, UPDATE, DELETE ON onceflow_events_effect_queue TO ledger_job;
 
 -- The ledger: the job only calls the effect function and the key function. apply_payment is SECURITY
 -- DEFINER, so it changes balances and the journal with its owner's rights, by its rules only; the job's
