@@ -107,9 +107,9 @@ class BusinessEffectsTest {
         commit(config, second);
         SinkDatabase.drainEffects(config, metrics);
 
-        assertThat(balances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 40, "bob", 30, "carol", 30));
+        assertThat(db.ledgerBalances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 40, "bob", 30, "carol", 30));
         assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("p1", 1, "p2", 1, "p3", 1));
-        assertThat(statuses()).containsOnly(entry("p1", "applied"), entry("p2", "applied"), entry("p3", "applied"));
+        assertThat(db.effectStatuses()).containsOnly(entry("p1", "applied"), entry("p2", "applied"), entry("p3", "applied"));
         assertThat(metrics.effectsApplied.getCount()).isEqualTo(2);
         assertThat(db.prepared("ledger")).isEmpty();
     }
@@ -120,7 +120,7 @@ class BusinessEffectsTest {
         try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
             committable = checkpoint(writer, 1, payment("p1", "alice", "bob", 10));
 
-            assertThat(balances()).as("prepared, not committed").containsEntry("alice", 100).containsEntry("bob", 0);
+            assertThat(db.ledgerBalances()).as("prepared, not committed").containsEntry("alice", 100).containsEntry("bob", 0);
             assertThat(db.deliveriesById()).isEmpty();
             assertThat(db.prepared("ledger")).as("the effect is not in the prepared transaction: it locks no account")
                     .hasSize(1);
@@ -132,9 +132,9 @@ class BusinessEffectsTest {
         }
         commit(config, committable);
         assertThat(db.queuedEffects()).as("committed with its inbox row").isEqualTo(1);
-        assertThat(balances()).as("applied by a worker, after the commit").containsEntry("alice", 100);
+        assertThat(db.ledgerBalances()).as("applied by a worker, after the commit").containsEntry("alice", 100);
         SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered());
-        assertThat(balances()).containsEntry("alice", 90).containsEntry("bob", 10);
+        assertThat(db.ledgerBalances()).containsEntry("alice", 90).containsEntry("bob", 10);
         assertThat(results()).containsExactly(entry("p1", APPLIED_10));
         assertThat(db.queuedEffects()).isZero();
     }
@@ -157,7 +157,7 @@ class BusinessEffectsTest {
         assertThat(SinkDatabase.drainEffects(resubmitted, metrics)).as("nothing queued").isZero();
 
         assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("p1", 1, "p2", 2));
-        assertThat(balances()).containsEntry("alice", 80).containsEntry("bob", 20);
+        assertThat(db.ledgerBalances()).containsEntry("alice", 80).containsEntry("bob", 20);
         assertThat(results()).containsEntry("p2", APPLIED_10);
         assertThat(metrics.effectsApplied.getCount()).isZero();
     }
@@ -176,7 +176,7 @@ class BusinessEffectsTest {
 
         assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("p1", 3, "p2", 1));
         assertThat(results()).containsEntry("p1", APPLIED_10);
-        assertThat(balances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 80, "bob", 10, "carol", 10));
+        assertThat(db.ledgerBalances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 80, "bob", 10, "carol", 10));
     }
 
     @Test
@@ -194,7 +194,7 @@ class BusinessEffectsTest {
                 entry("too-much", "{\"reason\": \"insufficient funds\", \"status\": \"rejected\"}"),
                 entry("unknown", "{\"reason\": \"unknown account\", \"status\": \"rejected\"}"),
                 entry("fine", APPLIED_10));
-        assertThat(balances()).containsEntry("alice", 90).containsEntry("bob", 10);
+        assertThat(db.ledgerBalances()).containsEntry("alice", 90).containsEntry("bob", 10);
         assertThat(metrics.effectsRejected.getCount()).isEqualTo(2);
         assertThat(metrics.effectsApplied.getCount()).isEqualTo(1);
         assertThat(db.rejects()).isEmpty();
@@ -219,8 +219,8 @@ class BusinessEffectsTest {
 
         assertThat(results()).hasSize(8).containsEntry("poison",
                 "{\"error\": \"poison payment poison\", \"status\": \"failed\", \"sqlstate\": \"P0001\"}");
-        assertThat(statuses()).containsEntry("p2", "applied").containsEntry("p4", "applied");
-        assertThat(balances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 30, "bob", 60, "carol", 10));
+        assertThat(db.effectStatuses()).containsEntry("p2", "applied").containsEntry("p4", "applied");
+        assertThat(db.ledgerBalances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 30, "bob", 60, "carol", 10));
         assertThat(db.deliveriesById()).containsEntry("poison", 1);
         assertThat(metrics.effectsFailed.getCount()).isEqualTo(1);
         assertThat(metrics.effectsApplied.getCount()).isEqualTo(7);
@@ -230,7 +230,7 @@ class BusinessEffectsTest {
     @Test
     void aLockTimeoutRollsTheWholeBatchBackAndMarksNothingFailed() throws Exception {
         PostgresSinkConfig impatient = db.config(effectSink().setLockTimeout(Duration.ofMillis(300)));
-        committed(impatient, payment("p1", "alice", "carol", 10), payment("p2", "alice", "bob", 10));
+        db.commitFreshCheckpoint(impatient, payment("p1", "alice", "carol", 10), payment("p2", "alice", "bob", 10));
         try (Connection teller = db.database.connect(); Statement statement = teller.createStatement()) {
             teller.setAutoCommit(false);
             statement.execute("SELECT * FROM ledger.accounts WHERE id = 'bob' FOR UPDATE");
@@ -239,12 +239,12 @@ class BusinessEffectsTest {
                     .isInstanceOf(SQLException.class).hasFieldOrPropertyWithValue("SQLState", "55P03");
             teller.rollback();
         }
-        assertThat(statuses()).as("both effects still pending").containsOnly(entry("p1", null), entry("p2", null));
-        assertThat(balances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 100, "bob", 0, "carol", 0));
+        assertThat(db.effectStatuses()).as("both effects still pending").containsOnly(entry("p1", null), entry("p2", null));
+        assertThat(db.ledgerBalances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 100, "bob", 0, "carol", 0));
         assertThat(db.queuedEffects()).isEqualTo(2);
 
         assertThat(SinkDatabase.drainEffects(impatient, PostgresSinkMetrics.unregistered())).isEqualTo(2);
-        assertThat(balances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 80, "bob", 10, "carol", 10));
+        assertThat(db.ledgerBalances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 80, "bob", 10, "carol", 10));
         assertThat(SinkDatabase.drainEffects(impatient, PostgresSinkMetrics.unregistered()))
                 .as("a second drain calls nothing").isZero();
     }
@@ -256,30 +256,30 @@ class BusinessEffectsTest {
                 + " RETURN ledger.apply_payment(message_id, payload); END $$");
         PostgresSinkConfig slow = db.config(db.builder("ledger").setEffectFunction("ledger.slow")
                 .setStatementTimeout(Duration.ofMillis(500)));
-        committed(slow, payment("p1", "alice", "bob", 10), event("p2", "{\"from\":\"alice\",\"to\":\"bob\","
+        db.commitFreshCheckpoint(slow, payment("p1", "alice", "bob", 10), event("p2", "{\"from\":\"alice\",\"to\":\"bob\","
                 + "\"amount\":10,\"slow\":true}"), payment("p3", "alice", "bob", 10));
 
         assertThatThrownBy(() -> SinkDatabase.drainEffects(slow, PostgresSinkMetrics.unregistered()))
                 .isInstanceOf(SQLException.class).hasFieldOrPropertyWithValue("SQLState", "57014");
-        assertThat(statuses()).as("none failed, none applied: 57014 says nothing about p2")
+        assertThat(db.effectStatuses()).as("none failed, none applied: 57014 says nothing about p2")
                 .containsOnly(entry("p1", null), entry("p2", null), entry("p3", null));
-        assertThat(balances()).containsEntry("alice", 100);
+        assertThat(db.ledgerBalances()).containsEntry("alice", 100);
 
         db.execute("CREATE OR REPLACE FUNCTION ledger.slow(message_id text, payload jsonb) RETURNS jsonb"
                 + " LANGUAGE sql AS $$ SELECT ledger.apply_payment(message_id, payload) $$");
         assertThat(SinkDatabase.drainEffects(slow, PostgresSinkMetrics.unregistered())).isEqualTo(3);
-        assertThat(statuses().values()).containsOnly("applied");
-        assertThat(balances()).containsEntry("alice", 70).containsEntry("bob", 30);
+        assertThat(db.effectStatuses().values()).containsOnly("applied");
+        assertThat(db.ledgerBalances()).containsEntry("alice", 70).containsEntry("bob", 30);
     }
 
     @Test
     void effectsRunInSourceOrderNotIdOrder() throws Exception {
         // alice has 100: whichever payment comes first in the source is applied, the other is short of funds
-        committed(config, payment("z-first", "alice", "bob", 70), payment("a-second", "alice", "carol", 50));
+        db.commitFreshCheckpoint(config, payment("z-first", "alice", "bob", 70), payment("a-second", "alice", "carol", 50));
         SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered());
 
-        assertThat(statuses()).containsOnly(entry("z-first", "applied"), entry("a-second", "rejected"));
-        assertThat(balances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 30, "bob", 70, "carol", 0));
+        assertThat(db.effectStatuses()).containsOnly(entry("z-first", "applied"), entry("a-second", "rejected"));
+        assertThat(db.ledgerBalances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 30, "bob", 70, "carol", 0));
     }
 
     @Test
@@ -298,11 +298,11 @@ class BusinessEffectsTest {
         } finally {
             ProtocolHooks.reset();
         }
-        assertThat(statuses()).containsOnly(entry("p1", null));
+        assertThat(db.effectStatuses()).containsOnly(entry("p1", null));
         assertThat(db.queuedEffects()).isOne();
 
         assertThat(SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered())).isOne();
-        assertThat(balances()).containsEntry("alice", 90).containsEntry("bob", 10);
+        assertThat(db.ledgerBalances()).containsEntry("alice", 90).containsEntry("bob", 10);
     }
 
     @Test
@@ -311,22 +311,22 @@ class BusinessEffectsTest {
         for (int i = 0; i < payments.length; i++) {
             payments[i] = payment("p" + i, "alice", "bob", 0.25);
         }
-        committed(config, payments);
+        db.commitFreshCheckpoint(config, payments);
         PostgresSinkConfig smallBatches = db.config(effectSink().setBatchSize(7));
         // a zombie's worker and its successor's, at once
         CompletableFuture<Integer> first = CompletableFuture.supplyAsync(() -> drainUnchecked(smallBatches));
         CompletableFuture<Integer> second = CompletableFuture.supplyAsync(() -> drainUnchecked(smallBatches));
 
         assertThat(first.get(60, TimeUnit.SECONDS) + second.get(60, TimeUnit.SECONDS)).isEqualTo(400);
-        assertThat(balances()).containsEntry("alice", 0).containsEntry("bob", 100);
-        assertThat(statuses()).hasSize(400).allSatisfy((id, status) -> assertThat(status).isEqualTo("applied"));
+        assertThat(db.ledgerBalances()).containsEntry("alice", 0).containsEntry("bob", 100);
+        assertThat(db.effectStatuses()).hasSize(400).allSatisfy((id, status) -> assertThat(status).isEqualTo("applied"));
     }
 
     @Test
     void aFailedEffectIsRedrivenOnceAfterTheCauseIsFixed() throws Exception {
-        committed(config, poison("poison"), payment("p1", "alice", "bob", 10));
+        db.commitFreshCheckpoint(config, poison("poison"), payment("p1", "alice", "bob", 10));
         SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered());
-        assertThat(statuses()).containsOnly(entry("poison", "failed"), entry("p1", "applied"));
+        assertThat(db.effectStatuses()).containsOnly(entry("poison", "failed"), entry("p1", "applied"));
 
         db.execute("CREATE OR REPLACE FUNCTION " + FUNCTION + "(message_id text, payload jsonb) RETURNS jsonb"
                 + " LANGUAGE sql AS $$ UPDATE ledger.accounts SET balance = balance + 1 WHERE id = 'carol'"
@@ -336,8 +336,8 @@ class BusinessEffectsTest {
         assertThat(SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered())).isOne();
         assertThat(SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered())).isZero();
 
-        assertThat(statuses()).containsOnly(entry("poison", "applied"), entry("p1", "applied"));
-        assertThat(balances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 90, "bob", 10, "carol", 1));
+        assertThat(db.effectStatuses()).containsOnly(entry("poison", "applied"), entry("p1", "applied"));
+        assertThat(db.ledgerBalances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 90, "bob", 10, "carol", 1));
         assertThat(requeueFailed(new String[] {"p1"})).as("an applied effect is never queued again").isEmpty();
     }
 
@@ -364,15 +364,15 @@ class BusinessEffectsTest {
                 + "  IF payload ? 'twice' THEN PERFORM (SELECT n FROM generate_series(1, 2) n); END IF;\n"
                 + "  RETURN jsonb_build_object('status', 'applied'); END $$");
         PostgresSinkConfig picky = db.config(db.builder("ledger").setEffectFunction("ledger.picky"));
-        committed(picky, event("a", "{}"), event("b", "{\"twice\":true}"), event("c", "{}"));
+        db.commitFreshCheckpoint(picky, event("a", "{}"), event("b", "{\"twice\":true}"), event("c", "{}"));
         SinkDatabase.drainEffects(picky, PostgresSinkMetrics.unregistered());
-        assertThat(statuses()).containsOnly(entry("a", "applied"), entry("b", "failed"), entry("c", "applied"));
+        assertThat(db.effectStatuses()).containsOnly(entry("a", "applied"), entry("b", "failed"), entry("c", "applied"));
         assertThat(results().get("b")).contains("21000");
     }
 
     @Test
     void aTriggerThatSwallowsTheResultFailsLoudlyInsteadOfRepeatingTheEffect() throws Exception {
-        committed(config, payment("p1", "alice", "bob", 10));
+        db.commitFreshCheckpoint(config, payment("p1", "alice", "bob", 10));
         // added after the writer's start, which refuses triggers (BarrierLockChecks): only the effect sees it
         db.execute("CREATE FUNCTION swallow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$");
         db.execute("CREATE TRIGGER swallow BEFORE UPDATE ON " + SinkDatabase.TABLE
@@ -381,16 +381,7 @@ class BusinessEffectsTest {
         assertThatThrownBy(() -> SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered()))
                 .hasMessageContaining("a trigger or a row-level security");
         assertThat(db.queuedEffects()).as("tried again, never marked failed").isOne();
-        assertThat(balances()).as("the call was rolled back, not repeated").containsEntry("alice", 100);
-    }
-
-    /** Writes {@code events} in one checkpoint of a fresh writer, closes it, and commits the checkpoint. */
-    private void committed(PostgresSinkConfig sink, Event... events) throws Exception {
-        PostgresCommittable committable;
-        try (PostgresExactlyOnceWriter writer = db.freshWriter(sink)) {
-            committable = checkpoint(writer, 1, events);
-        }
-        commit(sink, committable);
+        assertThat(db.ledgerBalances()).as("the call was rolled back, not repeated").containsEntry("alice", 100);
     }
 
     private int drainUnchecked(PostgresSinkConfig sink) {
@@ -498,26 +489,11 @@ class BusinessEffectsTest {
                 new HashMap<>());
     }
 
-    /** Balance by account, in whole units. */
-    private Map<String, Integer> balances() throws SQLException {
-        Map<String, Integer> balances = new HashMap<>();
-        db.query("SELECT id, balance FROM ledger.accounts",
-                row -> balances.put(row.getString(1), row.getBigDecimal(2).intValueExact()));
-        return balances;
-    }
-
     /** The result of each committed row, as jsonb prints it. */
     private Map<String, String> results() throws SQLException {
         Map<String, String> results = new HashMap<>();
         db.query("SELECT id, result::text FROM " + SinkDatabase.TABLE,
                 row -> results.put(row.getString(1), row.getString(2)));
         return results;
-    }
-
-    private Map<String, String> statuses() throws SQLException {
-        Map<String, String> statuses = new HashMap<>();
-        db.query("SELECT id, result->>'status' FROM " + SinkDatabase.TABLE,
-                row -> statuses.put(row.getString(1), row.getString(2)));
-        return statuses;
     }
 }

@@ -70,7 +70,7 @@ class EffectQueueRacesTest {
         for (int i = 0; i < payments.length; i++) {
             payments[i] = payment("p" + i, "a1", "a2", 1);
         }
-        committed(config, payments);
+        db.commitFreshCheckpoint(config, payments);
 
         try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, PostgresSinkMetrics.unregistered())) {
             Eventually.await("the worker is calling the effects", Duration.ofSeconds(30), Duration.ofMillis(10),
@@ -144,7 +144,7 @@ class EffectQueueRacesTest {
             try (EffectWorker worker = EffectWorker.startIfConfigured(db.config(sink()), 0,
                     PostgresSinkMetrics.unregistered())) {
                 Eventually.await("p1 consumed: its effect is applied", Duration.ofSeconds(30), Duration.ofMillis(50),
-                        () -> "applied".equals(statuses().get("p1")));
+                        () -> "applied".equals(db.effectStatuses().get("p1")));
             }
         } finally {
             boolean[] left = {false};
@@ -172,13 +172,13 @@ class EffectQueueRacesTest {
         PostgresSinkConfig config = db.config(sink().setEffectFunction("ledger.slow")
                 .setStatementTimeout(Duration.ofMillis(500)));
         // p2 in another partition: one partition's order is kept, so only other partitions may pass p1
-        committed(config, event("p1", "{\"from\":\"a1\",\"to\":\"a2\",\"amount\":10,\"slow\":true}"),
+        db.commitFreshCheckpoint(config, event("p1", "{\"from\":\"a1\",\"to\":\"a2\",\"amount\":10,\"slow\":true}"),
                 new Event("p2", "{\"from\":\"a3\",\"to\":\"a4\",\"amount\":10}".getBytes(StandardCharsets.UTF_8),
                         "payments", 1, 1, 0L, new HashMap<>()));
 
         try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, PostgresSinkMetrics.unregistered())) {
             assertThat(Eventually.holdsWithin(Duration.ofSeconds(15), Duration.ofMillis(100),
-                    () -> "applied".equals(statuses().get("p2"))))
+                    () -> "applied".equals(db.effectStatuses().get("p2"))))
                     .as("p2, on other accounts, is applied while p1 is retried").isTrue();
         }
     }
@@ -195,7 +195,7 @@ class EffectQueueRacesTest {
     @Test
     void aStaleQueueRowDoesNotSendTheMessageToTheRejectsTable() throws Exception {
         PostgresSinkConfig config = db.config(sink());
-        committed(config, payment("p1", "a1", "a2", 10));
+        db.commitFreshCheckpoint(config, payment("p1", "a1", "a2", 10));
         db.execute("DELETE FROM " + SinkDatabase.TABLE + " WHERE id = 'p1'"); // its effect still queued
 
         PostgresCommittable redelivered;
@@ -206,16 +206,8 @@ class EffectQueueRacesTest {
 
         assertThat(db.rejects()).as("p1's data is fine").doesNotContainKey("p1");
         SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered());
-        assertThat(statuses()).containsEntry("p1", "applied");
+        assertThat(db.effectStatuses()).containsEntry("p1", "applied");
         assertThat(db.queuedEffects()).isZero();
-    }
-
-    private void committed(PostgresSinkConfig config, Event... events) throws Exception {
-        PostgresCommittable committable;
-        try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
-            committable = checkpoint(writer, 1, events);
-        }
-        commit(config, committable);
     }
 
     private boolean effectsRunning() throws Exception {
@@ -223,12 +215,5 @@ class EffectQueueRacesTest {
         db.query("SELECT FROM pg_stat_activity WHERE application_name LIKE 'onceflow-ledger-effects-%'"
                 + " AND state = 'active' AND query LIKE '%slow_payment%'", row -> running[0] = true);
         return running[0];
-    }
-
-    private Map<String, String> statuses() throws Exception {
-        Map<String, String> statuses = new HashMap<>();
-        db.query("SELECT id, result->>'status' FROM " + SinkDatabase.TABLE,
-                row -> statuses.put(row.getString(1), row.getString(2)));
-        return statuses;
     }
 }

@@ -97,7 +97,7 @@ class EffectWorkerTest {
                 }
             }
         }
-        assertThat(statuses().values()).hasSize(38 * batch).containsOnly("applied");
+        assertThat(db.effectStatuses().values()).hasSize(38 * batch).containsOnly("applied");
         assertThat(metrics.effectRetries.getCount()).as("no deadlock, no lock timeout: nothing rolled back").isZero();
         assertThat(metrics.effectsApplied.getCount()).isEqualTo(38 * batch);
         assertThat(total()).as("money is moved, never made").isEqualTo(20_000);
@@ -112,7 +112,7 @@ class EffectWorkerTest {
         for (int i = 0; i < payments.length; i++) {
             payments[i] = payment("p" + i, "a" + i % 20, "a" + (i + 1) % 20, 1);
         }
-        committed(config, payments);
+        db.commitFreshCheckpoint(config, payments);
 
         try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, metrics)) {
             for (int cancel = 0; cancel < 3; cancel++) { // a DBA's pg_cancel_backend, mid-batch
@@ -123,7 +123,7 @@ class EffectWorkerTest {
         }
         assertThat(metrics.effectRetries.getCount()).as("each cancel was retried").isGreaterThanOrEqualTo(3);
         assertThat(metrics.effectsFailed.getCount()).isZero();
-        assertThat(statuses().values()).hasSize(300).containsOnly("applied");
+        assertThat(db.effectStatuses().values()).hasSize(300).containsOnly("applied");
         assertThat(total()).isEqualTo(20_000);
         assertThat(balance("a0")).as("each of a0's 15 debits and 15 credits once").isEqualTo(1000);
     }
@@ -131,7 +131,7 @@ class EffectWorkerTest {
     @Test
     void aPausedWorkerHoldingEffectsAndKeysDoesNotStallTheOthersForLong() throws Exception {
         PostgresSinkConfig config = db.config(sink());
-        committed(config, payment("p1", "a1", "a2", 10), payment("p2", "a2", "a1", 5));
+        db.commitFreshCheckpoint(config, payment("p1", "a1", "a2", 10), payment("p2", "a2", "a1", 5));
         // the zombie: a worker session that took the queue rows and the keys, then went silent (SIGSTOP)
         try (Connection zombie = PostgresConnections.open(config, "effects-0");
                 Statement statement = zombie.createStatement()) {
@@ -147,7 +147,7 @@ class EffectWorkerTest {
             assertThat(Duration.ofNanos(System.nanoTime() - started)).as("the server ended the silent session")
                     .isLessThan(EffectWorker.IDLE_LIMIT.plusSeconds(10));
         }
-        assertThat(statuses()).containsOnly(Map.entry("p1", "applied"), Map.entry("p2", "applied"));
+        assertThat(db.effectStatuses()).containsOnly(Map.entry("p1", "applied"), Map.entry("p2", "applied"));
         assertThat(balance("a1")).isEqualTo(995);
     }
 
@@ -164,7 +164,7 @@ class EffectWorkerTest {
             }
         }
         assertThat(db.deliveriesById()).containsOnly(Map.entry("p1", 3), Map.entry("p2", 3));
-        assertThat(statuses()).containsOnly(Map.entry("p1", "applied"), Map.entry("p2", "applied"));
+        assertThat(db.effectStatuses()).containsOnly(Map.entry("p1", "applied"), Map.entry("p2", "applied"));
         assertThat(balance("a1")).isEqualTo(990);
         assertThat(balance("a3")).isEqualTo(1010);
     }
@@ -172,7 +172,7 @@ class EffectWorkerTest {
     @Test
     void aStartWithoutTheEffectFunctionIsRefusedWhileEffectsAreQueued() throws Exception {
         PostgresSinkConfig config = db.config(sink());
-        committed(config, payment("p1", "a1", "a2", 10), payment("p2", "a2", "a3", 10));
+        db.commitFreshCheckpoint(config, payment("p1", "a1", "a2", 10), payment("p2", "a2", "a3", 10));
 
         assertThatThrownBy(() -> db.config("ledger"))
                 .hasMessageContaining("2 effects are still queued in onceflow_events_effect_queue")
@@ -184,7 +184,7 @@ class EffectWorkerTest {
     @Test
     void theBacklogGaugesShowQueuedEffectsAndTheirAge() throws Exception {
         PostgresSinkConfig config = db.config(sink());
-        committed(config, payment("p1", "a1", "a2", 10));
+        db.commitFreshCheckpoint(config, payment("p1", "a1", "a2", 10));
         Map<String, Gauge<?>> gauges = new ConcurrentHashMap<>();
         PostgresSinkMetrics metrics = PostgresSinkMetrics.register(new UnregisteredMetricsGroup() {
             @Override
@@ -226,14 +226,14 @@ class EffectWorkerTest {
         for (int i = 0; i < events.length; i++) {
             events[i] = BusinessEffectsTest.event("m" + i, "{\"keys\":" + (i == 5 ? 300 : 100) + "}");
         }
-        committed(config, events);
+        db.commitFreshCheckpoint(config, events);
         SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered());
 
         Map<String, Long> locks = new HashMap<>();
         db.query("SELECT id, (result->>'locks')::bigint FROM " + SinkDatabase.TABLE + " WHERE id <> 'm5'",
                 row -> locks.put(row.getString(1), row.getLong(2)));
         assertThat(locks).hasSize(11).allSatisfy((id, held) -> assertThat(held).as(id).isBetween(100L, 256L));
-        assertThat(statuses()).containsEntry("m5", "failed");
+        assertThat(db.effectStatuses()).containsEntry("m5", "failed");
     }
 
     @Test
@@ -244,14 +244,6 @@ class EffectWorkerTest {
                 .contains("permission denied for table accounts").contains("GRANT it to 'onceflow_job'");
         assertThat(EffectFailures.isAboutTheMessage(new SQLException("canceling statement", "57014"))).isFalse();
         assertThat(EffectFailures.isAboutTheMessage(new SQLException("raise", "P0001"))).isTrue();
-    }
-
-    private void committed(PostgresSinkConfig config, Event... events) throws Exception {
-        PostgresCommittable committable;
-        try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
-            committable = checkpoint(writer, 1, events);
-        }
-        commit(config, committable);
     }
 
     private void awaitDrained() throws Exception {
@@ -265,13 +257,6 @@ class EffectWorkerTest {
         db.query("SELECT " + how + "(pid) FROM pg_stat_activity WHERE application_name LIKE 'onceflow-ledger-effects-%'"
                 + " AND state = 'active' AND query LIKE '%slow_payment%'", row -> cancelled[0]++);
         return cancelled[0];
-    }
-
-    private Map<String, String> statuses() throws SQLException {
-        Map<String, String> statuses = new HashMap<>();
-        db.query("SELECT id, result->>'status' FROM " + SinkDatabase.TABLE,
-                row -> statuses.put(row.getString(1), row.getString(2)));
-        return statuses;
     }
 
     private long total() throws SQLException {

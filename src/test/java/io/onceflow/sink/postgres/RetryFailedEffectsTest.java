@@ -67,9 +67,9 @@ class RetryFailedEffectsTest {
 
     @Test
     void aFailedEffectReDrivenAfterTheFixIsAppliedOnceAndOnlyOnce() throws Exception {
-        committed(newScheme("s1", "alice", "bob", 10), payment("p1", "alice", "carol", 5));
+        db.commitFreshCheckpoint(config, newScheme("s1", "alice", "bob", 10), payment("p1", "alice", "carol", 5));
         SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered());
-        assertThat(statuses()).containsOnly(entry("s1", "failed"), entry("p1", "applied"));
+        assertThat(db.effectStatuses()).containsOnly(entry("s1", "failed"), entry("p1", "applied"));
         fixTheFunction();
 
         String printed;
@@ -81,7 +81,7 @@ class RetryFailedEffectsTest {
         assertThat(printed).startsWith("Queued again 1 effect recorded as failed in onceflow_events: s1\n")
                 .contains("The effect workers of the running job apply them, each exactly once",
                         "postgres.effect.function=" + FUNCTION);
-        assertThat(statuses()).as("pending again").containsEntry("s1", null);
+        assertThat(db.effectStatuses()).as("pending again").containsEntry("s1", null);
 
         assertThat(retryFailed("--id", "s1")).as("a second re-drive before the workers ran")
                 .isEqualTo("None of the given ids was queued again.\n"
@@ -91,14 +91,14 @@ class RetryFailedEffectsTest {
                 .isEqualTo("No effect in onceflow_events is recorded as failed: nothing was queued.\n");
         assertThat(SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered())).isZero();
 
-        assertThat(statuses()).containsOnly(entry("s1", "applied"), entry("p1", "applied"));
-        assertThat(balances()).as("s1's 10 moved once, p1's 5 once")
+        assertThat(db.effectStatuses()).containsOnly(entry("s1", "applied"), entry("p1", "applied"));
+        assertThat(db.ledgerBalances()).as("s1's 10 moved once, p1's 5 once")
                 .containsExactlyInAnyOrderEntriesOf(Map.of("alice", 85, "bob", 10, "carol", 5));
     }
 
     @Test
     void appliedRejectedAndUnknownIdsAreNeverQueuedAndEachIsExplained() throws Exception {
-        committed(payment("p1", "alice", "bob", 10), payment("broke", "carol", "bob", 10),
+        db.commitFreshCheckpoint(config, payment("p1", "alice", "bob", 10), payment("broke", "carol", "bob", 10),
                 newScheme("s1", "alice", "bob", 1));
         SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered());
         fixTheFunction();
@@ -111,12 +111,12 @@ class RetryFailedEffectsTest {
                 + "  not queued: nope (no row in onceflow_events)\n"
                 + printed.substring(printed.indexOf("The effect workers")));
         assertThat(SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered())).isOne();
-        assertThat(balances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 89, "bob", 11, "carol", 0));
+        assertThat(db.ledgerBalances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 89, "bob", 11, "carol", 0));
     }
 
     @Test
     void allQueuesEveryFailedEffectOfTheTable() throws Exception {
-        committed(newScheme("s1", "alice", "bob", 10), newScheme("s2", "alice", "carol", 20),
+        db.commitFreshCheckpoint(config, newScheme("s1", "alice", "bob", 10), newScheme("s2", "alice", "carol", 20),
                 payment("p1", "alice", "bob", 1));
         SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered());
         fixTheFunction();
@@ -124,12 +124,12 @@ class RetryFailedEffectsTest {
         assertThat(retryFailed("--all")).startsWith("Queued again 2 effects recorded as failed in onceflow_events: ")
                 .contains("s1", "s2").doesNotContain("p1");
         assertThat(SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered())).isEqualTo(2);
-        assertThat(balances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 69, "bob", 11, "carol", 20));
+        assertThat(db.ledgerBalances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 69, "bob", 11, "carol", 20));
     }
 
     @Test
     void aFunctionThatCannotBeCalledQueuesNothing() throws Exception {
-        committed(newScheme("s1", "alice", "bob", 10));
+        db.commitFreshCheckpoint(config, newScheme("s1", "alice", "bob", 10));
         SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered());
         db.execute("DROP FUNCTION " + FUNCTION);
 
@@ -138,7 +138,7 @@ class RetryFailedEffectsTest {
                         .asString().startsWith("postgres.effect.function: nothing was queued: the effect function"
                                 + " (postgres.effect.function) " + FUNCTION + "(text, jsonb) does not exist")
                         .endsWith("Fix the function, then run the command again."));
-        assertThat(statuses()).containsOnly(entry("s1", "failed"));
+        assertThat(db.effectStatuses()).containsOnly(entry("s1", "failed"));
         assertThat(db.queuedEffects()).isZero();
     }
 
@@ -150,15 +150,6 @@ class RetryFailedEffectsTest {
 
     private void fixTheFunction() throws SQLException {
         db.execute(BusinessEffectsTest.APPLY_PAYMENT.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION"));
-    }
-
-    /** Writes {@code events} in one checkpoint of a fresh writer, closes it, and commits the checkpoint. */
-    private void committed(Event... events) throws Exception {
-        PostgresCommittable committable;
-        try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
-            committable = checkpoint(writer, 1, events);
-        }
-        commit(config, committable);
     }
 
     /** Runs the command with the job's settings and {@code more}; returns what it printed. */
@@ -192,19 +183,5 @@ class RetryFailedEffectsTest {
     private static PGNotification[] notifications(Connection connection) throws SQLException {
         PGNotification[] received = connection.unwrap(PGConnection.class).getNotifications(5000);
         return received == null ? new PGNotification[0] : received;
-    }
-
-    private Map<String, Integer> balances() throws SQLException {
-        Map<String, Integer> balances = new HashMap<>();
-        db.query("SELECT id, balance FROM ledger.accounts",
-                row -> balances.put(row.getString(1), row.getBigDecimal(2).intValueExact()));
-        return balances;
-    }
-
-    private Map<String, String> statuses() throws SQLException {
-        Map<String, String> statuses = new HashMap<>();
-        db.query("SELECT id, result->>'status' FROM " + SinkDatabase.TABLE,
-                row -> statuses.put(row.getString(1), row.getString(2)));
-        return statuses;
     }
 }

@@ -4,6 +4,7 @@ import io.onceflow.api.Event;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
+import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
 import io.onceflow.sink.postgres.internal.commit.PostgresWriterState;
 import io.onceflow.sink.postgres.internal.commit.TransactionId;
 import io.onceflow.sink.postgres.internal.effects.EffectBatch;
@@ -141,6 +142,33 @@ final class SinkDatabase {
             }
             return total;
         }
+    }
+
+    /**
+     * Writes {@code events} in checkpoint 1 of a fresh writer of {@code config}, closes the writer
+     * (its effect worker with it) and commits the checkpoint: their effects wait in the queue.
+     */
+    void commitFreshCheckpoint(PostgresSinkConfig config, Event... events) throws Exception {
+        PostgresCommittable committable;
+        try (PostgresExactlyOnceWriter writer = freshWriter(config)) {
+            committable = PostgresTwoPhaseCommitTest.checkpoint(writer, 1, events);
+        }
+        PostgresTwoPhaseCommitTest.commit(config, committable);
+    }
+
+    /** {@code result->>'status'} of every committed row, by id: null while its effect is pending. */
+    Map<String, String> effectStatuses() throws SQLException {
+        Map<String, String> statuses = new HashMap<>();
+        query("SELECT id, result->>'status' FROM " + TABLE, row -> statuses.put(row.getString(1), row.getString(2)));
+        return statuses;
+    }
+
+    /** The balance of each account of the effect tests' ledger ({@code ledger.accounts}), in whole units. */
+    Map<String, Integer> ledgerBalances() throws SQLException {
+        Map<String, Integer> balances = new HashMap<>();
+        query("SELECT id, balance FROM ledger.accounts",
+                row -> balances.put(row.getString(1), row.getBigDecimal(2).intValueExact()));
+        return balances;
     }
 
     /** How many effects are queued. */
