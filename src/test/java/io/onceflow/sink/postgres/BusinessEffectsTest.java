@@ -8,18 +8,14 @@ import static org.assertj.core.api.Assertions.entry;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.onceflow.api.Event;
-import io.onceflow.sink.postgres.RecordingCommitRequest.Outcome;
-import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.ProtocolHooks;
 import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
-import io.onceflow.sink.postgres.internal.commit.PostgresCommitter;
 import io.onceflow.sink.postgres.internal.schema.EventsTable;
 import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
 import io.onceflow.sink.postgres.internal.writer.PostgresAtLeastOnceWriter;
 import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
-import io.onceflow.testing.Eventually;
 import io.onceflow.testing.TestPostgres;
 import java.io.IOException;
 import java.math.BigDecimal;
