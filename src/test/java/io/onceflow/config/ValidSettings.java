@@ -4,11 +4,11 @@ import java.util.HashMap;
 import java.util.Map;
 
 /** Settings for tests: the required keys only, each with a valid value. */
-final class ValidSettings {
+public final class ValidSettings {
     private ValidSettings() {}
 
     /** Returns a new, modifiable map holding a valid value for every required key. */
-    static Map<String, String> required() {
+    public static Map<String, String> required() {
         Map<String, String> settings = new HashMap<>();
         settings.put("kafka.bootstrap.servers", "kafka-1:9092,kafka-2:9092");
         settings.put("input.topics", "payments,refunds");

@@ -72,11 +72,7 @@ class BusinessEffectsTest {
 
     @BeforeEach
     void createTheLedger() throws Exception {
-        db.execute("CREATE SCHEMA ledger");
-        db.execute("CREATE TABLE ledger.accounts (id text PRIMARY KEY,"
-                + " balance numeric(18,2) NOT NULL CHECK (balance >= 0))");
-        db.execute("INSERT INTO ledger.accounts VALUES ('alice', 100), ('bob', 0), ('carol', 0)");
-        db.execute(APPLY_PAYMENT);
+        db.createLedger("VALUES ('alice', 100), ('bob', 0), ('carol', 0)", APPLY_PAYMENT);
         config = db.config(effectSink());
     }
 

@@ -49,11 +49,7 @@ class EffectWorkerTest {
 
     @BeforeEach
     void createTheLedger() throws Exception {
-        db.execute("CREATE SCHEMA ledger");
-        db.execute("CREATE TABLE ledger.accounts (id text PRIMARY KEY,"
-                + " balance numeric(18,2) NOT NULL CHECK (balance >= 0))");
-        db.execute("INSERT INTO ledger.accounts SELECT 'a' || n, 1000 FROM generate_series(0, 19) n");
-        db.execute(BusinessEffectsTest.APPLY_PAYMENT);
+        db.createLedger("SELECT 'a' || n, 1000 FROM generate_series(0, 19) n", BusinessEffectsTest.APPLY_PAYMENT);
         db.execute("CREATE FUNCTION " + KEYS + "(message_id text, payload jsonb) RETURNS text[] LANGUAGE sql"
                 + " IMMUTABLE AS $$ SELECT ARRAY[payload->>'from', payload->>'to'] $$");
     }

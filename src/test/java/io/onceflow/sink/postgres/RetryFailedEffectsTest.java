@@ -10,6 +10,7 @@ import static org.assertj.core.api.Assertions.entry;
 import io.onceflow.api.Event;
 import io.onceflow.cli.CannotRunException;
 import io.onceflow.cli.ExitCode;
+import io.onceflow.config.ValidSettings;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.schema.EventsTable;
@@ -21,7 +22,6 @@ import java.sql.Connection;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.BeforeEach;
@@ -36,14 +36,6 @@ import org.postgresql.PGNotification;
  * oracle: an effect re-driven twice, or an applied one re-driven, shows in them.
  */
 class RetryFailedEffectsTest {
-    /** A job's settings that the command requires but does not use. */
-    private static final Map<String, String> JOB = Map.of(
-            "kafka.bootstrap.servers", "kafka-1:9092",
-            "input.topics", "payments",
-            "input.group.id", "onceflow-payments",
-            "output.topic", "payments-deduplicated",
-            "dead.letter.topic", "payments-dead-letters",
-            "kafka.transactional.id.prefix", "onceflow-payments");
     /** The ledger's function while a bug makes it refuse payments flagged "new-scheme". */
     private static final String BROKEN = BusinessEffectsTest.APPLY_PAYMENT.replace("BEGIN\n",
             "BEGIN\n  IF payload ? 'new-scheme' THEN RAISE EXCEPTION 'scheme not supported: %', message_id; END IF;\n");
@@ -53,11 +45,7 @@ class RetryFailedEffectsTest {
 
     @BeforeEach
     void createTheLedger() throws Exception {
-        db.execute("CREATE SCHEMA ledger");
-        db.execute("CREATE TABLE ledger.accounts (id text PRIMARY KEY,"
-                + " balance numeric(18,2) NOT NULL CHECK (balance >= 0))");
-        db.execute("INSERT INTO ledger.accounts VALUES ('alice', 100), ('bob', 0), ('carol', 0)");
-        db.execute(BROKEN);
+        db.createLedger("VALUES ('alice', 100), ('bob', 0), ('carol', 0)", BROKEN);
         config = db.config(db.builder("ledger").setEffectFunction(FUNCTION));
     }
 
@@ -151,7 +139,7 @@ class RetryFailedEffectsTest {
     /** Runs the command with the job's settings and {@code more}; returns what it printed. */
     private String retryFailed(String... more) throws Exception {
         List<String> args = new ArrayList<>(List.of("retry-failed"));
-        Map<String, String> settings = new HashMap<>(JOB);
+        Map<String, String> settings = ValidSettings.required();
         settings.put("postgres.url", db.database.jdbcUrl());
         settings.put("postgres.user", db.database.user());
         settings.put("postgres.password", db.database.password());

@@ -163,6 +163,18 @@ final class SinkDatabase {
         return statuses;
     }
 
+    /**
+     * The effect tests' ledger: schema {@code ledger}, {@code ledger.accounts} (text ids, balances
+     * that may not go below 0) opened with {@code accounts} (a {@code VALUES} list or a query), and
+     * the effect function {@code function} (its {@code CREATE FUNCTION} statement).
+     */
+    void createLedger(String accounts, String function) throws SQLException {
+        execute("CREATE SCHEMA ledger");
+        execute("CREATE TABLE ledger.accounts (id text PRIMARY KEY, balance numeric(18,2) NOT NULL CHECK (balance >= 0))");
+        execute("INSERT INTO ledger.accounts " + accounts);
+        execute(function);
+    }
+
     /** The balance of each account of the effect tests' ledger ({@code ledger.accounts}), in whole units. */
     Map<String, Integer> ledgerBalances() throws SQLException {
         Map<String, Integer> balances = new HashMap<>();

@@ -5,16 +5,16 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.onceflow.cli.ExitCode;
 import io.onceflow.config.ConfigException;
+import io.onceflow.config.ValidSettings;
 import io.onceflow.sink.postgres.PostgresTableOptions;
 import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
-import io.onceflow.testing.TestPostgres;
 import io.onceflow.testing.TestPostgres.TestDatabase;
+import io.onceflow.testing.TestPostgres;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
@@ -24,13 +24,6 @@ import org.junit.jupiter.api.Test;
  * (what the purge deletes and keeps is {@code RetentionTest}'s).
  */
 class RetentionCommandTest {
-    private static final Map<String, String> JOB = Map.of(
-            "kafka.bootstrap.servers", "kafka-1:9092",
-            "input.topics", "payments",
-            "input.group.id", "onceflow-payments",
-            "output.topic", "payments-deduplicated",
-            "dead.letter.topic", "payments-dead-letters",
-            "kafka.transactional.id.prefix", "onceflow-payments");
 
     private static String[] args(Map<String, String> settings, String... more) {
         List<String> args = new ArrayList<>();
@@ -57,7 +50,7 @@ class RetentionCommandTest {
         database.execute("INSERT INTO onceflow_events (id, first_processed_at) VALUES ('old', now() - interval '8 days'),"
                 + " ('new', now())", "INSERT INTO onceflow_commit_log VALUES ('onceflow:payments:e1:s0:c1',"
                 + " now() - interval '8 days')");
-        Map<String, String> settings = new HashMap<>(JOB);
+        Map<String, String> settings = ValidSettings.required();
         settings.put("postgres.url", database.jdbcUrl());
         settings.put("postgres.user", database.user());
         settings.put("postgres.password", database.password());
@@ -81,14 +74,14 @@ class RetentionCommandTest {
 
     @Test
     void aJobWithoutPostgresHasNothingToPurge() {
-        assertThatThrownBy(() -> RetentionCommand.execute(args(JOB, "--keep", "14d")))
+        assertThatThrownBy(() -> RetentionCommand.execute(args(ValidSettings.required(), "--keep", "14d")))
                 .isInstanceOf(ConfigException.class)
                 .hasMessageContaining("postgres.url: is not set: there is no PostgreSQL table to purge");
     }
 
     @Test
     void aWindowShorterThanTheJobsDedupTtlIsRefusedBeforeConnecting() {
-        Map<String, String> settings = new HashMap<>(JOB);
+        Map<String, String> settings = ValidSettings.required();
         // nothing listens there: the refusal must come first
         settings.put("postgres.url", "jdbc:postgresql://127.0.0.1:1/none");
         settings.put("postgres.sink.prefix", "payments");
