@@ -4,6 +4,7 @@ import io.onceflow.api.Event;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.config.PostgresSettings;
 import io.onceflow.sink.kafka.KafkaSinks;
+import io.onceflow.sink.kafka.KafkaWriterGate;
 import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
 import io.onceflow.sink.postgres.PostgresSink;
 import io.onceflow.sink.postgres.PostgresSinkBuilder;
@@ -45,12 +46,16 @@ public final class JobSinks {
      *     required when the configuration asks for one, ignored for at-least-once
      */
     public OnceflowPipeline.Sinks assemble(Optional<PostgresSink> startedPostgres) {
+        // A replaced job's restart must stop before its Kafka writers fence the newer job's producers.
+        KafkaWriterGate writerGate = startedPostgres.isPresent() && postgresExactlyOnce()
+                ? startedPostgres.get()::requireCurrentRun : KafkaWriterGate.OPEN;
         KafkaSinks kafka = new KafkaSinks(
                 config.bootstrapServers(),
                 config.kafkaClientProperties(),
                 config.deliveryGuarantee(),
                 config.transactionalIdPrefix(),
-                config.kafkaTransactionTimeout());
+                config.kafkaTransactionTimeout(),
+                writerGate);
         Optional<Sink<Event>> postgres = config.postgres().map(settings ->
                 config.deliveryGuarantee() == DeliveryGuarantee.EXACTLY_ONCE
                         ? startedPostgres.orElseThrow(() -> new IllegalStateException(

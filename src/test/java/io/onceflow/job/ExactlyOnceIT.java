@@ -61,11 +61,17 @@ class ExactlyOnceIT {
     /** The job over the scenario's input as it is now, ending when it has read all of it. */
     static StreamExecutionEnvironment boundedJob(OnceflowConfig config, EventProcessor processor)
             throws SQLException {
+        return boundedJob(config, processor, Duration.ofMillis(500));
+    }
+
+    /** As {@link #boundedJob(OnceflowConfig, EventProcessor)}, waiting {@code restartDelay} before each restart. */
+    static StreamExecutionEnvironment boundedJob(OnceflowConfig config, EventProcessor processor, Duration restartDelay)
+            throws SQLException {
         Configuration flink = Onceflow.flinkConfiguration(config);
         flink.set(RestartStrategyOptions.RESTART_STRATEGY, "fixed-delay");
         // enough attempts to outlast a PostgreSQL or broker restart
         flink.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_ATTEMPTS, 20);
-        flink.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_DELAY, Duration.ofMillis(500));
+        flink.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_DELAY, restartDelay);
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(flink);
         Onceflow.job(config, processor).boundedAtLatestOffsets().defineIn(env);
         return env;

@@ -49,6 +49,7 @@ public final class FailureInjector implements EventProcessor, CheckpointedFuncti
     private static final Map<String, AtomicBoolean> FIRED = new ConcurrentHashMap<>();
     private static final Map<String, AtomicBoolean> RESTARTED = new ConcurrentHashMap<>();
     private static final Map<String, AtomicLong> EVENTS_SEEN = new ConcurrentHashMap<>();
+    private static final Map<String, AtomicLong> COMPLETED_WHEN_FIRED = new ConcurrentHashMap<>();
 
     private final String scenario;
     private final Moment moment;
@@ -72,6 +73,7 @@ public final class FailureInjector implements EventProcessor, CheckpointedFuncti
         FIRED.put(scenario, new AtomicBoolean());
         RESTARTED.put(scenario, new AtomicBoolean());
         EVENTS_SEEN.put(scenario, new AtomicLong());
+        COMPLETED_WHEN_FIRED.put(scenario, new AtomicLong());
     }
 
     /**
@@ -114,6 +116,7 @@ public final class FailureInjector implements EventProcessor, CheckpointedFuncti
         eventsSinceCompletion++;
         boolean due = seen >= afterEvents && !FIRED.get(scenario).get();
         if (due && atMoment() && FIRED.get(scenario).compareAndSet(false, true)) {
+            COMPLETED_WHEN_FIRED.get(scenario).set(lastCompleted);
             throw new InjectedFailure(moment + " after " + seen + " events (last snapshot " + lastSnapshot
                     + ", last completed " + lastCompleted + ")");
         }
@@ -144,6 +147,14 @@ public final class FailureInjector implements EventProcessor, CheckpointedFuncti
     public void snapshotState(FunctionSnapshotContext context) {
         lastSnapshot = context.getCheckpointId();
         eventsSinceSnapshot = 0;
+    }
+
+    /**
+     * The last checkpoint the failing subtask saw complete when it failed: with
+     * {@link Moment#AFTER_COMPLETION}, the checkpoint the job restores.
+     */
+    public static long lastCompletedWhenFired(String scenario) {
+        return COMPLETED_WHEN_FIRED.get(scenario).get();
     }
 
     /**

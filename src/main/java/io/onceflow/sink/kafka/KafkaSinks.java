@@ -6,6 +6,7 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Properties;
 import org.apache.flink.annotation.Internal;
+import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.connector.base.DeliveryGuarantee;
 import org.apache.flink.connector.kafka.sink.KafkaRecordSerializationSchema;
 import org.apache.flink.connector.kafka.sink.KafkaSink;
@@ -30,14 +31,17 @@ public final class KafkaSinks {
     private final DeliveryGuarantee guarantee;
     private final String transactionalIdPrefix;
     private final Duration transactionTimeout;
+    private final KafkaWriterGate writerGate;
 
     /**
      * @param clientProperties pass-through client settings (security.protocol, sasl.*, ssl.*)
      * @param transactionTimeout must outlive the longest checkpoint plus restart, and stay within the
      *     broker's transaction.max.timeout.ms (15 min by default)
+     * @param writerGate what each writer attempt passes before it creates a producer (see
+     *     {@link GuardedKafkaSink}); {@link KafkaWriterGate#OPEN} for none
      */
     public KafkaSinks(String bootstrapServers, Properties clientProperties, DeliveryGuarantee guarantee,
-            String transactionalIdPrefix, Duration transactionTimeout) {
+            String transactionalIdPrefix, Duration transactionTimeout, KafkaWriterGate writerGate) {
         if (guarantee == DeliveryGuarantee.NONE) {
             throw new IllegalArgumentException("onceflow writes exactly-once or at-least-once; NONE would lose records");
         }
@@ -47,15 +51,16 @@ public final class KafkaSinks {
         this.guarantee = guarantee;
         this.transactionalIdPrefix = transactionalIdPrefix;
         this.transactionTimeout = transactionTimeout;
+        this.writerGate = writerGate;
     }
 
     /** The sink of processed events: key = message id, value = payload. */
-    public KafkaSink<Event> output(String topic) {
+    public Sink<Event> output(String topic) {
         return build(new EventRecordSerializer(topic), OUTPUT_SUFFIX);
     }
 
     /** The sink of dead letters: original key and value, reason in headers. */
-    public KafkaSink<DeadLetter> deadLetters(String topic) {
+    public Sink<DeadLetter> deadLetters(String topic) {
         return build(new DeadLetterRecordSerializer(topic), DEAD_LETTER_SUFFIX);
     }
 
@@ -67,7 +72,7 @@ public final class KafkaSinks {
         return List.of(transactionalIdPrefix + OUTPUT_SUFFIX, transactionalIdPrefix + DEAD_LETTER_SUFFIX);
     }
 
-    private <T> KafkaSink<T> build(KafkaRecordSerializationSchema<T> serializer, String prefixSuffix) {
+    private <T> Sink<T> build(KafkaRecordSerializationSchema<T> serializer, String prefixSuffix) {
         Properties producer = new Properties();
         // Fewer, larger produce requests: the task thread and the broker pay per request, and
         // records wait for the checkpoint (exactly-once) far longer than linger.ms anyway. The same
@@ -78,12 +83,12 @@ public final class KafkaSinks {
         producer.setProperty(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, String.valueOf(transactionTimeout.toMillis()));
         producer.setProperty(ProducerConfig.ACKS_CONFIG, "all");
         producer.setProperty(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
-        return KafkaSink.<T>builder()
+        return new GuardedKafkaSink<>(KafkaSink.<T>builder()
                 .setBootstrapServers(bootstrapServers)
                 .setKafkaProducerConfig(producer)
                 .setRecordSerializer(serializer)
                 .setDeliveryGuarantee(guarantee)
                 .setTransactionalIdPrefix(transactionalIdPrefix + prefixSuffix)
-                .build();
+                .build(), writerGate);
     }
 }

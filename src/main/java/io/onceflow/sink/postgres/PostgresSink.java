@@ -1,6 +1,7 @@
 package io.onceflow.sink.postgres;
 
 import io.onceflow.api.Event;
+import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
@@ -8,9 +9,12 @@ import io.onceflow.sink.postgres.internal.commit.PostgresCommittableSerializer;
 import io.onceflow.sink.postgres.internal.commit.PostgresCommitter;
 import io.onceflow.sink.postgres.internal.commit.PostgresWriterState;
 import io.onceflow.sink.postgres.internal.commit.PostgresWriterStateSerializer;
+import io.onceflow.sink.postgres.internal.fencing.SinkRuns;
 import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
 import io.onceflow.sink.postgres.internal.writer.WriterStart;
 import java.io.IOException;
+import java.sql.Connection;
+import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.Collection;
 import org.apache.flink.annotation.VisibleForTesting;
@@ -97,6 +101,23 @@ public final class PostgresSink
     @Override
     public SimpleVersionedSerializer<PostgresCommittable> getCommittableSerializer() {
         return new PostgresCommittableSerializer();
+    }
+
+    /**
+     * Refuses unless this sink's run is still the newest of its prefix. The job's Kafka sinks call it
+     * before they create any producer: a replaced job's restart must not fence the newer job's
+     * producers (see {@link ReplacedRunException}).
+     *
+     * @throws ReplacedRunException if a newer run of the prefix was registered
+     * @throws IOException if the database cannot be asked
+     */
+    public void requireCurrentRun() throws IOException {
+        try (Connection connection = PostgresConnections.open(config, "run-check")) {
+            SinkRuns.requireNewestRun(connection, config);
+        } catch (SQLException e) {
+            throw new IOException("could not check the run of PostgreSQL sink prefix '" + config.sinkPrefix() + "' ("
+                    + config + "): " + e.getMessage(), e);
+        }
     }
 
     /** The settings, without the password. */

@@ -2,6 +2,7 @@ package io.onceflow.sink.postgres.internal.fencing;
 
 import io.onceflow.sink.postgres.PendingTransactionsException;
 import io.onceflow.sink.postgres.PostgresRunRegistry;
+import io.onceflow.sink.postgres.ReplacedRunException;
 import io.onceflow.sink.postgres.StartMode;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
@@ -170,7 +171,8 @@ public final class SinkRuns {
     /**
      * For writers: refuses unless {@code config}'s run is the newest of its prefix.
      *
-     * @throws StaleWriterException if a newer run was registered (this job was replaced)
+     * @throws ReplacedRunException if a newer run was registered (this job was replaced): Flink fails
+     *     the job instead of restarting it
      */
     public static void requireNewestRun(Connection connection, PostgresSinkConfig config) throws SQLException {
         try (PreparedStatement query = connection.prepareStatement(config.schema().runs().newestRunQuery())) {
@@ -184,11 +186,11 @@ public final class SinkRuns {
                             + " Submit the job again, so that it registers a new run.");
                 }
                 if (newest > config.run()) {
-                    throw new StaleWriterException("PostgreSQL sink prefix '" + config.sinkPrefix() + "' belongs to a"
+                    throw new ReplacedRunException("PostgreSQL sink prefix '" + config.sinkPrefix() + "' belongs to a"
                             + " newer run (" + describeOwner(connection, config) + ") than this job's run "
-                            + config.run() + ": this job was replaced by a new submission, and this attempt stops"
-                            + " without touching the database. If this job should still run, another job uses its"
-                            + " postgres.sink.prefix: give each job its own.");
+                            + config.run() + ": this job was replaced by a new submission, and it stops without"
+                            + " touching the database or Kafka's transactions. If this job should still run, another"
+                            + " job uses its postgres.sink.prefix: give each job its own.");
                 }
             }
         }
