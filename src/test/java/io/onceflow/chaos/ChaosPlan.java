@@ -9,14 +9,15 @@ import java.util.Random;
  * How much chaos a run inflicts. The defaults are the short run of every {@code mvn verify}; the
  * {@code chaos} Maven profile raises them through system properties ({@code chaos.events},
  * {@code chaos.rate}, {@code chaos.taskManagerKills}, {@code chaos.brokerRestarts},
- * {@code chaos.postgresRestarts}, {@code chaos.upgrades}, {@code chaos.effectCancels}, {@code chaos.seed}).
+ * {@code chaos.postgresRestarts}, {@code chaos.upgrades}, {@code chaos.effectCancels},
+ * {@code chaos.jobManagerFailovers}, {@code chaos.seed}).
  *
  * @param minimumEvents the producer writes at least this many records, and keeps writing until the last fault is over
  * @param eventsPerSecond the producer's rate limit
  * @param seed orders the faults and picks their moments; printed so that a failing run can be repeated
  */
 record ChaosPlan(long minimumEvents, int eventsPerSecond, int taskManagerKills, int taskManagerPauses,
-        int brokerRestarts, int postgresRestarts, int upgrades, int effectCancels, long seed) {
+        int brokerRestarts, int postgresRestarts, int upgrades, int effectCancels, int jobManagerFailovers, long seed) {
 
     /** One fault. */
     enum Fault {
@@ -27,7 +28,12 @@ record ChaosPlan(long minimumEvents, int eventsPerSecond, int taskManagerKills, 
         RESTART_POSTGRES,
         UPGRADE_WITH_RESCALE,
         /** A DBA's pg_cancel_backend of the effect workers' running batches, then their sessions cut off. */
-        CANCEL_EFFECTS
+        CANCEL_EFFECTS,
+        /**
+         * {@code kill -9} of the JobManager and a new one in its place, which recovers the job from the
+         * HA store (ZooKeeper) and restores its latest checkpoint: attempts are numbered from 0 again.
+         */
+        KILL_JOB_MANAGER
     }
 
     static ChaosPlan fromSystemProperties() {
@@ -40,6 +46,7 @@ record ChaosPlan(long minimumEvents, int eventsPerSecond, int taskManagerKills, 
                 Integer.getInteger("chaos.postgresRestarts", 1),
                 Integer.getInteger("chaos.upgrades", 1),
                 Integer.getInteger("chaos.effectCancels", 2),
+                Integer.getInteger("chaos.jobManagerFailovers", 0),
                 Long.getLong("chaos.seed", System.nanoTime()));
     }
 
@@ -52,6 +59,7 @@ record ChaosPlan(long minimumEvents, int eventsPerSecond, int taskManagerKills, 
         faults.addAll(Collections.nCopies(postgresRestarts, Fault.RESTART_POSTGRES));
         faults.addAll(Collections.nCopies(upgrades, Fault.UPGRADE_WITH_RESCALE));
         faults.addAll(Collections.nCopies(effectCancels, Fault.CANCEL_EFFECTS));
+        faults.addAll(Collections.nCopies(jobManagerFailovers, Fault.KILL_JOB_MANAGER));
         Collections.shuffle(faults, random);
         return faults;
     }

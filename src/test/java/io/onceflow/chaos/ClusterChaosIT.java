@@ -14,6 +14,7 @@ import io.onceflow.tools.audit.CommittedTopicReader;
 import io.onceflow.tools.generator.EventGenerator;
 import java.io.IOException;
 import java.math.BigDecimal;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.SQLException;
@@ -35,7 +36,9 @@ import org.junit.jupiter.api.Test;
  * {@code kill -9} (some during a checkpoint) and starts fresh ones, pauses TaskManagers with SIGSTOP
  * past the heartbeat timeout and wakes them with SIGCONT once the job runs elsewhere (their attempts
  * wake up as zombies), kills and restarts the broker, restarts PostgreSQL, and upgrades the job
- * through a savepoint with another parallelism and changed settings. The job's database role has
+ * through a savepoint with another parallelism and changed settings, and (when the plan has
+ * JobManager failovers: {@code -Pchaos}) kills the JobManager of a cluster with ZooKeeper high
+ * availability and starts a new one, which recovers the job and numbers its attempts from 0. The job's database role has
  * hostile defaults (short idle, transaction, statement and lock timeouts, serializable and read-only
  * transactions, asynchronous commit). Once the producer
  * stopped and the job drained, the audit command (its own JVM, the job's configuration, JSON report)
@@ -94,7 +97,9 @@ class ClusterChaosIT {
         Random random = new Random(plan.seed());
         System.out.println("chaos plan " + plan);
         long started = System.nanoTime();
-        try (ClusterHarness cluster = ClusterHarness.start(TASK_MANAGERS, SLOTS_PER_TASK_MANAGER)) {
+        Path haStorage = Files.createTempDirectory("onceflow-chaos-ha");
+        try (JobManagerHa ha = JobManagerHa.startIf(plan.jobManagerFailovers() > 0, haStorage, NAME);
+                ClusterHarness cluster = ClusterHarness.start(TASK_MANAGERS, SLOTS_PER_TASK_MANAGER, ha.flinkSettings())) {
             harness = cluster;
             rest = cluster.flink().rest();
             defineJob(cluster);
@@ -250,6 +255,13 @@ class ClusterChaosIT {
                 checkpointsBefore = 0;
             }
             case CANCEL_EFFECTS -> cancelEffects();
+            case KILL_JOB_MANAGER -> {
+                // the new JobManager's metrics and checkpoint counts start from 0
+                restartsOfEarlierJobs += Math.max(0, rest.jobMetric(jobId, "numRestarts"));
+                harness.flink().killJobManager();
+                harness.flink().restartJobManager();
+                checkpointsBefore = 0;
+            }
         }
         faultsDone.merge(fault, 1, Integer::sum);
         awaitRecovered(checkpointsBefore);
@@ -444,6 +456,9 @@ class ClusterChaosIT {
                 try {
                     String job = jobId;
                     long completed = rest.checkpointCounts(job).path("completed").asLong();
+                    if (completed < lastCompleted && job.equals(watchedJob)) {
+                        lastCompleted = completed; // a new JobManager counts from 0: not progress yet
+                    }
                     // an upgrade's new job follows a completed savepoint: progress too
                     if (!job.equals(watchedJob) || completed > lastCompleted) {
                         lastProgress = System.nanoTime();

@@ -11,6 +11,7 @@ import io.onceflow.testing.cluster.FlinkRestClient;
 import io.onceflow.testing.cluster.FlinkStandaloneCluster;
 import io.onceflow.testing.cluster.InputDrain;
 import java.io.IOException;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.ResultSet;
@@ -20,7 +21,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import org.apache.curator.test.TestingServer;
 import org.apache.flink.api.common.JobID;
 import org.junit.jupiter.api.Test;
 
@@ -43,16 +43,11 @@ class JobManagerFailoverIT {
 
     @Test
     void theJobResumesAfterEachJobManagerFailoverWithEveryIdOnce() throws Exception {
-        try (TestingServer zooKeeper = new TestingServer(); ClusterHarness cluster = ClusterHarness.startServices()) {
+        try (JobManagerHa ha = JobManagerHa.startIf(true, Files.createTempDirectory("onceflow-jmfail-ha"), PREFIX);
+                ClusterHarness cluster = ClusterHarness.startServices()) {
             List<String> jobArgs = List.of("--config", writeJobProperties(cluster).toString());
             String jobId = JobID.generate().toHexString();
-            FlinkStandaloneCluster flink = cluster.startApplicationCluster(Map.of(
-                            "high-availability.type", "zookeeper",
-                            "high-availability.zookeeper.quorum", zooKeeper.getConnectString(),
-                            "high-availability.storageDir", cluster.directory().resolve("ha").toUri().toString(),
-                            "high-availability.cluster-id", "/" + PREFIX,
-                            // the killed JobManager's leadership ends with its ZooKeeper session
-                            "high-availability.zookeeper.client.session-timeout", "8000"),
+            FlinkStandaloneCluster flink = cluster.startApplicationCluster(ha.flinkSettings(),
                     new FlinkStandaloneCluster.Application(OnceflowJob.class.getName(), ClusterHarness.jobJar(), jobId,
                             jobArgs),
                     2, 2);

@@ -72,10 +72,16 @@ public final class ClusterHarness implements AutoCloseable {
 
     /** Starts Kafka, PostgreSQL and a Flink cluster of one JobManager and {@code taskManagers} TaskManagers. */
     public static ClusterHarness start(int taskManagers, int slotsPerTaskManager) throws IOException {
+        return start(taskManagers, slotsPerTaskManager, Map.of());
+    }
+
+    /** As {@link #start(int, int)}, with {@code settings} added to the Flink configuration. */
+    public static ClusterHarness start(int taskManagers, int slotsPerTaskManager, Map<String, String> settings)
+            throws IOException {
         ClusterHarness harness = startServices();
         try {
             harness.flink = harness.register(FlinkStandaloneCluster.start(harness.directory.resolve("flink"),
-                    harness.flinkConf, taskManagers, slotsPerTaskManager));
+                    harness.flinkConf, settings, taskManagers, slotsPerTaskManager));
             return harness;
         } catch (RuntimeException | Error e) {
             harness.close();

@@ -83,7 +83,16 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
      */
     public static FlinkStandaloneCluster start(Path directory, Path projectConf, int taskManagers,
             int slotsPerTaskManager) {
-        return start(new FlinkStandaloneCluster(directory, null), projectConf, Map.of(), taskManagers,
+        return start(directory, projectConf, Map.of(), taskManagers, slotsPerTaskManager);
+    }
+
+    /**
+     * As {@link #start(Path, Path, int, int)}, with {@code settings} added to the configuration (such
+     * as high availability, so that {@link #restartJobManager} recovers the session's jobs).
+     */
+    public static FlinkStandaloneCluster start(Path directory, Path projectConf, Map<String, String> settings,
+            int taskManagers, int slotsPerTaskManager) {
+        return start(new FlinkStandaloneCluster(directory, null), projectConf, settings, taskManagers,
                 slotsPerTaskManager);
     }
 
