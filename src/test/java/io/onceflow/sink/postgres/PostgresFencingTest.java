@@ -3,6 +3,7 @@ package io.onceflow.sink.postgres;
 import io.onceflow.sink.postgres.RecordingCommitRequest.Outcome;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.ProtocolHooks;
 import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
 import io.onceflow.sink.postgres.internal.commit.PostgresCommitter;
@@ -44,7 +45,7 @@ class PostgresFencingTest {
     private final PostgresSinkConfig config = db.config("job");
 
     @Test
-    void aZombieThatWakesBeforeItsRecoveryCannotRollBackItsSuccessorsCompletedCheckpoint() throws Exception {
+    void aZombieThatWakesBeforeItsRecoveryDefersAndCannotRollBackItsSuccessorsCompletedCheckpoint() throws Exception {
         try (PostgresExactlyOnceWriter first = db.freshWriter(config)) {
             commit(config, checkpoint(first, 1, "a"));
         }
@@ -56,11 +57,15 @@ class PostgresFencingTest {
         try (PostgresExactlyOnceWriter writer = SinkDatabase.writer(config, successor)) {
             completed = checkpoint(writer, 2, "b"); // checkpoint 2 completes, the commit is on its way
 
-            // The zombie wakes up and runs its start-up, recovery included: it must stop first.
-            assertThatThrownBy(() -> SinkDatabase.writer(config, zombie))
-                    .isInstanceOf(IOException.class)
-                    .hasMessageContaining("is claimed by a newer attempt")
-                    .hasMessageContaining("zombie");
+            // The zombie wakes up and runs its start-up: the index was claimed with its own restored
+            // checkpoint, so it cannot tell whether it is newer, and defers to a barrier that never comes.
+            PostgresSinkMetrics zombieMetrics = PostgresSinkMetrics.unregistered();
+            try (PostgresExactlyOnceWriter woken = new PostgresExactlyOnceWriter(config, zombie, zombieMetrics)) {
+                assertThat(zombieMetrics.deferredClaims.getCount()).isEqualTo(1);
+                write(woken, "z");
+                assertThat(woken.prepareCommit()).isEmpty();
+                assertThat(zombieMetrics.olderAttemptsFenced.getCount()).isZero();
+            }
 
             assertThat(db.prepared("job")).containsExactly(completed.transactionId());
             assertThat(commit(config, completed)).extracting(r -> r.outcome).containsExactly(Outcome.COMMITTED);
@@ -74,13 +79,15 @@ class PostgresFencingTest {
             write(zombie, "x", "y"); // rows in its open transaction; then its TaskManager freezes
 
             try (PostgresExactlyOnceWriter successor = db.restoredWriter(config, 1)) {
-                // The successor ended the zombie's session before its recovery scan; when the zombie
-                // wakes up at its checkpoint barrier, its PREPARE cannot reach the database.
+                // The successor (it restored the checkpoint the zombie claimed with, so it defers)
+                // claims at its first barrier: it ends the zombie's session before its recovery scan;
+                // when the zombie wakes up at its checkpoint barrier, its PREPARE cannot reach the database.
+                successor.snapshotState(2);
                 assertThatThrownBy(zombie::prepareCommit).isInstanceOf(IOException.class);
                 assertThat(db.prepared("job")).as("no orphan holding row locks").isEmpty();
 
                 // The successor's replay of the same rows goes through, without waiting for a lock.
-                commit(config, checkpoint(successor, 2, "x", "y"));
+                commit(config, checkpoint(successor, 3, "x", "y"));
             }
         }
         assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("x", 1, "y", 1));
@@ -93,8 +100,9 @@ class PostgresFencingTest {
             late = checkpoint(zombie, 2, "x"); // prepared, but checkpoint 2 never completes
 
             try (PostgresExactlyOnceWriter successor = db.restoredWriter(config, 1)) {
+                successor.snapshotState(3); // its first barrier: it claims and recovers
                 assertThat(db.prepared("job")).doesNotContain(late.transactionId());
-                commit(config, checkpoint(successor, 2, "x"));
+                commit(config, checkpoint(successor, 4, "x"));
             }
         }
         assertThat(db.deliveriesById()).containsExactlyEntriesOf(Map.of("x", 1));

@@ -199,13 +199,18 @@ class PostgresTwoPhaseCommitTest {
             checkpoint(writer3, 1, "c");
         }
 
-        freshWriter(config).close();
+        // restarted before checkpoint 1 completed: it defers its claim and recovery to its first barrier
+        try (PostgresExactlyOnceWriter restarted = freshWriter(config)) {
+            restarted.snapshotState(2);
+        }
 
         assertThat(db.prepared("job")).isEmpty();
         assertThat(db.prepared("job2")).hasSize(1);
         assertThat(db.prepared("jo")).hasSize(1);
         // ... and a restore of job2 leaves job alone just as well.
-        db.restoredWriter(job2, 0).close();
+        try (PostgresExactlyOnceWriter restored = db.restoredWriter(job2, 0)) {
+            restored.snapshotState(2);
+        }
         assertThat(db.prepared("job2")).isEmpty();
         assertThat(db.prepared("jo")).hasSize(1);
     }
@@ -298,9 +303,14 @@ class PostgresTwoPhaseCommitTest {
             assertThat(Duration.ofNanos(System.nanoTime() - start)).isLessThan(Duration.ofSeconds(5));
         }
 
-        // The job's own restart rolls the orphan back before writing, so the replay goes through.
+        // The job's own restart rolls the orphan back before writing, so the replay goes through: it
+        // restarted before checkpoint 1 completed, so it holds the replay until its first barrier, claims
+        // and rolls back there, and writes into the next checkpoint's transaction.
         try (PostgresExactlyOnceWriter replay = freshWriter(config)) {
-            commit(config, checkpoint(replay, 1, "a"));
+            write(replay, "a");
+            assertThat(replay.prepareCommit()).isEmpty();
+            replay.snapshotState(2);
+            commit(config, single(replay.prepareCommit()));
         }
         assertThat(db.deliveriesById()).containsExactlyEntriesOf(Map.of("a", 1));
     }

@@ -28,6 +28,9 @@ import org.apache.flink.runtime.metrics.DescriptiveStatisticsHistogram;
  *       not included);
  *   <li>{@code transactionsRolledBackOnRecovery}: abandoned prepared transactions rolled back at start;
  *   <li>{@code olderAttemptsFenced}: sessions of older writer attempts ended at start (zombies);
+ *   <li>{@code deferredClaims}: writer attempts that could not tell at start whether they are the
+ *       newest (their index was claimed with their restored checkpoint or later, e.g. after a
+ *       JobManager failover during restarts) and waited for their first checkpoint barrier to claim;
  *   <li>{@code effectsQueued}, {@code oldestQueuedEffectSeconds}: the effect backlog (gauges of the
  *       writer, with an effect function; see {@link #reportEffectBacklog}).
  * </ul>
@@ -55,6 +58,7 @@ public final class PostgresSinkMetrics {
     public final Histogram commitLatencyMs;
     public final Counter transactionsRolledBackOnRecovery;
     public final Counter olderAttemptsFenced;
+    public final Counter deferredClaims;
     private final MetricGroup group;
 
     private PostgresSinkMetrics(MetricGroup group) {
@@ -69,6 +73,7 @@ public final class PostgresSinkMetrics {
         commitLatencyMs = group.histogram("commitLatencyMs", new DescriptiveStatisticsHistogram(HISTOGRAM_WINDOW));
         transactionsRolledBackOnRecovery = group.counter("transactionsRolledBackOnRecovery");
         olderAttemptsFenced = group.counter("olderAttemptsFenced");
+        deferredClaims = group.counter("deferredClaims");
     }
 
     /**

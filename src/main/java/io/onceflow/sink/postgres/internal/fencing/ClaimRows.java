@@ -72,10 +72,10 @@ final class ClaimRows {
             upsert.setString(1, sinkPrefix);
             upsert.setInt(2, index);
             upsert.setLong(3, token.run());
-            if (token.restoredCheckpoint() == ClaimToken.NO_CHECKPOINT) {
+            if (token.claimCheckpoint() == ClaimToken.NO_CHECKPOINT) {
                 upsert.setNull(4, java.sql.Types.BIGINT);
             } else {
-                upsert.setLong(4, token.restoredCheckpoint());
+                upsert.setLong(4, token.claimCheckpoint());
             }
             upsert.setInt(5, token.claimer());
             upsert.setInt(6, token.attempt());

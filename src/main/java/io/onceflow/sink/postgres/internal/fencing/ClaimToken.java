@@ -1,51 +1,55 @@
 package io.onceflow.sink.postgres.internal.fencing;
 
-import io.onceflow.sink.postgres.PostgresRunRegistry;
 import org.apache.flink.annotation.Internal;
 
 /**
- * Internal. The fencing token of one writer attempt, and the rule that orders two attempts that
- * claim the same subtask index of a sink prefix (see {@link WriterFence}).
+ * Internal. The fencing token of one writer attempt's claim, and the rules that order two attempts
+ * that claim the same subtask index of a sink prefix (see {@link WriterFence}).
  *
  * <p>The order must be Flink's order of attempts, not the order in which they reach the database:
  * an attempt that stalls (GC pause, frozen VM, SIGSTOP) before its first statement reaches the
- * database after its successor did. So the token is made of what Flink decided before the attempt
- * ran, compared in this order:
+ * database after its successor did. And it must hold across JobManagers: after a JobManager
+ * failover Flink numbers attempts from 0 again, so attempt numbers order nothing. What does survive
+ * a failover is the checkpoint counter (kept in HA storage, it only grows). So the token is:
  *
  * <ol>
  *   <li>{@code run}: issued by the database when the job was submitted ({@link SinkRuns}), so a
  *       later submission (an upgrade from a savepoint, a rollback to an older one) is newer than
- *       every attempt of an earlier one, whatever checkpoint it restored;
- *   <li>{@code restoredCheckpoint}: within a run, Flink restores the latest completed checkpoint,
- *       which never goes back;
- *   <li>{@code attempt}, for the same execution vertex ({@code claimer}): Flink numbers the attempts
- *       of one subtask in order within a run.
+ *       every attempt of an earlier one;
+ *   <li>{@code claimCheckpoint}: a checkpoint id that Flink's counter issued before or to the
+ *       attempt. An attempt first tries an <em>immediate</em> claim with the checkpoint it restored,
+ *       N ({@link #NO_CHECKPOINT} on a fresh start): N completed before the attempt started, so an
+ *       index whose claim checkpoint is lower was claimed before N completed, by an older attempt
+ *       ({@link #immediately}). If the index's claim is N or higher, the attempt cannot tell whether
+ *       it is older or newer (two attempts of two JobManagers may both have restored N): it
+ *       <em>defers</em> ({@link Verdict#DEFER}), touching nothing, until its first checkpoint barrier
+ *       c. Flink triggers a checkpoint only once every task finished initialising, i.e. after this
+ *       attempt read the claim rows, so c is greater than every claim checkpoint recorded before,
+ *       across JobManagers; it claims with c, in {@link #against order}.
+ *   <li>{@code claimer} and {@code attempt}: break ties only. Equal claim checkpoints of different
+ *       claimers (an old index recovered by another subtask after an in-job rescale) cannot be
+ *       ordered ({@link Verdict#UNDECIDED}: the fence falls back to the holder's lease); of the same
+ *       claimer, the attempt numbers decide, which is the claim's own record when they are equal.
  * </ol>
  *
- * <p>Two tokens of one run with the same restored checkpoint but different claimers (only after an
- * in-job rescale by Flink's adaptive scheduler, when an index of the old parallelism is recovered by
- * another subtask) cannot be ordered: {@link Verdict#UNDECIDED}, and the fence falls back to the
- * holder's lease.
+ * <p>Why this fences zombies: a zombie of a dead JobManager that restored N and wakes up late finds
+ * a claim of N or higher and defers; it never receives a barrier from the new JobManager, so it never
+ * claims, rolls back or prepares. A zombie that was frozen inside a barrier of the old JobManager, c,
+ * finds a claim with a later barrier and stops ({@link Verdict#STALE}).
  *
- * <p>What the token cannot order: attempts of two JobManagers. After a JobManager failover (the run
- * goes on, {@link PostgresRunRegistry#continueRun}) Flink numbers attempts from 0 again, and gives tasks
- * nothing else that is ordered across JobManagers. When both restored the same checkpoint (the old
- * JobManager restarted the job from the latest checkpoint and died before the next one completed):
- * a new attempt is refused as {@link Verdict#STALE} until its attempt number passes the old
- * JobManager's recorded one (each refusal a restart); and an old JobManager's attempt with a higher
- * number that froze before its first statement would, woken after the new attempt won, count as
- * newer and roll back the new attempt's transactions, a completed checkpoint's too. That needs a
- * JobManager failover during a restart storm and a frozen TaskManager at once; docs/operations.md
- * (section 6) names it as a limit. Ordering such ties by lease instead would let any woken zombie
- * of one JobManager take over from an idle successor.
+ * <p>The rare limit: a bounded input that ends while an attempt still defers (a restart, then end of
+ * input before the next barrier) has no barrier to claim with: that claim falls back to the restored
+ * checkpoint and, for the same claimer, the attempt number, as
+ * before deferred claims existed (attempt numbers of two JobManagers are not ordered).
  *
  * @param run the run the attempt belongs to
- * @param restoredCheckpoint the restored checkpoint id, {@link #NO_CHECKPOINT} on a fresh start
+ * @param claimCheckpoint the checkpoint id the claim is made with (stored in the writers table's
+ *     {@code restored_checkpoint} column, its name from before deferred claims)
  * @param claimer the subtask index of the attempt (not of the claimed index, which may be another)
  * @param attempt Flink's attempt number of that subtask
  */
 @Internal
-public record ClaimToken(long run, long restoredCheckpoint, int claimer, int attempt) {
+public record ClaimToken(long run, long claimCheckpoint, int claimer, int attempt) {
     /** Sorts before every checkpoint id (Flink's start at 1). */
     public static final long NO_CHECKPOINT = 0;
 
@@ -56,17 +60,36 @@ public record ClaimToken(long run, long restoredCheckpoint, int claimer, int att
         /** The claimant is older: a zombie. It must not touch the index. */
         STALE,
         /** Cannot be ordered: the claimant waits for the holder to go or its lease to expire. */
-        UNDECIDED
+        UNDECIDED,
+        /** Cannot be ordered yet: the claimant touches nothing until its first checkpoint barrier. */
+        DEFER
     }
 
-    /** How this token relates to {@code current}, the token of the index's current claim (null: none). */
+    /**
+     * The verdict on an immediate claim, with the restored checkpoint, against {@code current} (null:
+     * none): newer only if the current claim was made before the restored checkpoint completed.
+     */
+    public Verdict immediately(ClaimToken current) {
+        if (current == null || current.run < run) {
+            return Verdict.NEWER;
+        }
+        if (current.run > run) {
+            return Verdict.STALE;
+        }
+        return claimCheckpoint > current.claimCheckpoint ? Verdict.NEWER : Verdict.DEFER;
+    }
+
+    /**
+     * The verdict on a claim at a checkpoint barrier, or at the end of input, against
+     * {@code current} (null: none): run, then claim checkpoint, then, for the same claimer, attempt.
+     */
     public Verdict against(ClaimToken current) {
         if (current == null) {
             return Verdict.NEWER;
         }
         int order = Long.compare(run, current.run);
         if (order == 0) {
-            order = Long.compare(restoredCheckpoint, current.restoredCheckpoint);
+            order = Long.compare(claimCheckpoint, current.claimCheckpoint);
         }
         if (order == 0) {
             if (claimer != current.claimer) {
@@ -74,13 +97,18 @@ public record ClaimToken(long run, long restoredCheckpoint, int claimer, int att
             }
             order = Integer.compare(attempt, current.attempt);
         }
-        return order > 0 ? Verdict.NEWER : Verdict.STALE;
+        return order >= 0 ? Verdict.NEWER : Verdict.STALE; // equal: this attempt's own claim, made again
+    }
+
+    /** This attempt's token for a claim with {@code checkpointId}. */
+    public ClaimToken at(long checkpointId) {
+        return new ClaimToken(run, checkpointId, claimer, attempt);
     }
 
     @Override
     public String toString() {
-        return "run " + run + ", restored checkpoint "
-                + (restoredCheckpoint == NO_CHECKPOINT ? "none" : String.valueOf(restoredCheckpoint))
+        return "run " + run + ", claim checkpoint "
+                + (claimCheckpoint == NO_CHECKPOINT ? "none" : String.valueOf(claimCheckpoint))
                 + ", subtask " + claimer + " attempt " + attempt;
     }
 }

@@ -17,17 +17,30 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The claim protocol of one writer attempt (see {@link WriterFence}): for each subtask index it
- * covers, judge its {@link ClaimToken} against the index's current claim under the row's lock,
- * terminate an older holder, record the claim, then take the index's advisory lock and check that
- * the claim is still its own.
+ * One round of the claim protocol of one writer attempt (see {@link WriterFence}): for each subtask
+ * index it covers, judge its {@link ClaimToken} against the index's current claim under the row's
+ * lock, terminate an older holder, record the claim, then take the index's advisory lock and check
+ * that the claim is still its own. An immediate round ({@link Mode#IMMEDIATE}) may defer instead:
+ * then it terminates nobody and records nothing for that index.
  */
 final class IndexClaims {
     private static final Logger LOG = LoggerFactory.getLogger(IndexClaims.class);
 
+    /** Which verdict rule the round uses (see {@link ClaimToken}). */
+    enum Mode {
+        /** At start, with the restored checkpoint: {@link ClaimToken#immediately}. */
+        IMMEDIATE,
+        /** At a checkpoint barrier, or at the end of input: {@link ClaimToken#against}. */
+        ORDERED
+    }
+
+    /** What one try of recording a claim came to. */
+    private enum Outcome { RECORDED, HOLDER_ALIVE, DEFERRED }
+
     private final PostgresSinkConfig config;
     private final Connection connection;
     private final ClaimToken token;
+    private final Mode mode;
     private final long epoch;
     private final String jobId;
     private final ClaimRows rows;
@@ -36,11 +49,12 @@ final class IndexClaims {
     private final Counter olderAttemptsFenced;
     private final Set<Integer> claimed = new TreeSet<>();
 
-    IndexClaims(PostgresSinkConfig config, Connection connection, ClaimToken token, long epoch, String jobId,
-            AdvisoryLocks locks, FenceHooks hooks, Counter olderAttemptsFenced) {
+    IndexClaims(PostgresSinkConfig config, Connection connection, ClaimToken token, Mode mode, long epoch,
+            String jobId, AdvisoryLocks locks, FenceHooks hooks, Counter olderAttemptsFenced) {
         this.config = config;
         this.connection = connection;
         this.token = token;
+        this.mode = mode;
         this.epoch = epoch;
         this.jobId = jobId;
         this.rows = new ClaimRows(connection, config.schema().writers(), config.sinkPrefix());
@@ -54,28 +68,39 @@ final class IndexClaims {
         return Collections.unmodifiableSet(claimed);
     }
 
-    /** Claims every index that earlier writers of the prefix recorded and {@code covers} accepts. */
-    void claimRecorded(IntPredicate covers) throws SQLException {
+    ClaimToken token() {
+        return token;
+    }
+
+    /**
+     * Claims every index that earlier writers of the prefix recorded and {@code covers} accepts.
+     *
+     * @return false if a claim deferred (it stopped there)
+     */
+    boolean claimRecorded(IntPredicate covers) throws SQLException {
         for (int index : rows.recordedIndices()) {
-            if (covers.test(index)) {
-                claim(index);
+            if (covers.test(index) && !claim(index)) {
+                return false;
             }
         }
+        return true;
     }
 
     /**
      * Makes this attempt the holder of {@code index}: records its token, terminates an older
      * holder, takes the advisory lock. Idempotent.
      *
+     * @return false if the claim deferred (immediate rounds only): nothing was recorded or ended
      * @throws StaleWriterException if a newer attempt has claimed the index
      * @throws IllegalStateException if a live session that cannot be ordered keeps the index
      */
-    void claim(int index) throws SQLException {
+    boolean claim(int index) throws SQLException {
         if (claimed.contains(index)) {
-            return;
+            return true;
         }
         long deadline = System.nanoTime() + claimPatience().toNanos();
-        while (!recordClaimTerminatingOlderHolder(index)) {
+        Outcome outcome;
+        while ((outcome = recordClaimTerminatingOlderHolder(index)) == Outcome.HOLDER_ALIVE) {
             if (System.nanoTime() > deadline) {
                 throw new IllegalStateException("PostgreSQL sink prefix '" + config.sinkPrefix() + "' subtask " + index
                         + " is held by a live session (" + describeHolders(index) + ") that cannot be ordered against"
@@ -84,6 +109,9 @@ final class IndexClaims {
             }
             sleep(Duration.ofMillis(Math.min(1000, Math.max(10, config.writer().writerLease().toMillis() / 4))));
         }
+        if (outcome == Outcome.DEFERRED) {
+            return false;
+        }
         locks.lock(index);
         ClaimToken current = rows.read(index, false);
         if (!token.equals(current)) { // a newer attempt claimed it while this one waited for the lock
@@ -91,29 +119,41 @@ final class IndexClaims {
             throw new StaleWriterException(staleMessage(index, current));
         }
         claimed.add(index);
+        return true;
+    }
+
+    /** Gives up every index this round holds (their advisory locks), for a deferral or a later round. */
+    void releaseAll() throws SQLException {
+        for (int index : claimed) {
+            locks.unlock(index);
+        }
+        claimed.clear();
     }
 
     /**
      * In one transaction, with the index's row locked: refuses if the recorded claim is newer,
-     * gives up (returns false) if it cannot be ordered and its holder is alive, and otherwise
-     * terminates the holder and records this claim.
+     * defers if the round is immediate and cannot order the claim, gives up if it cannot be ordered
+     * and its holder is alive, and otherwise terminates the holder and records this claim.
      */
-    private boolean recordClaimTerminatingOlderHolder(int index) throws SQLException {
+    private Outcome recordClaimTerminatingOlderHolder(int index) throws SQLException {
         rows.insertUnclaimed(index);
         connection.setAutoCommit(false);
         boolean recorded = false;
         try {
             boundClaimTransaction();
             ClaimToken current = rows.read(index, true);
-            ClaimToken.Verdict verdict = token.against(current);
+            ClaimToken.Verdict verdict = mode == Mode.IMMEDIATE ? token.immediately(current) : token.against(current);
             if (verdict == ClaimToken.Verdict.STALE) {
                 throw new StaleWriterException(staleMessage(index, current));
+            }
+            if (verdict == ClaimToken.Verdict.DEFER) {
+                return Outcome.DEFERRED;
             }
             List<LockHolder> holders = locks.holders(index);
             for (LockHolder holder : holders) {
                 requireOwnSession(holder);
                 if (verdict == ClaimToken.Verdict.UNDECIDED && !holder.leaseExpired(config.writer().writerLease())) {
-                    return false;
+                    return Outcome.HOLDER_ALIVE;
                 }
             }
             hooks.reached(ProtocolHooks.Step.CLAIM_DECIDED);
@@ -126,7 +166,7 @@ final class IndexClaims {
             }
             rows.record(index, token, epoch, jobId);
             recorded = true;
-            return true;
+            return Outcome.RECORDED;
         } finally {
             if (recorded) {
                 connection.commit();

@@ -38,11 +38,15 @@ public final class CommitLogTable {
 
     /**
      * Logs a gid (parameter 1) only if the statement runs in the session whose backend pid is
-     * parameter 2: the writer's own session, so that a transaction-pooling proxy that moved the
-     * connection to another session inserts nothing (and is caught before PREPARE).
+     * parameter 2, and only while the writers table's row of the sink prefix (parameter 3) and
+     * subtask index (parameter 4) holds the writer's epoch (parameter 5). The writer's own session:
+     * a transaction-pooling proxy that moved the connection to another session inserts nothing (and
+     * is caught before PREPARE). Its own claim: a writer that lost its index to a newer attempt
+     * inserts nothing and cannot prepare, even if its session was not ended.
      */
-    public String insertFromSessionStatement() {
-        return "INSERT INTO " + name + " (gid) SELECT ? WHERE pg_backend_pid() = ?";
+    public String insertWhileClaimedStatement(WritersTable writers) {
+        return "INSERT INTO " + name + " (gid) SELECT ? WHERE pg_backend_pid() = ? AND "
+                + writers.claimedByEpochCondition();
     }
 
     /** A row if the gid (parameter 1) was committed. */

@@ -8,6 +8,10 @@ import org.apache.flink.annotation.Internal;
  * Internal. The writers table: per sink prefix and subtask index, which attempt of which run holds it
  * (see {@link WriterFence}).
  *
+ * <p>Column {@code restored_checkpoint} holds the claim's {@link ClaimToken#claimCheckpoint}: the
+ * restored checkpoint of an immediate claim, the barrier's checkpoint of a deferred one. It keeps
+ * the name it had before deferred claims, so that existing tables need no migration.
+ *
  * <p>The only place this table's columns are spelled out.
  */
 @Internal
@@ -50,6 +54,14 @@ public final class WritersTable {
                 + "    claimed_at timestamptz NOT NULL DEFAULT clock_timestamp(),\n"
                 + "    PRIMARY KEY (sink_prefix, subtask_index)\n"
                 + ")";
+    }
+
+    /**
+     * A condition (for another table's statement) that holds while a sink prefix's (parameter 1)
+     * subtask index (parameter 2) is claimed by the writer of epoch parameter 3.
+     */
+    public String claimedByEpochCondition() {
+        return "EXISTS (SELECT 1 FROM " + name + " WHERE sink_prefix = ? AND subtask_index = ? AND epoch = ?)";
     }
 
     /** The subtask indices recorded for a sink prefix (parameter 1), in order. */

@@ -13,6 +13,7 @@ import io.onceflow.sink.postgres.internal.commit.PreparedTransactionRecovery;
 import io.onceflow.sink.postgres.internal.commit.TransactionId;
 import io.onceflow.sink.postgres.internal.effects.EffectWorker;
 import io.onceflow.sink.postgres.internal.fencing.SinkRuns;
+import io.onceflow.sink.postgres.internal.fencing.StaleWriterException;
 import io.onceflow.sink.postgres.internal.fencing.WriterFence;
 import io.onceflow.sink.postgres.internal.schema.BarrierLockChecks;
 import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
@@ -25,7 +26,6 @@ import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.Collection;
-import java.util.Collections;
 import java.util.List;
 import java.util.OptionalLong;
 import org.apache.flink.annotation.Internal;
@@ -83,6 +83,7 @@ public final class PostgresExactlyOnceWriter
     private final Connection connection;
     private final int backendPid;
     private final WriterFence fence;
+    private final ClaimRecovery recovery;
     private final EventUpsertBatch batch;
     private final BackgroundUpserts upserts;
     /** Null without an effect function. */
@@ -93,6 +94,8 @@ public final class PostgresExactlyOnceWriter
     private long nextCheckpointId;
     /** Events written into the open transaction since the last prepare. */
     private int transactionRows;
+    /** Events received while the fence defers its claim, written once it has claimed. */
+    private final List<Event> deferredEvents;
 
     public PostgresExactlyOnceWriter(PostgresSinkConfig config, WriterStart start, PostgresSinkMetrics metrics)
             throws IOException {
@@ -100,9 +103,9 @@ public final class PostgresExactlyOnceWriter
         this.start = start;
         this.metrics = metrics;
         this.writerName = "PostgreSQL sink writer " + start.subtaskIndex() + " (prefix '" + sinkPrefix + "')";
-        // Only the writer's own session may write a gid into the log, so a transaction-pooling proxy
-        // that moved the connection to another session is caught before PREPARE.
-        this.insertIntoCommitLogSql = config.schema().commitLog().insertFromSessionStatement();
+        // Only the writer's own session, while it holds its index's claim, may write a gid into the
+        // log: a transaction-pooling proxy or a lost claim is caught in the transaction it prepares.
+        this.insertIntoCommitLogSql = config.schema().commitLog().insertWhileClaimedStatement(config.schema().writers());
         this.nextCheckpointId = start.restoredCheckpointId().orElse(InitContext.INITIAL_CHECKPOINT_ID - 1) + 1;
         if (config.run() == PostgresSinkConfig.NO_RUN) {
             throw new IOException(writerName + " has no run: register one with PostgresRunRegistry.startRun before"
@@ -122,14 +125,11 @@ public final class PostgresExactlyOnceWriter
             // would make this restart wait for ever (see BarrierLockChecks)
             BarrierLockChecks.check(connection, config.schema(), start.parallelism(),
                     config.tables().allowTriggersThatMayStallCheckpoints());
-            backendPid = backendPid(connection);
-            openedFence = WriterFence.open(config, connection, start, metrics.olderAttemptsFenced);
+            backendPid = ClaimRecovery.backendPid(connection);
+            openedFence = WriterFence.open(config, connection, start, metrics);
             fence = openedFence;
-            fence.claimCoveredIndices();
-            metrics.transactionsRolledBackOnRecovery.inc(PreparedTransactionRecovery.rollBackAbandoned(connection,
-                    claimPreparedOfCoveredIndices(), start.restoredCheckpointId(), start.restoredHorizon(), writerName)
-                    .size());
-            connection.setAutoCommit(false);
+            recovery = new ClaimRecovery(connection, fence, start, metrics, writerName);
+            recovery.recover();
         } catch (SQLException | RuntimeException e) {
             if (openedFence != null) {
                 openedFence.close();
@@ -140,39 +140,18 @@ public final class PostgresExactlyOnceWriter
         batch = EventUpsertBatch.of(config, metrics);
         upserts = new BackgroundUpserts(batch, connection, writerName, BackgroundUpserts.MAX_IN_FLIGHT);
         effects = EffectWorker.startIfConfigured(config, start.subtaskIndex(), metrics);
-    }
-
-    private static int backendPid(Connection connection) throws SQLException {
-        try (Statement statement = connection.createStatement();
-                ResultSet result = statement.executeQuery("SELECT pg_backend_pid()")) {
-            result.next();
-            return result.getInt(1);
-        }
-    }
-
-    /**
-     * Claims the index of every prepared transaction this subtask covers, until no new one shows up
-     * (a fenced holder may have prepared one just before it was ended), and returns them.
-     */
-    private List<TransactionId> claimPreparedOfCoveredIndices() throws SQLException {
-        while (true) {
-            List<TransactionId> covered = new ArrayList<>();
-            boolean claimedMore = false;
-            for (TransactionId id : PreparedTransactionRecovery.prepared(connection, sinkPrefix)) {
-                if (start.covers(id.subtaskIndex())) {
-                    claimedMore |= !fence.claimed().contains(id.subtaskIndex());
-                    fence.claim(id.subtaskIndex());
-                    covered.add(id);
-                }
-            }
-            if (!claimedMore) {
-                return covered;
-            }
+        deferredEvents = new ArrayList<>(start.restoredDeferredEvents());
+        if (!fence.deferred()) {
+            writeDeferredEvents();
         }
     }
 
     @Override
     public void write(Event event, Context context) throws IOException {
+        if (fence.deferred()) {
+            deferredEvents.add(event);
+            return;
+        }
         if (transactionRows == 0) {
             batch.effectsBelongTo(openTransaction());
         }
@@ -192,9 +171,22 @@ public final class PostgresExactlyOnceWriter
         upserts.flush();
     }
 
+    /** Writes what was received while deferred, or restored, into the open transaction. */
+    private void writeDeferredEvents() throws IOException {
+        for (Event event : deferredEvents) {
+            write(event, null);
+        }
+        deferredEvents.clear();
+    }
+
     @Override
     public Collection<PostgresCommittable> prepareCommit() throws IOException {
         flush(false); // the connection is the task thread's again from here
+        if (fence.deferred() && inputEnded) { // no barrier will come before the final commit
+            recovery.claimDeferred(OptionalLong.empty());
+            writeDeferredEvents();
+            flush(false);
+        }
         if (transactionRows == 0) {
             return List.of();
         }
@@ -204,12 +196,15 @@ public final class PostgresExactlyOnceWriter
                 Statement prepare = connection.createStatement()) {
             log.setString(1, transaction.encode());
             log.setInt(2, backendPid);
+            log.setString(3, sinkPrefix);
+            log.setInt(4, start.subtaskIndex());
+            log.setLong(5, fence.epoch());
             if (log.executeUpdate() != 1) {
-                throw new SQLException(SinkRuns.transactionPoolingMessage(), "08000");
+                throw notLogged();
             }
             // PREPARE TRANSACTION takes no parameters; the gid is made of validated parts only.
             prepare.execute("PREPARE TRANSACTION '" + transaction.encode() + "'");
-        } catch (SQLException e) {
+        } catch (SQLException | StaleWriterException e) {
             throw new IOException(writerName + " could not prepare " + transaction + ": " + e.getMessage(), e);
         }
         metrics.transactionsPrepared.inc();
@@ -222,16 +217,40 @@ public final class PostgresExactlyOnceWriter
     }
 
     /**
+     * Why the commit-log insert of the transaction to prepare inserted nothing: another session
+     * (a pooler), or a claim lost to a newer attempt (thrown: a zombie stops, its transaction is
+     * never prepared and goes with its session).
+     */
+    private SQLException notLogged() throws SQLException {
+        if (ClaimRecovery.backendPid(connection) != backendPid) {
+            return new SQLException(SinkRuns.transactionPoolingMessage(), "08000");
+        }
+        throw new StaleWriterException("its subtask index " + start.subtaskIndex() + " is no longer claimed by this"
+                + " writer (epoch " + fence.epoch() + "): a newer attempt took it over, so this attempt is a zombie"
+                + " and must not prepare. See 'Zombie attempts' in docs/operations.md.");
+    }
+
+    /**
      * Records the checkpoint's horizon, in as many copies as any later parallelism needs (see
      * {@link PostgresWriterState}). Runs on the task thread after {@link #prepareCommit()}, when no
      * upsert is running; the query starts no transaction.
+     *
+     * <p>A deferred writer claims here, with this checkpoint's id, recovers, and puts the events it
+     * received so far into the next checkpoint's transaction and into this checkpoint's state (they
+     * are covered by its input offsets: if it is restored, the restored writer writes them).
      */
     @Override
     public List<PostgresWriterState> snapshotState(long checkpointId) throws IOException {
+        boolean claimsNow = fence.deferred();
+        if (claimsNow) {
+            recovery.claimDeferred(OptionalLong.of(checkpointId));
+        }
         nextCheckpointId = Math.max(nextCheckpointId, checkpointId + 1);
-        PostgresWriterState state = new PostgresWriterState(horizon());
-        return Collections.nCopies(
-                PostgresWriterState.copiesPerSubtask(start.parallelism(), start.maxParallelism()), state);
+        List<Event> carried = claimsNow ? List.copyOf(deferredEvents) : List.of();
+        List<PostgresWriterState> states = PostgresWriterState.copies(horizon(), carried, start.parallelism(),
+                start.maxParallelism());
+        writeDeferredEvents();
+        return states;
     }
 
     private long horizon() throws IOException {

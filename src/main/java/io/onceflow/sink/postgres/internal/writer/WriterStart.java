@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal.writer;
 
+import io.onceflow.api.Event;
 import io.onceflow.sink.postgres.internal.commit.PostgresWriterState;
 import io.onceflow.sink.postgres.internal.fencing.ClaimToken;
 import java.util.List;
@@ -37,7 +38,15 @@ public record WriterStart(
                 List.copyOf(restoredState));
     }
 
-    /** The fencing token of this attempt (see {@link ClaimToken}). */
+    /**
+     * The events that a deferred writer of the restored checkpoint received before its barrier (see
+     * {@link PostgresWriterState}): this subtask writes them.
+     */
+    public List<Event> restoredDeferredEvents() {
+        return restoredState.stream().flatMap(state -> state.deferredEvents().stream()).toList();
+    }
+
+    /** The fencing token of this attempt's immediate claim, with the restored checkpoint (see {@link ClaimToken}). */
     public ClaimToken token(long run) {
         return new ClaimToken(run, restoredCheckpointId.orElse(ClaimToken.NO_CHECKPOINT), subtaskIndex, attemptNumber);
     }

@@ -1,0 +1,103 @@
+package io.onceflow.sink.postgres.internal.writer;
+
+import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
+import io.onceflow.sink.postgres.internal.commit.PreparedTransactionRecovery;
+import io.onceflow.sink.postgres.internal.commit.TransactionId;
+import io.onceflow.sink.postgres.internal.fencing.WriterFence;
+import java.io.IOException;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.OptionalLong;
+
+/**
+ * The recovery of the indices a writer claims (see {@link WriterFence}): claim the index of every
+ * prepared transaction it covers, then roll back the abandoned ones. At start, or, when the fence
+ * deferred its claim, at the first checkpoint barrier (or the end of input): nothing is rolled back
+ * before the claim, so a deferred zombie cannot roll back a successor's transactions.
+ */
+final class ClaimRecovery {
+    private final Connection connection;
+    private final WriterFence fence;
+    private final WriterStart start;
+    private final PostgresSinkMetrics metrics;
+    private final String writerName;
+
+    ClaimRecovery(Connection connection, WriterFence fence, WriterStart start, PostgresSinkMetrics metrics,
+            String writerName) {
+        this.connection = connection;
+        this.fence = fence;
+        this.start = start;
+        this.metrics = metrics;
+        this.writerName = writerName;
+    }
+
+    static int backendPid(Connection connection) throws SQLException {
+        try (Statement statement = connection.createStatement();
+                ResultSet result = statement.executeQuery("SELECT pg_backend_pid()")) {
+            result.next();
+            return result.getInt(1);
+        }
+    }
+
+    /**
+     * Rolls back the abandoned prepared transactions of the indices this writer holds (unless the
+     * fence deferred meanwhile), then leaves autocommit for the first transaction.
+     */
+    void recover() throws SQLException {
+        if (fence.deferred()) {
+            return;
+        }
+        List<TransactionId> covered = claimPreparedOfCoveredIndices();
+        if (fence.deferred()) {
+            return;
+        }
+        metrics.transactionsRolledBackOnRecovery.inc(PreparedTransactionRecovery.rollBackAbandoned(connection,
+                covered, start.restoredCheckpointId(), start.restoredHorizon(), writerName).size());
+        connection.setAutoCommit(false);
+    }
+
+    /**
+     * Claims, for a deferred writer, at the checkpoint {@code barrier} or (empty) at the end of
+     * input, then recovers.
+     */
+    void claimDeferred(OptionalLong barrier) throws IOException {
+        try {
+            if (barrier.isPresent()) {
+                fence.claimAtBarrier(barrier.getAsLong());
+            } else {
+                fence.claimAtEndOfInput();
+            }
+            recover();
+        } catch (SQLException | RuntimeException e) {
+            throw new IOException(writerName + " could not claim its indices: " + e.getMessage(), e);
+        }
+    }
+
+    /**
+     * Claims the index of every prepared transaction this subtask covers, until no new one shows up
+     * (a fenced holder may have prepared one just before it was ended), and returns them; none if
+     * the fence deferred (another attempt claimed one of them meanwhile).
+     */
+    private List<TransactionId> claimPreparedOfCoveredIndices() throws SQLException {
+        while (true) {
+            List<TransactionId> covered = new ArrayList<>();
+            boolean claimedMore = false;
+            for (TransactionId id : PreparedTransactionRecovery.prepared(connection, fence.sinkPrefix())) {
+                if (start.covers(id.subtaskIndex())) {
+                    claimedMore |= !fence.claimed().contains(id.subtaskIndex());
+                    if (!fence.claim(id.subtaskIndex())) {
+                        return List.of();
+                    }
+                    covered.add(id);
+                }
+            }
+            if (!claimedMore) {
+                return covered;
+            }
+        }
+    }
+}
