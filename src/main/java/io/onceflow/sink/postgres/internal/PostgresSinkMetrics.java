@@ -28,6 +28,12 @@ import org.apache.flink.runtime.metrics.DescriptiveStatisticsHistogram;
  *       not included);
  *   <li>{@code transactionsRolledBackOnRecovery}: abandoned prepared transactions rolled back at start;
  *   <li>{@code olderAttemptsFenced}: sessions of older writer attempts ended at start (zombies);
+ *   <li>{@code serverChangesSeen}: writer starts that found the server changed since the run was
+ *       registered (a failover to a replica, a restored copy), and reconciled;
+ *   <li>{@code transactionsCommittedOnRecovery}: prepared transactions of completed checkpoints that
+ *       such a start committed (their commit had been lost with the failover);
+ *   <li>{@code transactionsLost}: transactions of completed checkpoints that the committer found
+ *       neither prepared nor committed: their rows are missing (logged as {@code LOST:});
  *   <li>{@code effectsQueued}, {@code oldestQueuedEffectSeconds}: the effect backlog (gauges of the
  *       writer, with an effect function; see {@link #reportEffectBacklog}).
  * </ul>
@@ -55,6 +61,9 @@ public final class PostgresSinkMetrics {
     public final Histogram commitLatencyMs;
     public final Counter transactionsRolledBackOnRecovery;
     public final Counter olderAttemptsFenced;
+    public final Counter serverChangesSeen;
+    public final Counter transactionsCommittedOnRecovery;
+    public final Counter transactionsLost;
     private final MetricGroup group;
 
     private PostgresSinkMetrics(MetricGroup group) {
@@ -69,6 +78,9 @@ public final class PostgresSinkMetrics {
         commitLatencyMs = group.histogram("commitLatencyMs", new DescriptiveStatisticsHistogram(HISTOGRAM_WINDOW));
         transactionsRolledBackOnRecovery = group.counter("transactionsRolledBackOnRecovery");
         olderAttemptsFenced = group.counter("olderAttemptsFenced");
+        serverChangesSeen = group.counter("serverChangesSeen");
+        transactionsCommittedOnRecovery = group.counter("transactionsCommittedOnRecovery");
+        transactionsLost = group.counter("transactionsLost");
     }
 
     /**

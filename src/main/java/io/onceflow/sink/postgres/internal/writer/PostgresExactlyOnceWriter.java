@@ -12,6 +12,7 @@ import io.onceflow.sink.postgres.internal.commit.PostgresWriterState;
 import io.onceflow.sink.postgres.internal.commit.PreparedTransactionRecovery;
 import io.onceflow.sink.postgres.internal.commit.TransactionId;
 import io.onceflow.sink.postgres.internal.effects.EffectWorker;
+import io.onceflow.sink.postgres.internal.fencing.ServerChange;
 import io.onceflow.sink.postgres.internal.fencing.SinkRuns;
 import io.onceflow.sink.postgres.internal.fencing.WriterFence;
 import io.onceflow.sink.postgres.internal.schema.BarrierLockChecks;
@@ -41,8 +42,10 @@ import org.postgresql.core.QueryExecutor;
  *
  * <p>Start-up, before anything is written: check {@code max_prepared_transactions}, create missing
  * tables, refuse unique indexes and triggers that would stall checkpoints ({@link BarrierLockChecks}),
- * fence older attempts out and claim this subtask's indices ({@link WriterFence}), roll back
- * the abandoned prepared transactions of those indices ({@link PreparedTransactionRecovery}). The
+ * notice a change of server since the run was registered ({@link ServerChange}), fence older attempts
+ * out and claim this subtask's indices ({@link WriterFence}), roll back the abandoned prepared
+ * transactions of those indices ({@link PreparedTransactionRecovery}; after a change of server,
+ * commit those of completed checkpoints first). The
  * connection opened here is the writer's only one for its whole life: the fence's locks live on it,
  * so once a successor has ended its session nothing this writer sends reaches the database.
  *
@@ -123,12 +126,13 @@ public final class PostgresExactlyOnceWriter
             BarrierLockChecks.check(connection, config.schema(), start.parallelism(),
                     config.tables().allowTriggersThatMayStallCheckpoints());
             backendPid = backendPid(connection);
+            // before the fence: a run the server lost with a failover is recorded again there
+            boolean serverChanged = !ServerChange.seenByWriter(connection, config, start.jobId(),
+                    start.restoredCheckpointId(), start.restoredHorizon(), writerName).isEmpty();
             openedFence = WriterFence.open(config, connection, start, metrics.olderAttemptsFenced);
             fence = openedFence;
             fence.claimCoveredIndices();
-            metrics.transactionsRolledBackOnRecovery.inc(PreparedTransactionRecovery.rollBackAbandoned(connection,
-                    claimPreparedOfCoveredIndices(), start.restoredCheckpointId(), start.restoredHorizon(), writerName)
-                    .size());
+            recover(claimPreparedOfCoveredIndices(), serverChanged);
             connection.setAutoCommit(false);
         } catch (SQLException | RuntimeException e) {
             if (openedFence != null) {
@@ -169,6 +173,23 @@ public final class PostgresExactlyOnceWriter
                 return covered;
             }
         }
+    }
+
+    /**
+     * Rolls back the abandoned prepared transactions of the covered indices. After a change of server,
+     * whose transaction ids order nothing, first commits those of completed checkpoints (a commit
+     * acknowledged before the failover may be undone, the transaction prepared again) and rolls back
+     * by checkpoint id alone.
+     */
+    private void recover(List<TransactionId> covered, boolean serverChanged) throws SQLException {
+        if (serverChanged) {
+            metrics.serverChangesSeen.inc();
+            metrics.transactionsCommittedOnRecovery.inc(PreparedTransactionRecovery.commitCompleted(connection,
+                    covered, start.restoredCheckpointId(), writerName).size());
+        }
+        metrics.transactionsRolledBackOnRecovery.inc(PreparedTransactionRecovery.rollBackAbandoned(connection,
+                covered, start.restoredCheckpointId(), serverChanged ? OptionalLong.empty() : start.restoredHorizon(),
+                writerName).size());
     }
 
     @Override
