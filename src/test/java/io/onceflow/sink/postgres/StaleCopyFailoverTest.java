@@ -158,13 +158,13 @@ class StaleCopyFailoverTest {
                 .isEqualTo(Map.of("a", 1, "b", 1, "e", 1));
     }
 
-    private static PostgresSinkBuilder builder(TestPostgres server) {
+    static PostgresSinkBuilder builder(TestPostgres server) {
         return PostgresSink.builder().setJdbcUrl(server.jdbcUrl()).setUser(server.user()).setPassword("")
                 .setSinkPrefix(PREFIX).setLockTimeout(Duration.ofSeconds(2)).setStatementTimeout(Duration.ofSeconds(20));
     }
 
     /** The same job (the run of {@code config}) pointed at {@code server}: its URL moved with the failover. */
-    private static PostgresSinkConfig onServer(TestPostgres server, PostgresSinkConfig config) {
+    static PostgresSinkConfig onServer(TestPostgres server, PostgresSinkConfig config) {
         return builder(server).build().config().withRun(config.run());
     }
 
@@ -175,7 +175,13 @@ class StaleCopyFailoverTest {
     }
 
     private PostgresExactlyOnceWriter writer(PostgresSinkConfig config, OptionalLong restored) throws Exception {
-        return new PostgresExactlyOnceWriter(config, new WriterStart(0, 1, 128, ++attempts, "test-job-id", restored,
+        return writer(config, ++attempts, restored);
+    }
+
+    /** Subtask 0 of 1, attempt {@code attempt}, without restored writer state. */
+    static PostgresExactlyOnceWriter writer(PostgresSinkConfig config, int attempt, OptionalLong restored)
+            throws Exception {
+        return new PostgresExactlyOnceWriter(config, new WriterStart(0, 1, 128, attempt, "test-job-id", restored,
                 List.of()), PostgresSinkMetrics.unregistered());
     }
 

@@ -58,12 +58,15 @@ public final class ServerChange {
         }
         LOG.warn("{}: the PostgreSQL server changed since run {} of sink prefix '{}' was registered ({}): {}. Its"
                 + " transaction ids no longer order what happened: this writer commits the prepared transactions of"
-                + " the checkpoints the restored state says completed (checkpoint id <= {}, none on a fresh start) and rolls back the later"
-                + " ones; a completed checkpoint whose PREPARE the server lost is reported by the committer as LOST."
+                + " the checkpoints the restored state says completed (checkpoint id <= {}; none on a fresh start)"
+                + " and rolls back the later ones; a completed checkpoint whose PREPARE the server lost is reported"
+                + " by the committer as LOST. Writers of this run reconcile so at every start; a new submission"
+                + " records the new server."
                 + " Use synchronous replication to avoid this (docs/operations.md).", writerName, config.run(),
                 config.sinkPrefix(), server, String.join("; ", signs),
                 restoredCheckpointId.isPresent() ? restoredCheckpointId.getAsLong() : "none");
-        if (server.nextXid() <= config.run() && !recorded(connection, config).exists() && sameLineage(connection, config, server)) {
+        if (server.nextXid() <= config.run() && !recorded(connection, config).exists()
+                && sameLineage(connection, config, server)) {
             adopt(connection, config, server, jobId, writerName);
         }
         return signs;
@@ -147,7 +150,9 @@ public final class ServerChange {
             insert.setString(3, jobId);
             setNullable(insert, 4, server.systemIdentifier());
             setNullable(insert, 5, server.timeline());
-            insert.executeUpdate();
+            if (insert.executeUpdate() == 0) {
+                return; // another subtask recorded it first
+            }
         }
         LOG.warn("{}: run {} of sink prefix '{}' was registered after the point this server went back to, so {} lost"
                 + " it; it is recorded again (adopted) so that this job runs on instead of being refused as a run the"
