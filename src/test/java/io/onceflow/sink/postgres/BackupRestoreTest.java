@@ -5,12 +5,9 @@ import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.commit;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import io.onceflow.sink.postgres.RecordingCommitRequest.Outcome;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
-import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
 import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
-import io.onceflow.sink.postgres.internal.writer.WriterStart;
 import io.onceflow.testing.TestPostgres;
 import java.io.IOException;
 import java.nio.file.Path;
@@ -19,12 +16,9 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
-import java.time.Duration;
 import java.util.Collections;
-import java.util.List;
 import java.util.Map;
 import java.util.OptionalLong;
-import java.util.TreeMap;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -75,7 +69,7 @@ class BackupRestoreTest {
             try (PostgresExactlyOnceWriter writer = writer(fresh, OptionalLong.empty())) {
                 commit(fresh, checkpoint(writer, 1, "a", "b", "c"));
             }
-            assertThat(deliveries(restored)).as("every id once; the replayed ones counted as redelivered")
+            assertThat(SinkDatabase.deliveries(restored)).as("every id once; the replayed ones counted as redelivered")
                     .isEqualTo(Map.of("a", 2, "b", 2, "c", 1));
         }
     }
@@ -109,28 +103,17 @@ class BackupRestoreTest {
                 try (PostgresExactlyOnceWriter writer = writer(fresh, OptionalLong.empty())) {
                     commit(fresh, checkpoint(writer, 1, "a", "c"));
                 }
-                assertThat(deliveries(restored)).isEqualTo(Map.of("a", 2, "b", 1, "c", 1));
+                assertThat(SinkDatabase.deliveries(restored)).isEqualTo(Map.of("a", 2, "b", 1, "c", 1));
             }
         }
     }
 
     private static PostgresSinkBuilder builder(TestPostgres server) {
-        return PostgresSink.builder().setJdbcUrl(server.jdbcUrl()).setUser(server.user()).setPassword("")
-                .setSinkPrefix(PREFIX).setLockTimeout(Duration.ofSeconds(2)).setStatementTimeout(Duration.ofSeconds(20));
+        return SinkDatabase.builder(server, PREFIX);
     }
 
     private PostgresExactlyOnceWriter writer(PostgresSinkConfig config, OptionalLong restored) throws IOException {
-        return new PostgresExactlyOnceWriter(config, new WriterStart(0, 1, 128, ++attempts, "test-job-id", restored,
-                List.of()), PostgresSinkMetrics.unregistered());
-    }
-
-    private static Map<String, Integer> deliveries(TestPostgres server) {
-        Map<String, Integer> deliveries = new TreeMap<>();
-        for (String row : server.rows("SELECT id, deliveries FROM " + PostgresTableOptions.DEFAULT_EVENTS)) {
-            String[] columns = row.split(" ");
-            deliveries.put(columns[0], Integer.parseInt(columns[1]));
-        }
-        return deliveries;
+        return SinkDatabase.writer(config, ++attempts, restored);
     }
 
     /** What pg_dump and pg_restore carry: the tables and their committed rows, nothing else. */

@@ -15,11 +15,9 @@ import io.onceflow.sink.postgres.internal.writer.WriterStart;
 import io.onceflow.testing.TestPostgres;
 import java.nio.file.Path;
 import java.sql.SQLException;
-import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.OptionalLong;
-import java.util.TreeMap;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -50,13 +48,7 @@ class StaleCopyFailoverTest {
     void aRunRegisteredAfterTheCopyIsAdoptedTheReappearedTransactionCommittedAndTheLostOneReported() throws Exception {
         Path live = directory.resolve("live");
         Path copy = directory.resolve("copy");
-        PostgresCommittable preparedBeforeCopy;
-        try (TestPostgres server = TestPostgres.start(live)) {
-            PostgresSinkConfig first = SinkDatabase.config(builder(server));
-            try (PostgresExactlyOnceWriter writer = writer(first, OptionalLong.empty())) {
-                preparedBeforeCopy = checkpoint(writer, 1, "a", "b"); // prepared; checkpoint 1 completes later
-            }
-        }
+        PostgresCommittable preparedBeforeCopy = prepareCheckpoint1(live);
         TestPostgres.copyDataDirectory(live, copy);
         // the job is resubmitted from checkpoint 1 on the original: a run the copy never sees
         AfterCopy after = goOnAfterTheCopy(live, preparedBeforeCopy, true);
@@ -73,7 +65,7 @@ class StaleCopyFailoverTest {
             try (PostgresExactlyOnceWriter writer = writer(next, OptionalLong.empty())) {
                 commit(next, checkpoint(writer, 1, "f"));
             }
-            assertThat(deliveries(failedOver)).containsEntry("f", 1);
+            assertThat(SinkDatabase.deliveries(failedOver)).containsEntry("f", 1);
         }
     }
 
@@ -81,19 +73,23 @@ class StaleCopyFailoverTest {
     void aCopyBehindTheRestoredCheckpointCommitsTheReappearedTransactionAndReportsTheLostOne() throws Exception {
         Path live = directory.resolve("live");
         Path copy = directory.resolve("copy");
-        PostgresCommittable preparedBeforeCopy;
-        try (TestPostgres server = TestPostgres.start(live)) {
-            PostgresSinkConfig config = SinkDatabase.config(builder(server));
-            try (PostgresExactlyOnceWriter writer = writer(config, OptionalLong.empty())) {
-                preparedBeforeCopy = checkpoint(writer, 1, "a", "b");
-            }
-        }
+        PostgresCommittable preparedBeforeCopy = prepareCheckpoint1(live);
         TestPostgres.copyDataDirectory(live, copy);
         // the same run goes on (a Flink restart from checkpoint 1): the copy knows the run
         AfterCopy after = goOnAfterTheCopy(live, preparedBeforeCopy, false);
 
         try (TestPostgres failedOver = TestPostgres.start(copy)) {
             restoreCheckpoint3AndGoOn(failedOver, onServer(failedOver, after.config()), after);
+        }
+    }
+
+    /** On a new server in {@code live}: registers a run and prepares checkpoint 1 ("a", "b"), to complete later. */
+    private PostgresCommittable prepareCheckpoint1(Path live) throws Exception {
+        try (TestPostgres server = TestPostgres.start(live)) {
+            PostgresSinkConfig config = SinkDatabase.config(builder(server));
+            try (PostgresExactlyOnceWriter writer = writer(config, OptionalLong.empty())) {
+                return checkpoint(writer, 1, "a", "b");
+            }
         }
     }
 
@@ -121,7 +117,7 @@ class StaleCopyFailoverTest {
                 state3 = writer.snapshotState(3).get(0);
                 commit(config, checkpoint3);
             }
-            assertThat(deliveries(server)).containsOnlyKeys("a", "b", "c", "d");
+            assertThat(SinkDatabase.deliveries(server)).containsOnlyKeys("a", "b", "c", "d");
             return new AfterCopy(config, checkpoint3, state3, checkpoint1.transactionId());
         }
     }
@@ -154,13 +150,12 @@ class StaleCopyFailoverTest {
             assertThat(metrics.transactionsCommittedOnRecovery.getCount()).isEqualTo(1);
             commit(config, checkpoint(writer, 4, "e"));
         }
-        assertThat(deliveries(failedOver)).as("checkpoint 1 once; 2 and 3 lost with the copy (3 reported)")
+        assertThat(SinkDatabase.deliveries(failedOver)).as("checkpoint 1 once; 2 and 3 lost with the copy (3 reported)")
                 .isEqualTo(Map.of("a", 1, "b", 1, "e", 1));
     }
 
     static PostgresSinkBuilder builder(TestPostgres server) {
-        return PostgresSink.builder().setJdbcUrl(server.jdbcUrl()).setUser(server.user()).setPassword("")
-                .setSinkPrefix(PREFIX).setLockTimeout(Duration.ofSeconds(2)).setStatementTimeout(Duration.ofSeconds(20));
+        return SinkDatabase.builder(server, PREFIX);
     }
 
     /** The same job (the run of {@code config}) pointed at {@code server}: its URL moved with the failover. */
@@ -175,27 +170,11 @@ class StaleCopyFailoverTest {
     }
 
     private PostgresExactlyOnceWriter writer(PostgresSinkConfig config, OptionalLong restored) throws Exception {
-        return writer(config, ++attempts, restored);
-    }
-
-    /** Subtask 0 of 1, attempt {@code attempt}, without restored writer state. */
-    static PostgresExactlyOnceWriter writer(PostgresSinkConfig config, int attempt, OptionalLong restored)
-            throws Exception {
-        return new PostgresExactlyOnceWriter(config, new WriterStart(0, 1, 128, attempt, "test-job-id", restored,
-                List.of()), PostgresSinkMetrics.unregistered());
+        return SinkDatabase.writer(config, ++attempts, restored);
     }
 
     private static List<String> prepared(TestPostgres server) throws SQLException {
         return server.rows("SELECT gid FROM pg_prepared_xacts WHERE gid LIKE '" + TransactionId.gidPrefix(PREFIX)
                 + "%'");
-    }
-
-    private static Map<String, Integer> deliveries(TestPostgres server) {
-        Map<String, Integer> deliveries = new TreeMap<>();
-        for (String row : server.rows("SELECT id, deliveries FROM " + PostgresTableOptions.DEFAULT_EVENTS)) {
-            String[] columns = row.split(" ");
-            deliveries.put(columns[0], Integer.parseInt(columns[1]));
-        }
-        return deliveries;
     }
 }

@@ -64,8 +64,8 @@ public final class ServerChecks {
     /**
      * Whether the server streams to replicas that a failover could promote while they are behind
      * ({@code pg_stat_replication}): replicas in {@code sync_state} {@code async} (or {@code
-     * potential}, {@code quorum} outside the quorum of a commit), or synchronous ones that commits do
-     * not wait for ({@code synchronous_commit} {@code off} or {@code local}). Only a role with
+     * potential}), or synchronous ones that commits do not wait for ({@code synchronous_commit =
+     * local} for the role or database; the sink's sessions raise {@code off} to {@code on}). Only a role with
      * {@code pg_monitor} (or {@code pg_read_all_stats}) sees the states; for others it says so.
      *
      * @return a warning naming what it found and what synchronous replication buys; empty if no
@@ -92,7 +92,8 @@ public final class ServerChecks {
                 return Optional.of("the PostgreSQL server streams to " + async + " asynchronous replica(s) of "
                         + replicas + "." + risk);
             }
-            if (replicas > 0 && ("off".equals(commit) || "local".equals(commit))) {
+            // the sink's sessions raise off to on (PostgresConnections), but keep a role's or database's local
+            if (replicas > 0 && "local".equals(commit)) {
                 return Optional.of("the PostgreSQL server streams to " + replicas + " replica(s), but synchronous_commit"
                         + " = " + commit + " does not wait for them (synchronous_standby_names = '" + standbys + "')."
                         + risk);
