@@ -46,14 +46,10 @@ class StaleCopyFailoverTest {
 
     @Test
     void aRunRegisteredAfterTheCopyIsAdoptedTheReappearedTransactionCommittedAndTheLostOneReported() throws Exception {
-        Path live = directory.resolve("live");
-        Path copy = directory.resolve("copy");
-        PostgresCommittable preparedBeforeCopy = prepareCheckpoint1(live);
-        TestPostgres.copyDataDirectory(live, copy);
         // the job is resubmitted from checkpoint 1 on the original: a run the copy never sees
-        AfterCopy after = goOnAfterTheCopy(live, preparedBeforeCopy, true);
+        AfterCopy after = copyThenGoOn(true);
 
-        try (TestPostgres failedOver = TestPostgres.start(copy)) {
+        try (TestPostgres failedOver = TestPostgres.start(copy())) {
             PostgresSinkConfig config = onServer(failedOver, after.config());
             assertThat(failedOver.rows("SELECT count(*) FROM " + PostgresTableOptions.DEFAULT_RUNS + " WHERE run = "
                     + config.run())).as("the copy lost the run").containsExactly("0");
@@ -71,16 +67,27 @@ class StaleCopyFailoverTest {
 
     @Test
     void aCopyBehindTheRestoredCheckpointCommitsTheReappearedTransactionAndReportsTheLostOne() throws Exception {
-        Path live = directory.resolve("live");
-        Path copy = directory.resolve("copy");
-        PostgresCommittable preparedBeforeCopy = prepareCheckpoint1(live);
-        TestPostgres.copyDataDirectory(live, copy);
         // the same run goes on (a Flink restart from checkpoint 1): the copy knows the run
-        AfterCopy after = goOnAfterTheCopy(live, preparedBeforeCopy, false);
+        AfterCopy after = copyThenGoOn(false);
 
-        try (TestPostgres failedOver = TestPostgres.start(copy)) {
+        try (TestPostgres failedOver = TestPostgres.start(copy())) {
             restoreCheckpoint3AndGoOn(failedOver, onServer(failedOver, after.config()), after);
         }
+    }
+
+    private Path copy() {
+        return directory.resolve("copy");
+    }
+
+    /**
+     * Prepares checkpoint 1 on a new server, copies its stopped data directory ({@link #copy()}), and
+     * goes on after the copy on the original ({@link #goOnAfterTheCopy}).
+     */
+    private AfterCopy copyThenGoOn(boolean resubmitted) throws Exception {
+        Path live = directory.resolve("live");
+        PostgresCommittable preparedBeforeCopy = prepareCheckpoint1(live);
+        TestPostgres.copyDataDirectory(live, copy());
+        return goOnAfterTheCopy(live, preparedBeforeCopy, resubmitted);
     }
 
     /** On a new server in {@code live}: registers a run and prepares checkpoint 1 ("a", "b"), to complete later. */

@@ -61,7 +61,7 @@ public final class ServerChange {
                 + " the checkpoints the restored state says completed (checkpoint id <= {}; none on a fresh start)"
                 + " and rolls back the later ones; a completed checkpoint whose PREPARE the server lost is reported"
                 + " by the committer as LOST. Writers of this run reconcile so at every start; a new submission"
-                + " records the new server."
+                + " records the new server (after a counter that went back: once it passes the newest run)."
                 + " Use synchronous replication to avoid this (docs/operations.md).", writerName, config.run(),
                 config.sinkPrefix(), server, String.join("; ", signs),
                 restoredCheckpointId.isPresent() ? restoredCheckpointId.getAsLong() : "none");
