@@ -5,6 +5,7 @@ import static io.onceflow.config.ConfigException.problem;
 import io.onceflow.config.PostgresSettings;
 import io.onceflow.sink.postgres.EffectFunction;
 import io.onceflow.sink.postgres.internal.schema.PendingEffectsTable;
+import io.onceflow.sink.postgres.internal.schema.ServerChecks;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -14,13 +15,17 @@ import java.util.List;
 import java.util.Properties;
 import org.postgresql.Driver;
 import org.postgresql.PGProperty;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The PostgreSQL part of the {@link Preflight}: the server accepts the login, and the user may
  * write the tables that exist and create those that do not, and call the effect function (the
- * job), or read the event table (the audit).
+ * job), or read the event table (the audit). It warns when the server streams to asynchronous
+ * replicas ({@link ServerChecks#replicationWarning}).
  */
 final class PostgresPreflight {
+    private static final Logger LOG = LoggerFactory.getLogger(PostgresPreflight.class);
     /** Upserted (the events, the rejects, the writers' claims: INSERT ... ON CONFLICT DO UPDATE). */
     private static final List<String> UPSERT_PRIVILEGES = List.of("SELECT", "INSERT", "UPDATE");
     /** Appended to and read (the commit log, the runs). */
@@ -56,6 +61,8 @@ final class PostgresPreflight {
                     EffectFunction.problem(connection, settings.effectFunction().get())
                             .ifPresent(problem -> problems.add("postgres.effect.function: at " + server + ", " + problem));
                 }
+                // a warning, not a problem: many deployments accept the risk, the sink reconciles what it can
+                ServerChecks.replicationWarning(connection).ifPresent(warning -> LOG.warn("{} ({})", warning, server));
                 String keys = settings.tables().effectKeys();
                 if (keys != null) {
                     EffectFunction.keysProblem(connection, keys)

@@ -2,8 +2,10 @@ package io.onceflow.testing;
 
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.ResultSet;
@@ -14,6 +16,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.UUID;
+import java.util.stream.Stream;
 
 /**
  * The one PostgreSQL fixture of the tests: a real PostgreSQL 17 server run from zonky's Maven
@@ -135,6 +138,22 @@ public final class TestPostgres implements AutoCloseable {
             return builder.start();
         } catch (IOException e) {
             throw new IllegalStateException("could not start PostgreSQL in " + dataDirectory, e);
+        }
+    }
+
+    /**
+     * A file-level copy of a stopped server's data directory (what a physical backup restores, or a
+     * replica holds when it is promoted while behind).
+     */
+    public static void copyDataDirectory(Path from, Path to) throws IOException {
+        try (Stream<Path> files = Files.walk(from)) {
+            files.forEach(file -> {
+                try {
+                    Files.copy(file, to.resolve(from.relativize(file).toString()), StandardCopyOption.COPY_ATTRIBUTES);
+                } catch (IOException e) {
+                    throw new UncheckedIOException(e);
+                }
+            });
         }
     }
 

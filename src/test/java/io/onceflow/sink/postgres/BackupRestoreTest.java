@@ -5,30 +5,20 @@ import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.commit;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import io.onceflow.sink.postgres.RecordingCommitRequest.Outcome;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
-import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
 import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
-import io.onceflow.sink.postgres.internal.writer.WriterStart;
 import io.onceflow.testing.TestPostgres;
 import java.io.IOException;
-import java.io.UncheckedIOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
-import java.time.Duration;
 import java.util.Collections;
-import java.util.List;
 import java.util.Map;
 import java.util.OptionalLong;
-import java.util.TreeMap;
-import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -58,7 +48,7 @@ class BackupRestoreTest {
                 commit(config, checkpoint(writer, 1, "a", "b"));
             }
         }
-        copy(live, backup); // the backup: taken after checkpoint 1
+        TestPostgres.copyDataDirectory(live, backup); // the backup: taken after checkpoint 1
         try (TestPostgres server = TestPostgres.start(live)) {
             PostgresSinkConfig config = SinkDatabase.config(builder(server));
             try (PostgresExactlyOnceWriter writer = writer(config, OptionalLong.of(1))) {
@@ -69,8 +59,8 @@ class BackupRestoreTest {
 
         try (TestPostgres restored = TestPostgres.start(backup)) {
             PostgresSinkConfig config = SinkDatabase.config(builder(restored));
-            // what the job does from its latest checkpoint (2): every attempt fails the same way
-            assertThatThrownBy(() -> commit(config, afterBackup)).isInstanceOf(IOException.class)
+            // what the job does from its latest checkpoint (2): reports the loss, and runs on without the rows
+            assertThat(commit(config, afterBackup).get(0).failure)
                     .hasMessageContaining("LOST: prepared transaction " + afterBackup.transactionId())
                     .hasMessageContaining("after a database restore, follow docs/backup-restore.md");
 
@@ -79,7 +69,7 @@ class BackupRestoreTest {
             try (PostgresExactlyOnceWriter writer = writer(fresh, OptionalLong.empty())) {
                 commit(fresh, checkpoint(writer, 1, "a", "b", "c"));
             }
-            assertThat(deliveries(restored)).as("every id once; the replayed ones counted as redelivered")
+            assertThat(SinkDatabase.deliveries(restored)).as("every id once; the replayed ones counted as redelivered")
                     .isEqualTo(Map.of("a", 2, "b", 2, "c", 1));
         }
     }
@@ -113,41 +103,17 @@ class BackupRestoreTest {
                 try (PostgresExactlyOnceWriter writer = writer(fresh, OptionalLong.empty())) {
                     commit(fresh, checkpoint(writer, 1, "a", "c"));
                 }
-                assertThat(deliveries(restored)).isEqualTo(Map.of("a", 2, "b", 1, "c", 1));
+                assertThat(SinkDatabase.deliveries(restored)).isEqualTo(Map.of("a", 2, "b", 1, "c", 1));
             }
         }
     }
 
     private static PostgresSinkBuilder builder(TestPostgres server) {
-        return PostgresSink.builder().setJdbcUrl(server.jdbcUrl()).setUser(server.user()).setPassword("")
-                .setSinkPrefix(PREFIX).setLockTimeout(Duration.ofSeconds(2)).setStatementTimeout(Duration.ofSeconds(20));
+        return SinkDatabase.builder(server, PREFIX);
     }
 
     private PostgresExactlyOnceWriter writer(PostgresSinkConfig config, OptionalLong restored) throws IOException {
-        return new PostgresExactlyOnceWriter(config, new WriterStart(0, 1, 128, ++attempts, "test-job-id", restored,
-                List.of()), PostgresSinkMetrics.unregistered());
-    }
-
-    private static Map<String, Integer> deliveries(TestPostgres server) {
-        Map<String, Integer> deliveries = new TreeMap<>();
-        for (String row : server.rows("SELECT id, deliveries FROM " + PostgresTableOptions.DEFAULT_EVENTS)) {
-            String[] columns = row.split(" ");
-            deliveries.put(columns[0], Integer.parseInt(columns[1]));
-        }
-        return deliveries;
-    }
-
-    /** A file-level copy of a stopped server's data directory. */
-    private static void copy(Path from, Path to) throws IOException {
-        try (Stream<Path> files = Files.walk(from)) {
-            files.forEach(file -> {
-                try {
-                    Files.copy(file, to.resolve(from.relativize(file).toString()), StandardCopyOption.COPY_ATTRIBUTES);
-                } catch (IOException e) {
-                    throw new UncheckedIOException(e);
-                }
-            });
-        }
+        return SinkDatabase.writer(config, ++attempts, restored);
     }
 
     /** What pg_dump and pg_restore carry: the tables and their committed rows, nothing else. */

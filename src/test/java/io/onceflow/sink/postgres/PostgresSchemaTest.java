@@ -66,14 +66,19 @@ class PostgresSchemaTest {
     }
 
     @Test
-    void aRunsTableOfAnEarlierVersionGetsTheJobIdColumn() throws Exception {
+    void aRunsTableOfAnEarlierVersionGetsTheJobIdAndServerIdentityColumns() throws Exception {
         SinkDatabase db = new SinkDatabase();
         PostgresRunRegistry sink = db.builder("old").build();
         sink.startRun(1, StartMode.FRESH, "old version");
-        db.execute("ALTER TABLE onceflow_runs DROP COLUMN flink_job_id"); // as an earlier version created it
+        // as earlier versions created it
+        db.execute("ALTER TABLE onceflow_runs DROP COLUMN flink_job_id, DROP COLUMN system_identifier,"
+                + " DROP COLUMN timeline_id");
 
         RegisteredRun started = sink.startRun(1, StartMode.RESTORE, "new version", "e5f6");
         assertThat(sink.continueRun(1, "e5f6").orElseThrow().config().run()).isEqualTo(started.config().run());
+        assertThat(db.database.rows("SELECT r.system_identifier = c.system_identifier, r.timeline_id FROM"
+                + " onceflow_runs r, pg_control_system() c WHERE r.run = " + started.config().run()))
+                .as("the new run records the server it was registered on").containsExactly("t 1");
     }
 
     @Test

@@ -145,20 +145,26 @@ class PostgresTwoPhaseCommitTest {
     }
 
     @Test
-    void aLostTransactionFailsLoudly() throws Exception {
+    void aLostTransactionIsReportedAndCountedAndTheJobRunsOn() throws Exception {
         PostgresCommittable rolledBack;
         try (PostgresExactlyOnceWriter writer = freshWriter(config)) {
             rolledBack = checkpoint(writer, 1, "a");
         }
         db.execute("ROLLBACK PREPARED '" + rolledBack.transactionId().encode() + "'");
         PostgresCommittable neverPrepared = new PostgresCommittable(new TransactionId("job", 1, 0, 7));
+        PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
 
-        for (PostgresCommittable lost : List.of(rolledBack, neverPrepared)) {
-            assertThatThrownBy(() -> commit(config, lost))
-                    .isInstanceOf(IOException.class)
-                    .hasMessageContaining("LOST: prepared transaction " + lost.transactionId())
-                    .hasMessageContaining("neither prepared nor in the commit log");
+        // no exception: a restart could not bring the rows back, it would only loop
+        List<RecordingCommitRequest> requests = commit(config, metrics, rolledBack, neverPrepared);
+
+        assertThat(requests).extracting(r -> r.outcome).containsExactly(Outcome.FAILED, Outcome.FAILED);
+        for (RecordingCommitRequest request : requests) {
+            assertThat(request.failure).hasMessageContaining("LOST: prepared transaction "
+                    + request.getCommittable().transactionId()).hasMessageContaining("neither prepared nor in the commit log")
+                    .hasMessageContaining("writer subtask 0 wrote for checkpoint "
+                            + request.getCommittable().transactionId().checkpointId() + " are missing");
         }
+        assertThat(metrics.transactionsLost.getCount()).isEqualTo(2);
     }
 
     @Test

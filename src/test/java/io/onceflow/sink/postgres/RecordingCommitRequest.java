@@ -10,6 +10,8 @@ final class RecordingCommitRequest implements CommitRequest<PostgresCommittable>
     private final PostgresCommittable committable;
     private int retries;
     Outcome outcome = Outcome.COMMITTED;
+    /** What the committer gave as the reason of a failure; null unless FAILED. */
+    Throwable failure;
 
     RecordingCommitRequest(PostgresCommittable committable) {
         this.committable = committable;
@@ -35,11 +37,13 @@ final class RecordingCommitRequest implements CommitRequest<PostgresCommittable>
     @Override
     public void signalFailedWithKnownReason(Throwable t) {
         outcome = Outcome.FAILED;
+        failure = t;
     }
 
     @Override
     public void signalFailedWithUnknownReason(Throwable t) {
         outcome = Outcome.FAILED;
+        failure = t;
     }
 
     @Override

@@ -24,6 +24,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.OptionalLong;
+import java.util.TreeMap;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
@@ -96,6 +97,29 @@ final class SinkDatabase {
 
     static PostgresExactlyOnceWriter writer(PostgresSinkConfig config, WriterStart start) throws IOException {
         return new PostgresExactlyOnceWriter(config, start, PostgresSinkMetrics.unregistered());
+    }
+
+    /** A builder of {@code sinkPrefix} on a server of the test's own (not the shared one). */
+    static PostgresSinkBuilder builder(TestPostgres server, String sinkPrefix) {
+        return PostgresSink.builder().setJdbcUrl(server.jdbcUrl()).setUser(server.user()).setPassword("")
+                .setSinkPrefix(sinkPrefix).setLockTimeout(Duration.ofSeconds(2))
+                .setStatementTimeout(Duration.ofSeconds(20));
+    }
+
+    /** Attempt {@code attempt} of subtask 0 of 1, restored from {@code restored} without writer state. */
+    static PostgresExactlyOnceWriter writer(PostgresSinkConfig config, int attempt, OptionalLong restored)
+            throws IOException {
+        return writer(config, new WriterStart(0, 1, 128, attempt, "test-job-id", restored, List.of()));
+    }
+
+    /** deliveries by id, of every committed row of the default events table on {@code server}. */
+    static Map<String, Integer> deliveries(TestPostgres server) {
+        Map<String, Integer> deliveries = new TreeMap<>();
+        for (String row : server.rows("SELECT id, deliveries FROM " + TABLE)) {
+            String[] columns = row.split(" ");
+            deliveries.put(columns[0], Integer.parseInt(columns[1]));
+        }
+        return deliveries;
     }
 
     static Event event(String id) {

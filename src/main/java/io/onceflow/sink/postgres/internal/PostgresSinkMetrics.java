@@ -31,6 +31,12 @@ import org.apache.flink.runtime.metrics.DescriptiveStatisticsHistogram;
  *   <li>{@code deferredClaims}: writer attempts that could not tell at start whether they are the
  *       newest (their index was claimed with their restored checkpoint or later, e.g. after a
  *       JobManager failover during restarts) and waited for their first checkpoint barrier to claim;
+ *   <li>{@code serverChangesSeen}: writer starts that found the server changed since the run was
+ *       registered (a failover to a replica, a restored copy), and reconciled;
+ *   <li>{@code transactionsCommittedOnRecovery}: prepared transactions of completed checkpoints that
+ *       such a start committed (their commit had been lost with the failover);
+ *   <li>{@code transactionsLost}: transactions of completed checkpoints that the committer found
+ *       neither prepared nor committed: their rows are missing (logged as {@code LOST:});
  *   <li>{@code effectsQueued}, {@code oldestQueuedEffectSeconds}: the effect backlog (gauges of the
  *       writer, with an effect function; see {@link #reportEffectBacklog}).
  * </ul>
@@ -59,6 +65,9 @@ public final class PostgresSinkMetrics {
     public final Counter transactionsRolledBackOnRecovery;
     public final Counter olderAttemptsFenced;
     public final Counter deferredClaims;
+    public final Counter serverChangesSeen;
+    public final Counter transactionsCommittedOnRecovery;
+    public final Counter transactionsLost;
     private final MetricGroup group;
 
     private PostgresSinkMetrics(MetricGroup group) {
@@ -74,6 +83,9 @@ public final class PostgresSinkMetrics {
         transactionsRolledBackOnRecovery = group.counter("transactionsRolledBackOnRecovery");
         olderAttemptsFenced = group.counter("olderAttemptsFenced");
         deferredClaims = group.counter("deferredClaims");
+        serverChangesSeen = group.counter("serverChangesSeen");
+        transactionsCommittedOnRecovery = group.counter("transactionsCommittedOnRecovery");
+        transactionsLost = group.counter("transactionsLost");
     }
 
     /**

@@ -7,6 +7,7 @@ import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.ProtocolHooks;
 import io.onceflow.sink.postgres.internal.effects.EffectWorker;
+import io.onceflow.sink.postgres.internal.fencing.ServerChange;
 import java.io.IOException;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -14,6 +15,7 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.Collection;
+import java.util.List;
 import java.util.Set;
 import org.apache.flink.annotation.Internal;
 import org.apache.flink.api.connector.sink2.Committer;
@@ -29,8 +31,10 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Idempotent: when the prepared transaction no longer exists, the commit log decides. Logged
  * means it was committed before (a restore replays committables whose commit already happened):
- * success. Not logged means it was rolled back or never prepared: its rows are lost, and the
- * committer fails the job loudly instead of skipping it. A connection-level failure (server restart,
+ * success. Not logged means it was rolled back or never prepared (or its PREPARE was lost with a
+ * failover, {@link ServerChange}): its rows are lost, and the committer reports it as {@code LOST}
+ * (an ERROR line naming the checkpoint and subtask to replay, the {@code transactionsLost} metric)
+ * and lets the job run on, since no restart could bring the rows back. A connection-level failure (server restart,
  * dropped connection, timeout) asks Flink to retry; when Flink's retries are used up it fails the
  * task, which restarts from the last checkpoint and commits the restored committables.
  */
@@ -85,12 +89,7 @@ public final class PostgresCommitter implements Committer<PostgresCommittable> {
                 LOG.info("{} was committed before (restored committable)", transaction);
                 request.signalAlreadyCommitted();
             } else {
-                throw new IOException("LOST: prepared transaction " + transaction + " of a completed checkpoint"
-                        + " is neither prepared nor in the commit log " + config.tables().commitLog() + ": it was rolled"
-                        + " back (by hand, or by a second job using sink prefix '" + transaction.sinkPrefix()
-                        + "'), or the database was restored to a point before this checkpoint, and its rows are"
-                        + " missing. Replay its input or restore an earlier savepoint; after a database restore,"
-                        + " follow docs/backup-restore.md.");
+                reportLost(request, transaction);
             }
         } catch (SQLException e) {
             if (PreparedTransactionRecovery.INSUFFICIENT_PRIVILEGE.equals(e.getSQLState())) {
@@ -105,6 +104,32 @@ public final class PostgresCommitter implements Committer<PostgresCommittable> {
             closeConnection();
             request.retryLater();
         }
+    }
+
+    /**
+     * A transaction of a completed checkpoint that is neither prepared nor logged: its rows are
+     * missing, and no restart brings them back (every restore of this checkpoint finds the same).
+     * So the committer reports it (an ERROR line, {@code transactionsLost}, Flink's
+     * {@code failedCommittables}) and lets the job run on, instead of failing it into a restart loop.
+     */
+    private void reportLost(CommitRequest<PostgresCommittable> request, TransactionId transaction)
+            throws SQLException {
+        List<String> serverChange = ServerChange.seenByCommitter(connection(), config, transaction.epoch());
+        String cause = serverChange.isEmpty()
+                ? "it was rolled back (by hand, or by a second job using sink prefix '" + transaction.sinkPrefix()
+                        + "'), or the database was restored to a point before this checkpoint"
+                : "the PostgreSQL server changed since the run was registered (" + String.join("; ", serverChange)
+                        + "): it failed over to a replica, or was restored from a copy, that never received the PREPARE";
+        String message = "LOST: prepared transaction " + transaction + " of a completed checkpoint is neither"
+                + " prepared nor in the commit log " + config.tables().commitLog() + ": " + cause + ". The rows that"
+                + " writer subtask " + transaction.subtaskIndex() + " wrote for checkpoint "
+                + transaction.checkpointId() + " are missing, and the job runs on without them. Replay that"
+                + " checkpoint's input: restore an earlier checkpoint or savepoint, or start fresh with the input"
+                + " rewound to before it (the table absorbs what it has already); after a database restore, follow"
+                + " docs/backup-restore.md.";
+        LOG.error(message);
+        metrics.transactionsLost.inc();
+        request.signalFailedWithKnownReason(new IOException(message));
     }
 
     /**

@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal.commit;
 
+import io.onceflow.sink.postgres.internal.fencing.ServerChange;
 import io.onceflow.sink.postgres.internal.fencing.WriterFence;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -9,6 +10,7 @@ import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.OptionalLong;
+import java.util.function.Predicate;
 import org.apache.flink.annotation.Internal;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -33,6 +35,12 @@ import org.slf4j.LoggerFactory;
  * back transactions of the subtask indices it holds ({@link WriterFence}): its own, and the old
  * indices congruent to its own modulo the parallelism, so that together the subtasks cover every
  * old index after any rescaling (2 -> 3 -> 1), and a zombie can never reach them.
+ *
+ * <p>After a change of server ({@link ServerChange}: a failover to a replica that was behind, a
+ * restored copy) transaction ids order nothing any more, and a transaction of a completed checkpoint
+ * may be prepared again though its commit was acknowledged before: no restored committable refers
+ * to it. Then {@link #commitCompleted} commits every prepared transaction whose checkpoint id is at
+ * most the restored one, and the horizon is not used to roll back.
  */
 @Internal
 public final class PreparedTransactionRecovery {
@@ -65,18 +73,58 @@ public final class PreparedTransactionRecovery {
      */
     public static List<TransactionId> rollBackAbandoned(Connection connection, List<TransactionId> candidates,
             OptionalLong restoredCheckpointId, OptionalLong restoredHorizon, String writerName) throws SQLException {
-        List<TransactionId> rolledBack = new ArrayList<>();
+        List<TransactionId> rolledBack = finishEach(connection, candidates,
+                id -> isAbandoned(id, restoredCheckpointId, restoredHorizon), "ROLLBACK", "roll back");
+        if (!rolledBack.isEmpty()) {
+            LOG.info("{} rolled back {} abandoned prepared transactions (restored checkpoint: {}, horizon: {}): {}",
+                    writerName, rolledBack.size(),
+                    restoredCheckpointId.isPresent() ? restoredCheckpointId.getAsLong() : "none",
+                    restoredHorizon.isPresent() ? restoredHorizon.getAsLong() : "unknown", rolledBack);
+        }
+        return rolledBack;
+    }
+
+    /**
+     * Commits the candidates of checkpoints the restored state says completed (checkpoint id at most
+     * {@code restoredCheckpointId}), whatever their epochs: for a writer that found the server changed.
+     *
+     * @param connection as for {@link #rollBackAbandoned}
+     * @return the gids committed
+     */
+    public static List<TransactionId> commitCompleted(Connection connection, List<TransactionId> candidates,
+            OptionalLong restoredCheckpointId, String writerName) throws SQLException {
+        if (restoredCheckpointId.isEmpty()) {
+            return List.of();
+        }
+        List<TransactionId> committed = finishEach(connection, candidates,
+                id -> id.checkpointId() <= restoredCheckpointId.getAsLong(), "COMMIT", "commit");
+        if (!committed.isEmpty()) {
+            LOG.warn("{} committed {} prepared transactions of checkpoints up to restored checkpoint {} that the"
+                    + " server had back after it changed (their commit was acknowledged before): {}", writerName,
+                    committed.size(), restoredCheckpointId.getAsLong(), committed);
+        }
+        return committed;
+    }
+
+    /**
+     * Runs {@code <verb> PREPARED} for each candidate that {@code chosen} accepts.
+     *
+     * @return those finished here (not those another session finished in the meantime)
+     */
+    private static List<TransactionId> finishEach(Connection connection, List<TransactionId> candidates,
+            Predicate<TransactionId> chosen, String verb, String action) throws SQLException {
+        List<TransactionId> finished = new ArrayList<>();
         try (Statement statement = connection.createStatement()) {
             for (TransactionId id : candidates) {
-                if (!isAbandoned(id, restoredCheckpointId, restoredHorizon)) {
+                if (!chosen.test(id)) {
                     continue;
                 }
                 try {
-                    statement.execute("ROLLBACK PREPARED '" + id.encode() + "'");
-                    rolledBack.add(id);
+                    statement.execute(verb + " PREPARED '" + id.encode() + "'");
+                    finished.add(id);
                 } catch (SQLException e) {
                     if (INSUFFICIENT_PRIVILEGE.equals(e.getSQLState())) {
-                        throw wrongRole(connection, id, "roll back", e);
+                        throw wrongRole(connection, id, action, e);
                     }
                     if (!UNDEFINED_OBJECT.equals(e.getSQLState())) {
                         throw e;
@@ -85,13 +133,7 @@ public final class PreparedTransactionRecovery {
                 }
             }
         }
-        if (!rolledBack.isEmpty()) {
-            LOG.info("{} rolled back {} abandoned prepared transactions (restored checkpoint: {}, horizon: {}): {}",
-                    writerName, rolledBack.size(),
-                    restoredCheckpointId.isPresent() ? restoredCheckpointId.getAsLong() : "none",
-                    restoredHorizon.isPresent() ? restoredHorizon.getAsLong() : "unknown", rolledBack);
-        }
-        return rolledBack;
+        return finished;
     }
 
     public static boolean isAbandoned(TransactionId id, OptionalLong restoredCheckpointId, OptionalLong restoredHorizon) {

@@ -1,11 +1,13 @@
 package io.onceflow.sink.postgres.internal.fencing;
 
 import io.onceflow.sink.postgres.PendingTransactionsException;
+import io.onceflow.sink.postgres.StartMode;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.commit.PreparedTransactionRecovery;
 import io.onceflow.sink.postgres.internal.commit.TransactionId;
 import io.onceflow.sink.postgres.internal.schema.BarrierLockChecks;
 import io.onceflow.sink.postgres.internal.schema.ServerChecks;
+import io.onceflow.sink.postgres.internal.schema.ServerIdentity;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -14,12 +16,15 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.OptionalInt;
 import java.util.stream.Collectors;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The checks a start of a run makes on its connection before it registers ({@link SinkRuns}), each
- * a step that refuses the start with a message naming what to fix.
+ * a step that refuses the start with a message naming what to fix, and the registration itself.
  */
 final class RunStartChecks {
+    private static final Logger LOG = LoggerFactory.getLogger(RunStartChecks.class);
     private final Connection connection;
     private final PostgresSinkConfig config;
 
@@ -67,25 +72,53 @@ final class RunStartChecks {
     }
 
     /**
-     * Run ids are transaction ids of the server, which only grow: a run this server has not issued
-     * came with a logical restore from another one, and would make every new run look older than it
-     * (each start refused as a replaced job's).
+     * Run ids are transaction ids of the server, which only grow on one server: a run this server
+     * has not issued came with a logical restore from another one, and would make every new run
+     * look older than it (each start refused as a replaced job's). A run recorded with this server's
+     * own system identifier is another matter: a failover to a replica that was behind, or a restored
+     * copy, moved the counter back behind it (a writer recorded it again, {@link ServerChange}); the
+     * start goes on, and {@link #register} numbers the new run after it.
      */
-    void refuseRunsOfAnotherServer() throws SQLException {
+    void refuseRunsOfAnotherServer(ServerIdentity server) throws SQLException {
         try (PreparedStatement query = connection.prepareStatement(config.schema().runs().runOfAnotherServerQuery())) {
             query.setString(1, config.sinkPrefix());
             try (ResultSet result = query.executeQuery()) {
-                result.next();
-                long run = result.getLong(1);
-                if (!result.wasNull()) {
-                    throw new IllegalStateException("PostgreSQL sink prefix '" + config.sinkPrefix() + "' has run " + run
-                            + " in " + config.tables().runs() + ", a transaction id this server has not issued yet:"
-                            + " the database was restored from a logical backup (pg_dump) of another server, and"
-                            + " Flink's checkpoints are ahead of it. Follow docs/backup-restore.md, \"Resume safely\":"
-                            + " clear the prefix's rows from " + config.tables().runs() + " and "
-                            + config.tables().writers() + ", then start fresh with the input rewound to before the"
-                            + " backup.");
+                if (!result.next()) {
+                    return;
                 }
+                long run = result.getLong(1);
+                Long system = (Long) result.getObject(2);
+                if (system != null && system.equals(server.systemIdentifier())) {
+                    LOG.warn("PostgreSQL sink prefix '{}' has run {} in {}, a transaction id this server has not issued"
+                            + " yet, registered on this same database cluster (system {}): the server went back (a"
+                            + " failover to a replica that was behind, or a restored file-level copy). The new run is"
+                            + " numbered after it.", config.sinkPrefix(), run, config.tables().runs(), system);
+                    return;
+                }
+                throw new IllegalStateException("PostgreSQL sink prefix '" + config.sinkPrefix() + "' has run " + run
+                        + " in " + config.tables().runs() + ", a transaction id this server has not issued yet:"
+                        + " the database was restored from a logical backup (pg_dump) of another server, and"
+                        + " Flink's checkpoints are ahead of it. Follow docs/backup-restore.md, \"Resume safely\":"
+                        + " clear the prefix's rows from " + config.tables().runs() + " and "
+                        + config.tables().writers() + ", then start fresh with the input rewound to before the"
+                        + " backup.");
+            }
+        }
+    }
+
+    /** Registers the new run with the server's identity, and returns its id. */
+    long register(ServerIdentity server, StartMode mode, String jobName, String flinkJobId) throws SQLException {
+        try (PreparedStatement insert = connection.prepareStatement(config.schema().runs().registerStatement())) {
+            insert.setString(1, config.sinkPrefix());
+            insert.setString(2, config.sinkPrefix());
+            insert.setString(3, jobName);
+            insert.setString(4, mode.name());
+            insert.setString(5, flinkJobId);
+            ServerChange.setNullable(insert, 6, server.systemIdentifier());
+            ServerChange.setNullable(insert, 7, server.timeline());
+            try (ResultSet run = insert.executeQuery()) {
+                run.next();
+                return run.getLong(1);
             }
         }
     }

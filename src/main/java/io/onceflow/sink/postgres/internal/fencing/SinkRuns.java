@@ -10,6 +10,7 @@ import io.onceflow.sink.postgres.internal.commit.PreparedTransactionRecovery;
 import io.onceflow.sink.postgres.internal.commit.TransactionId;
 import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
 import io.onceflow.sink.postgres.internal.schema.ServerChecks;
+import io.onceflow.sink.postgres.internal.schema.ServerIdentity;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -24,8 +25,10 @@ import org.apache.flink.annotation.Internal;
  *
  * <p>A run is one submission of a job (a fresh start, or a start from a savepoint or retained
  * checkpoint); Flink's own restarts within a job are not new runs. The run id is the xid of the
- * registering transaction: issued by the server, in order, never twice. Writers of an older run are
- * zombies of a replaced job (see {@link WriterFence}).
+ * registering transaction: issued by the server, in order, never twice (after the server's counter
+ * went back, the id after the newest run's: {@link ServerChange}). Writers of an older run are
+ * zombies of a replaced job (see {@link WriterFence}). The run records the server's identity
+ * ({@link ServerIdentity}), so that its writers notice a failover to another copy of the database.
  */
 @Internal
 public final class SinkRuns {
@@ -43,12 +46,13 @@ public final class SinkRuns {
         try (Connection connection = PostgresConnections.open(config, "run-start")) {
             RunStartChecks checks = new RunStartChecks(connection, config);
             checks.checkDatabase(parallelism);
-            checks.refuseRunsOfAnotherServer();
+            ServerIdentity server = ServerIdentity.read(connection);
+            checks.refuseRunsOfAnotherServer(server);
             checks.refuseWhileLiveWritersHoldThePrefix();
             if (mode == StartMode.FRESH) {
                 checks.refuseWhilePrepared();
             }
-            return register(connection, config, mode, jobName, flinkJobId);
+            return checks.register(server, mode, jobName, flinkJobId);
         }
     }
 
@@ -150,20 +154,6 @@ public final class SinkRuns {
             query.setString(1, config.sinkPrefix());
             try (ResultSet row = query.executeQuery()) {
                 return row.next() ? row.getString(1) : null;
-            }
-        }
-    }
-
-    private static long register(Connection connection, PostgresSinkConfig config, StartMode mode, String jobName,
-            String flinkJobId) throws SQLException {
-        try (PreparedStatement insert = connection.prepareStatement(config.schema().runs().registerStatement())) {
-            insert.setString(1, config.sinkPrefix());
-            insert.setString(2, jobName);
-            insert.setString(3, mode.name());
-            insert.setString(4, flinkJobId);
-            try (ResultSet run = insert.executeQuery()) {
-                run.next();
-                return run.getLong(1);
             }
         }
     }

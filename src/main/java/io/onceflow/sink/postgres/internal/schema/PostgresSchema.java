@@ -125,8 +125,10 @@ public final class PostgresSchema {
      */
     public void prepare(Connection connection) throws SQLException {
         createIfMissing(connection);
-        if (columnType(connection, runs.name(), RunsTable.JOB_ID_COLUMN) == null) {
-            addRunsJobIdColumn(connection);
+        for (String column : RunsTable.addedColumns()) {
+            if (columnType(connection, runs.name(), column) == null) {
+                addRunsColumn(connection, column);
+            }
         }
         if (effectFunction == null) {
             EffectQueueStartChecks.refuseStrandedEffects(connection, events.queue());
@@ -173,16 +175,16 @@ public final class PostgresSchema {
     }
 
     /**
-     * A runs table of an earlier version has no {@code flink_job_id} column, which a second execution
-     * of a job's {@code main} finds its run by.
+     * A runs table of an earlier version lacks a column of {@link RunsTable#addedColumns()}: the
+     * Flink job id a second execution of a job's {@code main} finds its run by, or the server identity.
      */
-    private void addRunsJobIdColumn(Connection connection) throws SQLException {
-        String alter = runs.addJobIdColumnStatement();
+    private void addRunsColumn(Connection connection, String column) throws SQLException {
+        String alter = runs.addColumnStatement(column);
         try {
             PostgresConnections.inTransaction(connection, () -> {
                 try (Statement statement = connection.createStatement()) {
                     lockSchema(statement);
-                    if (columnType(connection, runs.name(), RunsTable.JOB_ID_COLUMN) == null) {
+                    if (columnType(connection, runs.name(), column) == null) {
                         statement.execute(alter);
                     }
                 }
@@ -192,7 +194,7 @@ public final class PostgresSchema {
                 throw e;
             }
             throw new IllegalStateException("the table " + runs.name() + " of an earlier version has no "
-                    + RunsTable.JOB_ID_COLUMN + " column, and the user may not add it (only the table's owner may):"
+                    + column + " column, and the user may not add it (only the table's owner may):"
                     + " have the owner run " + alter + "; then start the job again (" + e.getMessage() + ")", e);
         }
     }

@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal.schema;
 
+import java.util.List;
 import org.apache.flink.annotation.Internal;
 
 /**
@@ -10,11 +11,18 @@ import org.apache.flink.annotation.Internal;
  */
 @Internal
 public final class RunsTable {
+    /** The column a second execution of a job's {@code main} finds its run by. */
+    private static final String JOB_ID_COLUMN = "flink_job_id";
     /**
-     * The column a second execution of a job's {@code main} finds its run by, which a runs table of
-     * an earlier version lacks (see {@link #addJobIdColumnStatement}), for the check whether it exists.
+     * Columns a runs table of an earlier version lacks, in the order they came, each with its type:
+     * the Flink job id, and the identity of the server that registered the run
+     * ({@code pg_control_system().system_identifier}, the WAL timeline; null where it could not be
+     * read). All nullable, so that adding them never rewrites the table.
      */
-    public static final String JOB_ID_COLUMN = "flink_job_id";
+    private static final List<String[]> ADDED_COLUMNS = List.of(
+            new String[] {JOB_ID_COLUMN, "text"},
+            new String[] {"system_identifier", "bigint"},
+            new String[] {"timeline_id", "bigint"});
 
     private final String name;
 
@@ -42,35 +50,75 @@ public final class RunsTable {
                 + "    registered_at timestamptz NOT NULL DEFAULT clock_timestamp(),\n"
                 + "    registered_from text,\n"
                 + "    flink_job_id text,\n"
+                + "    system_identifier bigint,\n"
+                + "    timeline_id bigint,\n"
                 + "    PRIMARY KEY (sink_prefix, run)\n"
                 + ")";
     }
 
-    /**
-     * A runs table of an earlier version has no {@code flink_job_id} column, which a second execution
-     * of a job's {@code main} finds its run by.
-     */
-    public String addJobIdColumnStatement() {
-        return "ALTER TABLE " + name + " ADD COLUMN IF NOT EXISTS flink_job_id text";
+    /** The columns a runs table of an earlier version may lack (see {@link #addColumnStatement}). */
+    public static List<String> addedColumns() {
+        return ADDED_COLUMNS.stream().map(column -> column[0]).toList();
+    }
+
+    /** Adds one of {@link #addedColumns()} to a runs table of an earlier version. */
+    public String addColumnStatement(String column) {
+        String[] added = ADDED_COLUMNS.stream().filter(c -> c[0].equals(column)).findFirst()
+                .orElseThrow(() -> new IllegalArgumentException("not an added column of the runs table: " + column));
+        return "ALTER TABLE " + name + " ADD COLUMN IF NOT EXISTS " + added[0] + " " + added[1];
     }
 
     /**
-     * Registers a run whose id is the registering transaction's xid, and returns it. Parameters:
-     * sink prefix, job name, start mode, Flink job id.
+     * Registers a run and returns its id: the registering transaction's xid, or, on a server whose
+     * transaction-id counter went back behind a run of the prefix (a promoted replica or restored
+     * copy of the same server), the next id after that run, so that the new run is still the newest.
+     * Parameters: sink prefix (twice), job name, start mode, Flink job id, system identifier,
+     * timeline (either may be null).
      */
     public String registerStatement() {
-        return "INSERT INTO " + name + " (sink_prefix, run, job_name, start_mode, registered_from, flink_job_id)"
-                + " VALUES (?, pg_current_xact_id()::text::bigint, ?, ?, host(inet_client_addr()), ?) RETURNING run";
+        return "INSERT INTO " + name + " (sink_prefix, run, job_name, start_mode, registered_from, flink_job_id,"
+                + " system_identifier, timeline_id) SELECT ?, GREATEST(pg_current_xact_id()::text::bigint,"
+                + " (SELECT max(run) + 1 FROM " + name + " WHERE sink_prefix = ?)), ?, ?, host(inet_client_addr()),"
+                + " ?, ?, ? RETURNING run";
+    }
+
+    /**
+     * Records again a run that a writer still runs under but that the server lost (it failed over to
+     * a copy taken before the run was registered). Parameters: sink prefix, run, Flink job id, system
+     * identifier, timeline (either may be null). Does nothing if the run is there.
+     */
+    public String adoptStatement() {
+        return "INSERT INTO " + name + " (sink_prefix, run, job_name, start_mode, registered_from, flink_job_id,"
+                + " system_identifier, timeline_id) VALUES (?, ?, '(adopted after a server change)', 'ADOPTED',"
+                + " host(inet_client_addr()), ?, ?, ?) ON CONFLICT DO NOTHING";
     }
 
     /**
      * The newest run of a sink prefix (parameter 1) that this server has not issued yet as a
-     * transaction id, null if none: such a run was registered on another server, and its rows came
-     * with a logical restore ({@code pg_dump}) into this one.
+     * transaction id, and the system identifier recorded with it; no row if none. Such a run was
+     * registered on another server (a logical restore, {@code pg_dump}), or on this server's
+     * lineage before its counter went back (a failover to a replica that was behind).
      */
     public String runOfAnotherServerQuery() {
-        return "SELECT max(run) FROM " + name + " WHERE sink_prefix = ?"
-                + " AND run >= pg_snapshot_xmax(pg_current_snapshot())::text::bigint";
+        return "SELECT run, system_identifier FROM " + name + " WHERE sink_prefix = ?"
+                + " AND run >= pg_snapshot_xmax(pg_current_snapshot())::text::bigint ORDER BY run DESC LIMIT 1";
+    }
+
+    /**
+     * The server identity recorded with a run: parameters sink prefix, run; columns system
+     * identifier, timeline (null where unknown); no row if the run is not recorded.
+     */
+    public String identityOfRunQuery() {
+        return "SELECT system_identifier, timeline_id FROM " + name + " WHERE sink_prefix = ? AND run = ?";
+    }
+
+    /**
+     * The system identifier recorded with the newest run of a sink prefix (parameter 1) that has
+     * one; no row if none: which server's lineage the prefix's runs come from.
+     */
+    public String newestRecordedSystemQuery() {
+        return "SELECT system_identifier FROM " + name + " WHERE sink_prefix = ? AND system_identifier IS NOT NULL"
+                + " ORDER BY run DESC LIMIT 1";
     }
 
     /** The newest run of a sink prefix (parameter 1); null if it has none. */

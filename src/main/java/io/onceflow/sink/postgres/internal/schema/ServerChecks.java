@@ -4,6 +4,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.util.Optional;
 import org.apache.flink.annotation.Internal;
 
 /**
@@ -57,6 +58,51 @@ public final class ServerChecks {
             throw new IllegalStateException("the database's server_encoding is " + encoding + ", but onceflow writes"
                     + " UTF-8 JSON that " + encoding + " may not represent: create the database with"
                     + " ENCODING 'UTF8' (CREATE DATABASE ... TEMPLATE template0 ENCODING 'UTF8')");
+        }
+    }
+
+    /**
+     * Whether the server streams to replicas that a failover could promote while they are behind
+     * ({@code pg_stat_replication}): replicas in {@code sync_state} {@code async} (or {@code
+     * potential}), or synchronous ones that commits do not wait for ({@code synchronous_commit =
+     * local} for the role or database; the sink's sessions raise {@code off} to {@code on}). Only a role with
+     * {@code pg_monitor} (or {@code pg_read_all_stats}) sees the states; for others it says so.
+     *
+     * @return a warning naming what it found and what synchronous replication buys; empty if no
+     *     replica streams from this server, or all are synchronous and waited for
+     */
+    public static Optional<String> replicationWarning(Connection connection) throws SQLException {
+        try (PreparedStatement query = connection.prepareStatement("SELECT count(*),"
+                + " count(*) FILTER (WHERE sync_state IN ('async', 'potential')),"
+                + " count(*) FILTER (WHERE sync_state IS NULL), current_setting('synchronous_commit'),"
+                + " current_setting('synchronous_standby_names') FROM pg_stat_replication");
+                ResultSet row = query.executeQuery()) {
+            row.next();
+            long replicas = row.getLong(1);
+            long async = row.getLong(2);
+            long unknown = row.getLong(3);
+            String commit = row.getString(4);
+            String standbys = row.getString(5);
+            String risk = " A failover to a replica that is behind can bring back a transaction whose COMMIT PREPARED"
+                    + " was acknowledged (the sink commits it again at the next start), or lose a PREPARE of a"
+                    + " completed checkpoint (reported as LOST: its input must be replayed). Synchronous"
+                    + " replication (synchronous_standby_names naming the replicas a failover may promote, and"
+                    + " synchronous_commit = on or remote_apply) prevents both; see docs/operations.md.";
+            if (async > 0) {
+                return Optional.of("the PostgreSQL server streams to " + async + " asynchronous replica(s) of "
+                        + replicas + "." + risk);
+            }
+            // the sink's sessions raise off to on (PostgresConnections), but keep a role's or database's local
+            if (replicas > 0 && "local".equals(commit)) {
+                return Optional.of("the PostgreSQL server streams to " + replicas + " replica(s), but synchronous_commit"
+                        + " = " + commit + " does not wait for them (synchronous_standby_names = '" + standbys + "')."
+                        + risk);
+            }
+            if (unknown > 0) {
+                return Optional.of("the PostgreSQL server streams to " + unknown + " replica(s) whose replication"
+                        + " state this role may not see (grant it pg_monitor to check)." + risk);
+            }
+            return Optional.empty();
         }
     }
 

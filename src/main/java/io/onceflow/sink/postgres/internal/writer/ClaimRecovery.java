@@ -25,14 +25,17 @@ final class ClaimRecovery {
     private final WriterStart start;
     private final PostgresSinkMetrics metrics;
     private final String writerName;
+    /** The server changed since the run was registered (see {@code ServerChange}): reconcile. */
+    private final boolean serverChanged;
 
     ClaimRecovery(Connection connection, WriterFence fence, WriterStart start, PostgresSinkMetrics metrics,
-            String writerName) {
+            String writerName, boolean serverChanged) {
         this.connection = connection;
         this.fence = fence;
         this.start = start;
         this.metrics = metrics;
         this.writerName = writerName;
+        this.serverChanged = serverChanged;
     }
 
     static int backendPid(Connection connection) throws SQLException {
@@ -45,7 +48,10 @@ final class ClaimRecovery {
 
     /**
      * Rolls back the abandoned prepared transactions of the indices this writer holds (unless the
-     * fence deferred meanwhile), then leaves autocommit for the first transaction.
+     * fence deferred meanwhile), then leaves autocommit for the first transaction. After a change of
+     * server, whose transaction ids order nothing, first commits those of completed checkpoints (a
+     * commit acknowledged before the failover may be undone, the transaction prepared again) and
+     * rolls back by checkpoint id alone.
      */
     void recover() throws SQLException {
         if (fence.deferred()) {
@@ -55,8 +61,14 @@ final class ClaimRecovery {
         if (fence.deferred()) {
             return;
         }
+        if (serverChanged) {
+            metrics.serverChangesSeen.inc();
+            metrics.transactionsCommittedOnRecovery.inc(PreparedTransactionRecovery.commitCompleted(connection,
+                    covered, start.restoredCheckpointId(), writerName).size());
+        }
         metrics.transactionsRolledBackOnRecovery.inc(PreparedTransactionRecovery.rollBackAbandoned(connection,
-                covered, start.restoredCheckpointId(), start.restoredHorizon(), writerName).size());
+                covered, start.restoredCheckpointId(), serverChanged ? OptionalLong.empty() : start.restoredHorizon(),
+                writerName).size());
         connection.setAutoCommit(false);
     }
 

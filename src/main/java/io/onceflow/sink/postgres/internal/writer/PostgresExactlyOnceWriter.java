@@ -12,6 +12,7 @@ import io.onceflow.sink.postgres.internal.commit.PostgresWriterState;
 import io.onceflow.sink.postgres.internal.commit.PreparedTransactionRecovery;
 import io.onceflow.sink.postgres.internal.commit.TransactionId;
 import io.onceflow.sink.postgres.internal.effects.EffectWorker;
+import io.onceflow.sink.postgres.internal.fencing.ServerChange;
 import io.onceflow.sink.postgres.internal.fencing.SinkRuns;
 import io.onceflow.sink.postgres.internal.fencing.StaleWriterException;
 import io.onceflow.sink.postgres.internal.fencing.WriterFence;
@@ -41,8 +42,10 @@ import org.postgresql.core.QueryExecutor;
  *
  * <p>Start-up, before anything is written: check {@code max_prepared_transactions}, create missing
  * tables, refuse unique indexes and triggers that would stall checkpoints ({@link BarrierLockChecks}),
- * fence older attempts out and claim this subtask's indices ({@link WriterFence}), roll back
- * the abandoned prepared transactions of those indices ({@link PreparedTransactionRecovery}). The
+ * notice a change of server since the run was registered ({@link ServerChange}), fence older attempts
+ * out and claim this subtask's indices ({@link WriterFence}), roll back the abandoned prepared
+ * transactions of those indices ({@link PreparedTransactionRecovery}; after a change of server,
+ * commit those of completed checkpoints first). The
  * connection opened here is the writer's only one for its whole life: the fence's locks live on it,
  * so once a successor has ended its session nothing this writer sends reaches the database.
  *
@@ -126,9 +129,12 @@ public final class PostgresExactlyOnceWriter
             BarrierLockChecks.check(connection, config.schema(), start.parallelism(),
                     config.tables().allowTriggersThatMayStallCheckpoints());
             backendPid = ClaimRecovery.backendPid(connection);
+            // before the fence: a run the server lost with a failover is recorded again there
+            boolean serverChanged = !ServerChange.seenByWriter(connection, config, start.jobId(),
+                    start.restoredCheckpointId(), start.restoredHorizon(), writerName).isEmpty();
             openedFence = WriterFence.open(config, connection, start, metrics);
             fence = openedFence;
-            recovery = new ClaimRecovery(connection, fence, start, metrics, writerName);
+            recovery = new ClaimRecovery(connection, fence, start, metrics, writerName, serverChanged);
             recovery.recover();
         } catch (SQLException | RuntimeException e) {
             if (openedFence != null) {

@@ -1,0 +1,170 @@
+package io.onceflow.sink.postgres.internal.fencing;
+
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.schema.RunsTable;
+import io.onceflow.sink.postgres.internal.schema.ServerIdentity;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Types;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+import java.util.OptionalLong;
+import org.apache.flink.annotation.Internal;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Internal. Whether the server a writer or committer talks to is still the one its run was
+ * registered on, as the runs table recorded it ({@link ServerIdentity}): after a failover to a
+ * replica that was behind (asynchronous replication), or a restore of a file-level copy, the
+ * transaction ids the sink compares (run ids, epochs, checkpoint horizons) no longer order what
+ * happened, and a prepared transaction of a completed checkpoint may be back (its
+ * {@code COMMIT PREPARED} was acknowledged but not replicated) or gone (its {@code PREPARE} was).
+ *
+ * <p>The signs, any of which counts: another system identifier (another cluster), a newer timeline
+ * (a promotion or point-in-time recovery), a transaction-id counter behind the run's id (the run
+ * was issued by a server ahead of this one), or behind the restored checkpoint's horizon (the
+ * checkpoint saw transaction ids this server never issued). A restored copy of the same timeline
+ * whose counter has already passed both goes unseen: synchronous replication is what prevents it.
+ */
+@Internal
+public final class ServerChange {
+    private static final Logger LOG = LoggerFactory.getLogger(ServerChange.class);
+
+    private ServerChange() {}
+
+    /**
+     * For a writer at start, before its fence: detects a change, and when the run itself was lost
+     * with it (registered after the point the server went back to), records the run again so that
+     * the writer is not refused forever as a run "not in the runs table". Logs a warning for each.
+     *
+     * @param connection in autocommit mode
+     * @return the signs of a change, empty if none: the writer then reconciles its prepared
+     *     transactions by checkpoint id instead of trusting transaction ids
+     */
+    public static List<String> seenByWriter(Connection connection, PostgresSinkConfig config, String jobId,
+            OptionalLong restoredCheckpointId, OptionalLong restoredHorizon, String writerName) throws SQLException {
+        ServerIdentity server = ServerIdentity.read(connection);
+        List<String> signs = signs(connection, config, server);
+        if (restoredHorizon.isPresent() && restoredHorizon.getAsLong() > server.nextXid()) {
+            signs.add("its transaction-id counter (next xid " + server.nextXid() + ") is behind restored checkpoint "
+                    + restoredCheckpointId.orElse(-1) + ", which saw xid " + (restoredHorizon.getAsLong() - 1));
+        }
+        if (signs.isEmpty()) {
+            return signs;
+        }
+        LOG.warn("{}: the PostgreSQL server changed since run {} of sink prefix '{}' was registered ({}): {}. Its"
+                + " transaction ids no longer order what happened: this writer commits the prepared transactions of"
+                + " the checkpoints the restored state says completed (checkpoint id <= {}; none on a fresh start)"
+                + " and rolls back the later ones; a completed checkpoint whose PREPARE the server lost is reported"
+                + " by the committer as LOST. Writers of this run reconcile so at every start; a new submission"
+                + " records the new server (after a counter that went back: once it passes the newest run)."
+                + " Use synchronous replication to avoid this (docs/operations.md).", writerName, config.run(),
+                config.sinkPrefix(), server, String.join("; ", signs),
+                restoredCheckpointId.isPresent() ? restoredCheckpointId.getAsLong() : "none");
+        if (server.nextXid() <= config.run() && !recorded(connection, config).exists()
+                && sameLineage(connection, config, server)) {
+            adopt(connection, config, server, jobId, writerName);
+        }
+        return signs;
+    }
+
+    /**
+     * The signs of a change, for a committer explaining a lost transaction: those of the run's row,
+     * and whether the lost transaction's epoch is a transaction id this server has not issued.
+     *
+     * @param connection in autocommit mode
+     */
+    public static List<String> seenByCommitter(Connection connection, PostgresSinkConfig config, long lostEpoch)
+            throws SQLException {
+        ServerIdentity server = ServerIdentity.read(connection);
+        List<String> signs = signs(connection, config, server);
+        if (lostEpoch >= server.nextXid()) {
+            signs.add("its transaction-id counter (next xid " + server.nextXid() + ") is behind the writer that"
+                    + " prepared the transaction (epoch " + lostEpoch + ")");
+        }
+        return signs;
+    }
+
+    private static List<String> signs(Connection connection, PostgresSinkConfig config, ServerIdentity server)
+            throws SQLException {
+        List<String> signs = new ArrayList<>();
+        if (server.nextXid() <= config.run()) {
+            signs.add("its transaction-id counter (next xid " + server.nextXid() + ") is behind run " + config.run()
+                    + ", which the server had issued");
+        }
+        Recorded run = recorded(connection, config);
+        if (run.system() != null && server.systemIdentifier() != null && !run.system().equals(server.systemIdentifier())) {
+            signs.add("its system_identifier " + server.systemIdentifier() + " is not " + run.system()
+                    + ", recorded with the run: another database cluster");
+        }
+        if (run.timeline() != null && server.timeline() != null && server.timeline() > run.timeline()) {
+            signs.add("its timeline grew from " + run.timeline() + " to " + server.timeline()
+                    + ": a replica was promoted, or the server was recovered to a point in time");
+        }
+        return signs;
+    }
+
+    /** The run's row: whether it exists, and the identity recorded with it (null where unknown). */
+    private record Recorded(boolean exists, Long system, Long timeline) {}
+
+    private static Recorded recorded(Connection connection, PostgresSinkConfig config) throws SQLException {
+        try (PreparedStatement query = connection.prepareStatement(config.schema().runs().identityOfRunQuery())) {
+            query.setString(1, config.sinkPrefix());
+            query.setLong(2, config.run());
+            try (ResultSet row = query.executeQuery()) {
+                return row.next() ? new Recorded(true, (Long) row.getObject(1), (Long) row.getObject(2))
+                        : new Recorded(false, null, null);
+            }
+        }
+    }
+
+    /**
+     * Whether the prefix's runs were registered on this cluster (a replica or copy of it shares its
+     * system identifier): unknown counts as no.
+     */
+    static boolean sameLineage(Connection connection, PostgresSinkConfig config, ServerIdentity server)
+            throws SQLException {
+        return server.systemIdentifier() != null
+                && Objects.equals(server.systemIdentifier(), newestRecordedSystem(connection, config));
+    }
+
+    private static Long newestRecordedSystem(Connection connection, PostgresSinkConfig config) throws SQLException {
+        try (PreparedStatement query = connection.prepareStatement(config.schema().runs().newestRecordedSystemQuery())) {
+            query.setString(1, config.sinkPrefix());
+            try (ResultSet row = query.executeQuery()) {
+                return row.next() ? (Long) row.getObject(1) : null;
+            }
+        }
+    }
+
+    private static void adopt(Connection connection, PostgresSinkConfig config, ServerIdentity server, String jobId,
+            String writerName) throws SQLException {
+        RunsTable runs = config.schema().runs();
+        try (PreparedStatement insert = connection.prepareStatement(runs.adoptStatement())) {
+            insert.setString(1, config.sinkPrefix());
+            insert.setLong(2, config.run());
+            insert.setString(3, jobId);
+            setNullable(insert, 4, server.systemIdentifier());
+            setNullable(insert, 5, server.timeline());
+            if (insert.executeUpdate() == 0) {
+                return; // another subtask recorded it first
+            }
+        }
+        LOG.warn("{}: run {} of sink prefix '{}' was registered after the point this server went back to, so {} lost"
+                + " it; it is recorded again (adopted) so that this job runs on instead of being refused as a run the"
+                + " database does not know. A later submission is numbered after it.", writerName, config.run(),
+                config.sinkPrefix(), runs.name());
+    }
+
+    static void setNullable(PreparedStatement statement, int index, Long value) throws SQLException {
+        if (value == null) {
+            statement.setNull(index, Types.BIGINT);
+        } else {
+            statement.setLong(index, value);
+        }
+    }
+}

@@ -1,0 +1,120 @@
+package io.onceflow.sink.postgres;
+
+import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.checkpoint;
+import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.commit;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
+import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
+import io.onceflow.sink.postgres.internal.schema.ServerChecks;
+import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
+import io.onceflow.sink.postgres.internal.writer.WriterStart;
+import io.onceflow.testing.Eventually;
+import io.onceflow.testing.TestPostgres;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.OptionalLong;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * A primary with a real streaming replica (a copy of the stopped primary's data directory started
+ * as a standby): the start's warning about asynchronous replicas, and a promotion, whose new
+ * timeline the writers notice.
+ */
+class ReplicationTest {
+    private static final Duration REPLICATION = Duration.ofSeconds(30);
+
+    @TempDir
+    Path directory;
+
+    @Test
+    void anAsynchronousReplicaIsWarnedAboutAndASynchronousOneIsNot() throws Exception {
+        Path standbyData = directory.resolve("standby");
+        try (TestPostgres primary = primaryWithCopy(directory.resolve("primary"), standbyData);
+                TestPostgres standby = startStandby(standbyData, primary)) {
+            awaitSyncState(primary, "async");
+            primary.execute("CREATE ROLE plain LOGIN");
+
+            assertThat(warning(primary, primary.user())).get().asString()
+                    .contains("streams to 1 asynchronous replica(s) of 1", "synchronous_standby_names");
+            assertThat(warning(primary, "plain")).as("a role without pg_monitor cannot see the state").get()
+                    .asString().contains("1 replica(s) whose replication state this role may not see");
+
+            primary.execute("ALTER SYSTEM SET synchronous_standby_names = '*'", "SELECT pg_reload_conf()");
+            awaitSyncState(primary, "sync");
+            assertThat(warning(primary, primary.user())).isEmpty();
+        }
+    }
+
+    @Test
+    void aPromotedReplicaHasANewerTimelineAndTheWriterNoticesIt() throws Exception {
+        Path standbyData = directory.resolve("standby");
+        PostgresSinkConfig config;
+        PostgresCommittable checkpoint1;
+        try (TestPostgres primary = primaryWithCopy(directory.resolve("primary"), standbyData)) {
+            TestPostgres standby = startStandby(standbyData, primary);
+            try {
+                // synchronous and applied: the replica misses nothing, only its timeline will tell
+                primary.execute("ALTER SYSTEM SET synchronous_standby_names = '*'",
+                        "ALTER SYSTEM SET synchronous_commit = 'remote_apply'", "SELECT pg_reload_conf()");
+                awaitSyncState(primary, "sync");
+                config = SinkDatabase.config(StaleCopyFailoverTest.builder(primary));
+                try (PostgresExactlyOnceWriter writer = SinkDatabase.writer(config, 1, OptionalLong.empty())) {
+                    checkpoint1 = checkpoint(writer, 1, "a");
+                }
+                primary.close(); // the primary is lost
+                standby.execute("SELECT pg_promote()");
+                Eventually.await("the standby is promoted", REPLICATION,
+                        () -> standby.rows("SELECT pg_is_in_recovery()").equals(List.of("f")));
+
+                PostgresSinkConfig onPromoted = StaleCopyFailoverTest.onServer(standby, config);
+                PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
+                try (PostgresExactlyOnceWriter writer = new PostgresExactlyOnceWriter(onPromoted,
+                        new WriterStart(0, 1, 128, 2, "test-job-id", OptionalLong.of(1), List.of()), metrics)) {
+                    assertThat(metrics.serverChangesSeen.getCount()).as("timeline 1 -> 2").isEqualTo(1);
+                    commit(onPromoted, checkpoint1);
+                    commit(onPromoted, checkpoint(writer, 2, "b"));
+                }
+                assertThat(SinkDatabase.deliveries(standby)).isEqualTo(Map.of("a", 1, "b", 1));
+            } finally {
+                standby.close();
+            }
+        }
+    }
+
+    /** Starts a server, stops it, copies its data directory to {@code copy}, and starts it again. */
+    private static TestPostgres primaryWithCopy(Path data, Path copy) throws Exception {
+        TestPostgres.start(data).close();
+        TestPostgres.copyDataDirectory(data, copy);
+        return TestPostgres.start(data);
+    }
+
+    /** Starts the copy as a standby streaming from {@code primary}. */
+    private static TestPostgres startStandby(Path copy, TestPostgres primary) throws Exception {
+        Files.writeString(copy.resolve("standby.signal"), "");
+        String port = primary.jdbcUrl().replaceFirst(".*:(\\d+)/.*", "$1");
+        Files.writeString(copy.resolve("postgresql.auto.conf"), "\nprimary_conninfo = 'host=127.0.0.1 port=" + port
+                + " user=" + primary.user() + "'\n", StandardOpenOption.APPEND);
+        return TestPostgres.start(copy);
+    }
+
+    private static void awaitSyncState(TestPostgres primary, String state) throws Exception {
+        Eventually.await("the replica streams, " + state, REPLICATION, () -> primary.rows(
+                "SELECT sync_state FROM pg_stat_replication WHERE state = 'streaming'").equals(List.of(state)));
+    }
+
+    private static Optional<String> warning(TestPostgres server, String user) throws Exception {
+        try (Connection connection = DriverManager.getConnection(server.jdbcUrl(), user, "")) {
+            return ServerChecks.replicationWarning(connection);
+        }
+    }
+}
