@@ -17,7 +17,6 @@ import io.onceflow.sink.postgres.internal.fencing.SinkRuns;
 import io.onceflow.sink.postgres.internal.fencing.StaleWriterException;
 import io.onceflow.sink.postgres.internal.fencing.WriterFence;
 import io.onceflow.sink.postgres.internal.schema.BarrierLockChecks;
-import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
 import io.onceflow.sink.postgres.internal.schema.ServerChecks;
 import java.io.IOException;
 import java.sql.Connection;
