@@ -13,6 +13,7 @@ import io.onceflow.sink.postgres.internal.commit.PreparedTransactionRecovery;
 import io.onceflow.sink.postgres.internal.commit.TransactionId;
 import io.onceflow.sink.postgres.internal.effects.EffectWorker;
 import io.onceflow.sink.postgres.internal.fencing.SinkRuns;
+import io.onceflow.sink.postgres.internal.fencing.TransactionPoolerCheck;
 import io.onceflow.sink.postgres.internal.fencing.WriterFence;
 import io.onceflow.sink.postgres.internal.schema.BarrierLockChecks;
 import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
@@ -40,7 +41,8 @@ import org.postgresql.core.QueryExecutor;
  * batches, prepared at the checkpoint barrier and handed to the committer. It never commits.
  *
  * <p>Start-up, before anything is written: check {@code max_prepared_transactions}, create missing
- * tables, refuse unique indexes and triggers that would stall checkpoints ({@link BarrierLockChecks}),
+ * tables, refuse unique indexes and triggers that would stall checkpoints ({@link BarrierLockChecks})
+ * and a transaction-pooling proxy ({@link TransactionPoolerCheck}, one probe),
  * fence older attempts out and claim this subtask's indices ({@link WriterFence}), roll back
  * the abandoned prepared transactions of those indices ({@link PreparedTransactionRecovery}). The
  * connection opened here is the writer's only one for its whole life: the fence's locks live on it,
@@ -122,6 +124,9 @@ public final class PostgresExactlyOnceWriter
             // would make this restart wait for ever (see BarrierLockChecks)
             BarrierLockChecks.check(connection, config.schema(), start.parallelism(),
                     config.tables().allowTriggersThatMayStallCheckpoints());
+            // its locks and claims live on this session: refuse a transaction pooler before taking any
+            TransactionPoolerCheck.requireOwnSession(connection, () -> PostgresConnections.open(config, "pooler-probe"),
+                    TransactionPoolerCheck.WRITER_START_PROBES);
             backendPid = backendPid(connection);
             openedFence = WriterFence.open(config, connection, start, metrics.olderAttemptsFenced);
             fence = openedFence;

@@ -1,0 +1,100 @@
+package io.onceflow.sink.postgres;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.fencing.SinkRuns;
+import io.onceflow.testing.TransactionPoolingProxy;
+import io.onceflow.testing.TransactionPoolingProxy.Order;
+import io.onceflow.testing.TransactionPoolingProxy.Pooling;
+import java.io.IOException;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.OptionalLong;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A transaction-pooling proxy ({@link TransactionPoolingProxy}, PgBouncer's {@code pool_mode =
+ * transaction}) is refused before a run registers and before a writer claims anything; a direct
+ * connection and a session-pooling proxy are not.
+ */
+class TransactionPoolerDetectionTest {
+    private final SinkDatabase db = new SinkDatabase();
+
+    @ParameterizedTest(name = "{0} server connections, {1}")
+    @CsvSource({"1, LIFO", "2, LIFO", "4, LIFO", "1, FIFO", "2, FIFO", "4, FIFO"})
+    void aRunStartThroughATransactionPoolerIsRefusedAndRegistersNothing(int poolSize, Order order) throws Exception {
+        try (TransactionPoolingProxy proxy = TransactionPoolingProxy.start(db.database, poolSize, Pooling.TRANSACTION,
+                order)) {
+            PostgresRunRegistry pooled = db.builder("job").setJdbcUrl(proxy.jdbcUrl()).build();
+
+            assertThatThrownBy(() -> pooled.startRun(1, StartMode.FRESH, "pooled job"))
+                    .isInstanceOf(IllegalStateException.class)
+                    .hasMessage(SinkRuns.transactionPoolingMessage());
+        }
+        assertThat(db.database.rows("SELECT count(*) FROM pg_class WHERE relname LIKE 'onceflow%'"))
+                .as("refused before it created a table or registered a run").containsExactly("0");
+    }
+
+    @Test
+    void aDirectConnectionAndASessionPoolerPass() throws Exception {
+        assertThat(db.builder("job").build().startRun(1, StartMode.FRESH, "direct job").run()).isPositive();
+        try (TransactionPoolingProxy proxy = TransactionPoolingProxy.start(db.database, 6, Pooling.SESSION,
+                Order.LIFO)) {
+            RegisteredRun run = db.builder("job").setJdbcUrl(proxy.jdbcUrl()).build()
+                    .startRun(1, StartMode.FRESH, "session-pooled job");
+            assertThat(run.run()).isPositive();
+            PostgresSinkConfig config = db.builder("job").setJdbcUrl(proxy.jdbcUrl()).build().config()
+                    .withRun(run.run());
+            SinkDatabase.writer(config, db.attempt(0, 1, OptionalLong.empty())).close();
+        }
+        assertThat(db.database.rows("SELECT count(*) FROM " + PostgresTableOptions.DEFAULT_RUNS)).containsExactly("2");
+    }
+
+    /** Why the check needs other clients: alone on an idle pool, a connection keeps getting the same backend. */
+    @ParameterizedTest(name = "{0} server connections, {1}")
+    @CsvSource({"1, LIFO", "4, LIFO"})
+    void backToBackStatementsOnAnIdlePoolShowOneBackend(int poolSize, Order order) throws Exception {
+        try (TransactionPoolingProxy proxy = TransactionPoolingProxy.start(db.database, poolSize, Pooling.TRANSACTION,
+                order);
+                Connection connection = DriverManager.getConnection(proxy.jdbcUrl(), db.database.user(), "")) {
+            List<Integer> pids = new ArrayList<>();
+            for (int i = 0; i < 5; i++) {
+                pids.add(backendPid(connection));
+            }
+            assertThat(pids).as("what the former two-statement check compared").containsOnly(pids.get(0));
+        }
+    }
+
+    @ParameterizedTest(name = "{0} server connections, {1}")
+    @CsvSource({"1, LIFO", "4, LIFO", "1, FIFO"})
+    void aWriterThroughATransactionPoolerStopsBeforeItClaimsItsSubtask(int poolSize, Order order) throws Exception {
+        long run = db.config("job").run(); // registered directly, as main would with another URL
+        try (TransactionPoolingProxy proxy = TransactionPoolingProxy.start(db.database, poolSize, Pooling.TRANSACTION,
+                order)) {
+            PostgresSinkConfig pooled = db.builder("job").setJdbcUrl(proxy.jdbcUrl()).build().config().withRun(run);
+
+            assertThatThrownBy(() -> SinkDatabase.writer(pooled, db.attempt(0, 1, OptionalLong.empty())))
+                    .isInstanceOf(IOException.class)
+                    .hasMessageContaining(SinkRuns.transactionPoolingMessage());
+        }
+        assertThat(db.database.rows("SELECT count(*) FROM " + PostgresTableOptions.DEFAULT_WRITERS))
+                .as("no claim").containsExactly("0");
+    }
+
+    private static int backendPid(Connection connection) throws SQLException {
+        try (Statement statement = connection.createStatement();
+                ResultSet row = statement.executeQuery("SELECT pg_backend_pid()")) {
+            row.next();
+            return row.getInt(1);
+        }
+    }
+}
