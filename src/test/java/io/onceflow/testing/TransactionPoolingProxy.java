@@ -13,6 +13,10 @@ import java.net.ServerSocket;
 import java.net.Socket;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
 import java.util.ArrayDeque;
 import java.util.Deque;
 import java.util.Set;
@@ -100,6 +104,15 @@ public final class TransactionPoolingProxy implements Closeable {
     public String jdbcUrl() {
         return "jdbc:postgresql://127.0.0.1:" + listener.getLocalPort() + server.getPath() + "?user=" + user
                 + "&prepareThreshold=0";
+    }
+
+    /** The pid of the server session that runs {@code connection}'s next statement. */
+    public static int backendPid(Connection connection) throws SQLException {
+        try (Statement statement = connection.createStatement();
+                ResultSet row = statement.executeQuery("SELECT pg_backend_pid()")) {
+            row.next();
+            return row.getInt(1);
+        }
     }
 
     @Override

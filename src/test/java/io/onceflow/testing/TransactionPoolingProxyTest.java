@@ -24,14 +24,14 @@ class TransactionPoolingProxyTest {
             first.setAutoCommit(false);
             second.setAutoCommit(false);
 
-            int firstPid = backendPid(first);
+            int firstPid = TransactionPoolingProxy.backendPid(first);
             first.commit();
-            int secondPid = backendPid(second);
+            int secondPid = TransactionPoolingProxy.backendPid(second);
             second.commit();
             assertThat(secondPid).as("the backend the first transaction gave back").isEqualTo(firstPid);
 
-            int overlappingFirst = backendPid(first);
-            int overlappingSecond = backendPid(second);
+            int overlappingFirst = TransactionPoolingProxy.backendPid(first);
+            int overlappingSecond = TransactionPoolingProxy.backendPid(second);
             assertThat(overlappingSecond).as("the other backend, the first is in a transaction")
                     .isNotEqualTo(overlappingFirst);
             first.commit();
@@ -59,22 +59,14 @@ class TransactionPoolingProxyTest {
         try (TransactionPoolingProxy proxy = TransactionPoolingProxy.start(database, 2, Pooling.SESSION, Order.LIFO);
                 Connection first = connect(proxy);
                 Connection second = connect(proxy)) {
-            int firstPid = backendPid(first);
-            int secondPid = backendPid(second);
+            int firstPid = TransactionPoolingProxy.backendPid(first);
+            int secondPid = TransactionPoolingProxy.backendPid(second);
             assertThat(secondPid).isNotEqualTo(firstPid);
-            assertThat(backendPid(first)).isEqualTo(firstPid);
+            assertThat(TransactionPoolingProxy.backendPid(first)).isEqualTo(firstPid);
         }
     }
 
     private Connection connect(TransactionPoolingProxy proxy) throws SQLException {
         return DriverManager.getConnection(proxy.jdbcUrl(), database.user(), database.password());
-    }
-
-    static int backendPid(Connection connection) throws SQLException {
-        try (Statement statement = connection.createStatement();
-                ResultSet row = statement.executeQuery("SELECT pg_backend_pid()")) {
-            row.next();
-            return row.getInt(1);
-        }
     }
 }

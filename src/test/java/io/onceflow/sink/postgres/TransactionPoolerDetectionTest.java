@@ -11,15 +11,12 @@ import io.onceflow.testing.TransactionPoolingProxy.Pooling;
 import java.io.IOException;
 import java.sql.Connection;
 import java.sql.DriverManager;
-import java.sql.ResultSet;
-import java.sql.SQLException;
-import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.OptionalLong;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
-import org.junit.jupiter.api.Test;
 
 /**
  * A transaction-pooling proxy ({@link TransactionPoolingProxy}, PgBouncer's {@code pool_mode =
@@ -68,7 +65,7 @@ class TransactionPoolerDetectionTest {
                 Connection connection = DriverManager.getConnection(proxy.jdbcUrl(), db.database.user(), "")) {
             List<Integer> pids = new ArrayList<>();
             for (int i = 0; i < 5; i++) {
-                pids.add(backendPid(connection));
+                pids.add(TransactionPoolingProxy.backendPid(connection));
             }
             assertThat(pids).as("what the former two-statement check compared").containsOnly(pids.get(0));
         }
@@ -88,13 +85,5 @@ class TransactionPoolerDetectionTest {
         }
         assertThat(db.database.rows("SELECT count(*) FROM " + PostgresTableOptions.DEFAULT_WRITERS))
                 .as("no claim").containsExactly("0");
-    }
-
-    private static int backendPid(Connection connection) throws SQLException {
-        try (Statement statement = connection.createStatement();
-                ResultSet row = statement.executeQuery("SELECT pg_backend_pid()")) {
-            row.next();
-            return row.getInt(1);
-        }
     }
 }

@@ -50,9 +50,17 @@ import org.apache.flink.annotation.Internal;
  */
 @Internal
 public final class TransactionPoolerCheck {
-    /** At a run's start, once per submission: pools of up to 4 server connections are caught in any order. */
+    /**
+     * At a run's start, once per submission: pools of up to 4 server connections are caught in any
+     * order. Measured against the test proxy: LIFO and FIFO pools of 1 to 40 connections all caught;
+     * about 120-150 ms against a direct server on a busy 2-core machine (4 connections opened).
+     */
     public static final int RUN_START_PROBES = 4;
-    /** At each writer start, cheap: catches LIFO pools and pools of one server connection. */
+    /**
+     * At each writer start, where a TaskManager's route to the database may differ from main's:
+     * catches LIFO pools of any size and pools of one connection; of FIFO pools of 1 to 40 the
+     * test proxy's of 2 and 7 connections got through. About 25-30 ms (one connection opened).
+     */
     public static final int WRITER_START_PROBES = 1;
     private static final String MARKER = "onceflow.session_probe";
     private static final String MARK = "SELECT pg_backend_pid(), set_config('" + MARKER + "', ?, false)";
