@@ -2,9 +2,11 @@ package io.onceflow.sink.postgres;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.entry;
 
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.fencing.SinkRuns;
+import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
 import io.onceflow.testing.TransactionPoolingProxy;
 import io.onceflow.testing.TransactionPoolingProxy.Order;
 import io.onceflow.testing.TransactionPoolingProxy.Pooling;
@@ -13,7 +15,9 @@ import java.sql.Connection;
 import java.sql.DriverManager;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.OptionalLong;
+import java.util.TreeMap;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
@@ -85,5 +89,48 @@ class TransactionPoolerDetectionTest {
         }
         assertThat(db.database.rows("SELECT count(*) FROM " + PostgresTableOptions.DEFAULT_WRITERS))
                 .as("no claim").containsExactly("0");
+    }
+
+    /**
+     * The writer's one probe misses some round-robin pools (with this proxy, 2 and 7 server
+     * connections): its first PREPARE is refused instead, as its commit-log row comes from a session
+     * other than the one it started on. Either way nothing is prepared and no row is written.
+     */
+    @Test
+    void aWriterThatGetsPastItsStartCheckIsRefusedAtItsFirstPrepare() throws Exception {
+        long run = db.config("job").run();
+        Map<String, String> refusedAt = new TreeMap<>();
+        for (Order order : Order.values()) {
+            for (int poolSize : new int[] {1, 2, 4, 7}) {
+                try (TransactionPoolingProxy proxy = TransactionPoolingProxy.start(db.database, poolSize,
+                        Pooling.TRANSACTION, order)) {
+                    PostgresSinkConfig pooled = db.builder("job").setJdbcUrl(proxy.jdbcUrl()).build().config()
+                            .withRun(run);
+                    refusedAt.put(order + " " + poolSize, firstCheckpointRefusal(pooled));
+                }
+            }
+        }
+        assertThat(refusedAt).containsOnly(
+                entry("LIFO 1", "start"), entry("LIFO 2", "start"), entry("LIFO 4", "start"), entry("LIFO 7", "start"),
+                entry("FIFO 1", "start"), entry("FIFO 2", "prepare"), entry("FIFO 4", "start"), entry("FIFO 7", "prepare"));
+        assertThat(db.prepared("job")).isEmpty();
+        assertThat(db.deliveriesById()).isEmpty();
+    }
+
+    /** Where a writer of {@code config} is refused on its way to its first prepared transaction. */
+    private String firstCheckpointRefusal(PostgresSinkConfig config) throws Exception {
+        PostgresExactlyOnceWriter writer;
+        try {
+            writer = SinkDatabase.writer(config, db.attempt(0, 1, OptionalLong.empty()));
+        } catch (IOException e) {
+            assertThat(e).hasMessageContaining(SinkRuns.transactionPoolingMessage());
+            return "start";
+        }
+        try (writer) {
+            assertThatThrownBy(() -> PostgresTwoPhaseCommitTest.checkpoint(writer, 1, "a", "b"))
+                    .isInstanceOf(IOException.class)
+                    .hasMessageContaining(SinkRuns.transactionPoolingMessage());
+            return "prepare";
+        }
     }
 }
