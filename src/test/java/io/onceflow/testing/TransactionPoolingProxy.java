@@ -1,9 +1,11 @@
 package io.onceflow.testing;
 
+import static io.onceflow.testing.ProxyServerConnection.body;
+import static io.onceflow.testing.ProxyServerConnection.write;
+
 import io.onceflow.testing.TestPostgres.TestDatabase;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
-import java.io.ByteArrayOutputStream;
 import java.io.Closeable;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
@@ -12,7 +14,6 @@ import java.net.InetAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
 import java.net.URI;
-import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.SQLException;
@@ -20,7 +21,6 @@ import java.sql.Statement;
 import java.util.ArrayDeque;
 import java.util.Deque;
 import java.util.Set;
-import java.util.TimeZone;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -42,9 +42,8 @@ import java.util.concurrent.Executors;
  *       and has answered every Query and Sync the client sent; {@link Pooling#SESSION}: a client keeps
  *       its server connection until it leaves;
  *   <li>a client that leaves (Terminate, or a closed socket) while it holds a server connection had
- *       a session or transaction there: that connection is closed and a new one joins the pool, as a
- *       PgBouncer without {@code server_reset_query} would not bother to do (the tests need clean
- *       sessions, not PgBouncer's reuse).
+ *       a session or transaction there: that connection is closed and a new one joins the pool
+ *       (PgBouncer closes one left in a transaction, and resets one of session mode instead).
  * </ul>
  *
  * The pool hands out idle connections {@link Order#LIFO} (PgBouncer's default,
@@ -60,7 +59,6 @@ public final class TransactionPoolingProxy implements Closeable {
     /** Which idle server connection the pool hands out next. */
     public enum Order { LIFO, FIFO }
 
-    private static final int PROTOCOL_3 = 196608;
     private static final int SSL_REQUEST = 80877103;
     private static final int GSS_REQUEST = 80877104;
 
@@ -69,7 +67,7 @@ public final class TransactionPoolingProxy implements Closeable {
     private final Pooling pooling;
     private final Order order;
     private final ServerSocket listener;
-    private final Deque<ServerConnection> idle = new ArrayDeque<>();
+    private final Deque<ProxyServerConnection> idle = new ArrayDeque<>();
     private final Set<Closeable> open = ConcurrentHashMap.newKeySet();
     private final ExecutorService threads = Executors.newCachedThreadPool(task -> {
         Thread thread = new Thread(task, "transaction-pooling-proxy");
@@ -94,7 +92,7 @@ public final class TransactionPoolingProxy implements Closeable {
         TransactionPoolingProxy proxy = new TransactionPoolingProxy(URI.create(database.jdbcUrl().substring(5)),
                 database.user(), pooling, order);
         for (int i = 0; i < poolSize; i++) {
-            proxy.idle.add(proxy.new ServerConnection());
+            proxy.idle.add(proxy.openServerConnection());
         }
         proxy.threads.execute(proxy::accept);
         return proxy;
@@ -169,7 +167,7 @@ public final class TransactionPoolingProxy implements Closeable {
                 out.flush();
                 continue;
             }
-            if (code != PROTOCOL_3) {
+            if (code != ProxyServerConnection.PROTOCOL_3) {
                 return false; // a CancelRequest: not supported
             }
             write(out, 'R', new byte[4]); // AuthenticationOk
@@ -181,7 +179,18 @@ public final class TransactionPoolingProxy implements Closeable {
         }
     }
 
-    private ServerConnection take() throws InterruptedException {
+    private ProxyServerConnection openServerConnection() throws IOException {
+        ProxyServerConnection connection = new ProxyServerConnection(server, user);
+        open.add(connection);
+        synchronized (this) {
+            if (parameterStatus == null) {
+                parameterStatus = connection.parameterStatus;
+            }
+        }
+        return connection;
+    }
+
+    private ProxyServerConnection take() throws InterruptedException {
         synchronized (idle) {
             while (idle.isEmpty()) {
                 idle.wait();
@@ -190,7 +199,7 @@ public final class TransactionPoolingProxy implements Closeable {
         }
     }
 
-    private void giveBack(ServerConnection connection) {
+    private void giveBack(ProxyServerConnection connection) {
         synchronized (idle) {
             if (order == Order.LIFO) {
                 idle.addFirst(connection);
@@ -201,23 +210,11 @@ public final class TransactionPoolingProxy implements Closeable {
         }
     }
 
-    private static byte[] body(DataInputStream in) throws IOException {
-        byte[] body = new byte[in.readInt() - 4];
-        in.readFully(body);
-        return body;
-    }
-
-    private static void write(DataOutputStream out, int type, byte[] body) throws IOException {
-        out.write(type);
-        out.writeInt(body.length + 4);
-        out.write(body);
-    }
-
     /** One client after its startup, and the server connection it holds, if any. */
     private final class Client {
         private final Socket socket;
         private final DataOutputStream out;
-        private ServerConnection server;
+        private ProxyServerConnection server;
         /** Queries and Syncs sent to {@link #server} that it has not answered with ReadyForQuery yet. */
         private int unanswered;
 
@@ -228,7 +225,7 @@ public final class TransactionPoolingProxy implements Closeable {
 
         synchronized void forward(int type, byte[] body) throws IOException, InterruptedException {
             if (server == null) {
-                ServerConnection taken = take();
+                ProxyServerConnection taken = take();
                 server = taken;
                 threads.execute(() -> relay(taken));
             }
@@ -240,7 +237,7 @@ public final class TransactionPoolingProxy implements Closeable {
         }
 
         /** Copies the server's messages to the client until the server connection goes back to the pool. */
-        private void relay(ServerConnection from) {
+        private void relay(ProxyServerConnection from) {
             try {
                 while (true) {
                     int type = from.in.readByte();
@@ -275,74 +272,20 @@ public final class TransactionPoolingProxy implements Closeable {
 
         /** The client left: a server connection it still holds has its session or transaction, so it is replaced. */
         void leave() {
-            ServerConnection held;
+            ProxyServerConnection held;
             synchronized (this) {
                 held = server;
                 server = null;
             }
             if (held != null) {
                 try {
+                    open.remove(held);
                     held.close();
-                    giveBack(new ServerConnection());
+                    giveBack(openServerConnection());
                 } catch (IOException e) {
                     // the proxy is closing, or the server is gone: the pool shrinks
                 }
             }
-        }
-    }
-
-    /** A server connection the proxy opened and authenticated itself. */
-    private final class ServerConnection implements Closeable {
-        private final Socket socket;
-        private final DataInputStream in;
-        private final DataOutputStream out;
-
-        ServerConnection() throws IOException {
-            socket = new Socket(server.getHost(), server.getPort());
-            open.add(socket);
-            in = new DataInputStream(new BufferedInputStream(socket.getInputStream()));
-            out = new DataOutputStream(new BufferedOutputStream(socket.getOutputStream()));
-            ByteArrayOutputStream startup = new ByteArrayOutputStream();
-            DataOutputStream parameters = new DataOutputStream(startup);
-            parameters.writeInt(PROTOCOL_3);
-            // what pgjdbc itself asks for, so that the ParameterStatus values suit it
-            for (String parameter : new String[] {"user", user, "database", server.getPath().substring(1),
-                    "client_encoding", "UTF8", "DateStyle", "ISO", "TimeZone", TimeZone.getDefault().getID(),
-                    "extra_float_digits", "3", "application_name", "transaction-pooling-proxy"}) {
-                parameters.write(parameter.getBytes(StandardCharsets.UTF_8));
-                parameters.write(0);
-            }
-            parameters.write(0);
-            out.writeInt(startup.size() + 4);
-            out.write(startup.toByteArray());
-            out.flush();
-            ByteArrayOutputStream status = new ByteArrayOutputStream();
-            for (int type = in.readByte(); type != 'Z'; type = in.readByte()) {
-                byte[] body = body(in);
-                if (type == 'R' && body[3] != 0) {
-                    throw new IOException("the server asks for authentication method " + body[3]
-                            + ": the proxy supports trust only (the embedded server's)");
-                }
-                if (type == 'E') {
-                    throw new IOException("the server refused the proxy: "
-                            + new String(body, StandardCharsets.UTF_8).replace('\0', ' '));
-                }
-                if (type == 'S') {
-                    write(new DataOutputStream(status), type, body);
-                }
-            }
-            body(in);
-            synchronized (TransactionPoolingProxy.this) {
-                if (parameterStatus == null) {
-                    parameterStatus = status.toByteArray();
-                }
-            }
-        }
-
-        @Override
-        public void close() throws IOException {
-            open.remove(socket);
-            socket.close();
         }
     }
 }

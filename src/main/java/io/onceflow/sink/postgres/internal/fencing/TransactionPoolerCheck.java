@@ -106,14 +106,21 @@ public final class TransactionPoolerCheck {
         }
     }
 
-    /** Gives the probes' backends back (rollback, close) and clears A's marker; a failure there only adds to {@code failure}. */
+    /**
+     * Gives the probes' backends back (rollback, close) and clears A's marker; a failure there
+     * only adds to {@code failure}. A probe that cannot be closed cleanly is gone anyway.
+     */
     private static void cleanUp(Connection connection, List<Connection> probes, Throwable failure) throws SQLException {
-        try {
-            for (Connection probe : probes) {
-                try (probe) {
-                    probe.rollback();
+        for (Connection probe : probes) {
+            try (probe) {
+                probe.rollback();
+            } catch (SQLException e) {
+                if (failure != null) {
+                    failure.addSuppressed(e);
                 }
             }
+        }
+        try {
             session(connection, MARK, "");
         } catch (SQLException e) {
             if (failure == null) {
