@@ -4,6 +4,7 @@ import static io.onceflow.config.ConfigException.problem;
 
 import io.onceflow.config.PostgresSettings;
 import io.onceflow.sink.postgres.EffectFunction;
+import io.onceflow.sink.postgres.internal.fencing.TransactionPoolerCheck;
 import io.onceflow.sink.postgres.internal.schema.PendingEffectsTable;
 import io.onceflow.sink.postgres.internal.schema.ServerChecks;
 import java.sql.Connection;
@@ -20,9 +21,9 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The PostgreSQL part of the {@link Preflight}: the server accepts the login, and the user may
- * write the tables that exist and create those that do not, and call the effect function (the
- * job), or read the event table (the audit). It warns when the server streams to asynchronous
- * replicas ({@link ServerChecks#replicationWarning}).
+ * write the tables that exist and create those that do not, and call the effect function, and the
+ * connection is not pooled per transaction (the job), or read the event table (the audit). It warns
+ * when the server streams to asynchronous replicas ({@link ServerChecks#replicationWarning}).
  */
 final class PostgresPreflight {
     private static final Logger LOG = LoggerFactory.getLogger(PostgresPreflight.class);
@@ -67,6 +68,13 @@ final class PostgresPreflight {
                 if (keys != null) {
                     EffectFunction.keysProblem(connection, keys)
                             .ifPresent(problem -> problems.add("postgres.effect.keys: at " + server + ", " + problem));
+                }
+                try {
+                    // --check should say it too, not only the run start that follows
+                    TransactionPoolerCheck.requireOwnSession(connection, this::connect,
+                            TransactionPoolerCheck.RUN_START_PROBES);
+                } catch (IllegalStateException e) {
+                    problems.add("postgres.url: at " + server + ", " + e.getMessage());
                 }
             } else {
                 checkTable(connection, "postgres.table", settings.table(), List.of("SELECT"));

@@ -2,6 +2,7 @@ package io.onceflow.sink.postgres.internal.fencing;
 
 import io.onceflow.sink.postgres.PendingTransactionsException;
 import io.onceflow.sink.postgres.StartMode;
+import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.commit.PreparedTransactionRecovery;
 import io.onceflow.sink.postgres.internal.commit.TransactionId;
@@ -49,26 +50,10 @@ final class RunStartChecks {
                 config.tables().allowTriggersThatMayStallCheckpoints());
     }
 
-    /**
-     * A transaction-pooling proxy (PgBouncer's {@code pool_mode = transaction}) hands each
-     * transaction to any server session: it cannot carry prepared transactions' owners, session
-     * locks or session settings. Two autocommit statements on different backends give it away (a
-     * proxy that happens to reuse the backend is caught at the first PREPARE instead).
-     */
+    /** See {@link TransactionPoolerCheck}: a transaction pooler cannot carry the sink's sessions. */
     private void requireOneSessionPerConnection() throws SQLException {
-        int first = backendPid();
-        int second = backendPid();
-        if (first != second) {
-            throw new IllegalStateException(SinkRuns.transactionPoolingMessage());
-        }
-    }
-
-    private int backendPid() throws SQLException {
-        try (PreparedStatement query = connection.prepareStatement("SELECT pg_backend_pid()");
-                ResultSet result = query.executeQuery()) {
-            result.next();
-            return result.getInt(1);
-        }
+        TransactionPoolerCheck.requireOwnSession(connection, () -> PostgresConnections.open(config, "pooler-probe"),
+                TransactionPoolerCheck.RUN_START_PROBES);
     }
 
     /**

@@ -126,7 +126,8 @@ public final class SinkRuns {
 
     /** Why a connection through a transaction-pooling proxy cannot serve the sink, and what to do. */
     public static String transactionPoolingMessage() {
-        return "consecutive transactions of one connection ran in different server sessions: the connection goes"
+        return "the server session of one connection ran another connection's transaction, or consecutive"
+                + " transactions of one connection ran in different server sessions: the connection goes"
                 + " through a transaction-pooling proxy (PgBouncer with pool_mode = transaction?), which cannot carry"
                 + " prepared transactions, session locks and session settings. Point postgres.url at PostgreSQL"
                 + " itself or at a session-pooling proxy (pool_mode = session).";

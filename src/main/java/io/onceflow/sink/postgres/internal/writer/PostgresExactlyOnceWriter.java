@@ -15,6 +15,7 @@ import io.onceflow.sink.postgres.internal.effects.EffectWorker;
 import io.onceflow.sink.postgres.internal.fencing.ServerChange;
 import io.onceflow.sink.postgres.internal.fencing.SinkRuns;
 import io.onceflow.sink.postgres.internal.fencing.StaleWriterException;
+import io.onceflow.sink.postgres.internal.fencing.TransactionPoolerCheck;
 import io.onceflow.sink.postgres.internal.fencing.WriterFence;
 import io.onceflow.sink.postgres.internal.schema.BarrierLockChecks;
 import io.onceflow.sink.postgres.internal.schema.ServerChecks;
@@ -40,11 +41,12 @@ import org.postgresql.core.QueryExecutor;
  * batches, prepared at the checkpoint barrier and handed to the committer. It never commits.
  *
  * <p>Start-up, before anything is written: check {@code max_prepared_transactions}, create missing
- * tables, refuse unique indexes and triggers that would stall checkpoints ({@link BarrierLockChecks}),
- * notice a change of server since the run was registered ({@link ServerChange}), fence older attempts
- * out and claim this subtask's indices ({@link WriterFence}), roll back the abandoned prepared
- * transactions of those indices ({@link PreparedTransactionRecovery}; after a change of server,
- * commit those of completed checkpoints first). The
+ * tables, refuse unique indexes and triggers that would stall checkpoints ({@link BarrierLockChecks})
+ * and a transaction-pooling proxy ({@link TransactionPoolerCheck}, one probe), notice a change of
+ * server since the run was registered ({@link ServerChange}), fence older attempts out and claim this
+ * subtask's indices ({@link WriterFence}), roll back the abandoned prepared transactions of those
+ * indices ({@link PreparedTransactionRecovery}; after a change of server, commit those of completed
+ * checkpoints first). The
  * connection opened here is the writer's only one for its whole life: the fence's locks live on it,
  * so once a successor has ended its session nothing this writer sends reaches the database.
  *
@@ -127,6 +129,9 @@ public final class PostgresExactlyOnceWriter
             // would make this restart wait for ever (see BarrierLockChecks)
             BarrierLockChecks.check(connection, config.schema(), start.parallelism(),
                     config.tables().allowTriggersThatMayStallCheckpoints());
+            // its locks and claims live on this session: refuse a transaction pooler before taking any
+            TransactionPoolerCheck.requireOwnSession(connection, () -> PostgresConnections.open(config, "pooler-probe"),
+                    TransactionPoolerCheck.WRITER_START_PROBES);
             backendPid = ClaimRecovery.backendPid(connection);
             // before the fence: a run the server lost with a failover is recorded again there
             boolean serverChanged = !ServerChange.seenByWriter(connection, config, start.jobId(),

@@ -1,0 +1,136 @@
+package io.onceflow.sink.postgres;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.entry;
+
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.fencing.SinkRuns;
+import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
+import io.onceflow.testing.TransactionPoolingProxy;
+import io.onceflow.testing.TransactionPoolingProxy.Order;
+import io.onceflow.testing.TransactionPoolingProxy.Pooling;
+import java.io.IOException;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.OptionalLong;
+import java.util.TreeMap;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/**
+ * A transaction-pooling proxy ({@link TransactionPoolingProxy}, PgBouncer's {@code pool_mode =
+ * transaction}) is refused before a run registers and before a writer claims anything; a direct
+ * connection and a session-pooling proxy are not.
+ */
+class TransactionPoolerDetectionTest {
+    private final SinkDatabase db = new SinkDatabase();
+
+    @ParameterizedTest(name = "{0} server connections, {1}")
+    @CsvSource({"1, LIFO", "2, LIFO", "4, LIFO", "1, FIFO", "2, FIFO", "4, FIFO"})
+    void aRunStartThroughATransactionPoolerIsRefusedAndRegistersNothing(int poolSize, Order order) throws Exception {
+        try (TransactionPoolingProxy proxy = TransactionPoolingProxy.start(db.database, poolSize, Pooling.TRANSACTION,
+                order)) {
+            PostgresRunRegistry pooled = db.builder("job").setJdbcUrl(proxy.jdbcUrl()).build();
+
+            assertThatThrownBy(() -> pooled.startRun(1, StartMode.FRESH, "pooled job"))
+                    .isInstanceOf(IllegalStateException.class)
+                    .hasMessage(SinkRuns.transactionPoolingMessage());
+        }
+        assertThat(db.database.rows("SELECT count(*) FROM pg_class WHERE relname LIKE 'onceflow%'"))
+                .as("refused before it created a table or registered a run").containsExactly("0");
+    }
+
+    @Test
+    void aDirectConnectionAndASessionPoolerPass() throws Exception {
+        assertThat(db.builder("job").build().startRun(1, StartMode.FRESH, "direct job").run()).isPositive();
+        try (TransactionPoolingProxy proxy = TransactionPoolingProxy.start(db.database, 6, Pooling.SESSION,
+                Order.LIFO)) {
+            RegisteredRun run = db.builder("job").setJdbcUrl(proxy.jdbcUrl()).build()
+                    .startRun(1, StartMode.FRESH, "session-pooled job");
+            assertThat(run.run()).isPositive();
+            PostgresSinkConfig config = db.builder("job").setJdbcUrl(proxy.jdbcUrl()).build().config()
+                    .withRun(run.run());
+            SinkDatabase.writer(config, db.attempt(0, 1, OptionalLong.empty())).close();
+        }
+        assertThat(db.database.rows("SELECT count(*) FROM " + PostgresTableOptions.DEFAULT_RUNS)).containsExactly("2");
+    }
+
+    /** Why the check needs other clients: alone on an idle pool, a connection keeps getting the same backend. */
+    @ParameterizedTest(name = "{0} server connections, {1}")
+    @CsvSource({"1, LIFO", "4, LIFO"})
+    void backToBackStatementsOnAnIdlePoolShowOneBackend(int poolSize, Order order) throws Exception {
+        try (TransactionPoolingProxy proxy = TransactionPoolingProxy.start(db.database, poolSize, Pooling.TRANSACTION,
+                order);
+                Connection connection = DriverManager.getConnection(proxy.jdbcUrl(), db.database.user(), "")) {
+            List<Integer> pids = new ArrayList<>();
+            for (int i = 0; i < 5; i++) {
+                pids.add(TransactionPoolingProxy.backendPid(connection));
+            }
+            assertThat(pids).as("what the former two-statement check compared").containsOnly(pids.get(0));
+        }
+    }
+
+    @ParameterizedTest(name = "{0} server connections, {1}")
+    @CsvSource({"1, LIFO", "4, LIFO", "1, FIFO"})
+    void aWriterThroughATransactionPoolerStopsBeforeItClaimsItsSubtask(int poolSize, Order order) throws Exception {
+        long run = db.config("job").run(); // registered directly, as main would with another URL
+        try (TransactionPoolingProxy proxy = TransactionPoolingProxy.start(db.database, poolSize, Pooling.TRANSACTION,
+                order)) {
+            PostgresSinkConfig pooled = db.builder("job").setJdbcUrl(proxy.jdbcUrl()).build().config().withRun(run);
+
+            assertThatThrownBy(() -> SinkDatabase.writer(pooled, db.attempt(0, 1, OptionalLong.empty())))
+                    .isInstanceOf(IOException.class)
+                    .hasMessageContaining(SinkRuns.transactionPoolingMessage());
+        }
+        assertThat(db.database.rows("SELECT count(*) FROM " + PostgresTableOptions.DEFAULT_WRITERS))
+                .as("no claim").containsExactly("0");
+    }
+
+    /**
+     * The writer's one probe misses some round-robin pools (with this proxy, 2 and 7 server
+     * connections): its first PREPARE is refused instead, as its commit-log row comes from a session
+     * other than the one it started on. Either way nothing is prepared and no row is written.
+     */
+    @Test
+    void aWriterThatGetsPastItsStartCheckIsRefusedAtItsFirstPrepare() throws Exception {
+        long run = db.config("job").run();
+        Map<String, String> refusedAt = new TreeMap<>();
+        for (Order order : Order.values()) {
+            for (int poolSize : new int[] {1, 2, 4, 7}) {
+                try (TransactionPoolingProxy proxy = TransactionPoolingProxy.start(db.database, poolSize,
+                        Pooling.TRANSACTION, order)) {
+                    PostgresSinkConfig pooled = db.builder("job").setJdbcUrl(proxy.jdbcUrl()).build().config()
+                            .withRun(run);
+                    refusedAt.put(order + " " + poolSize, firstCheckpointRefusal(pooled));
+                }
+            }
+        }
+        assertThat(refusedAt).containsOnly(
+                entry("LIFO 1", "start"), entry("LIFO 2", "start"), entry("LIFO 4", "start"), entry("LIFO 7", "start"),
+                entry("FIFO 1", "start"), entry("FIFO 2", "prepare"), entry("FIFO 4", "start"), entry("FIFO 7", "prepare"));
+        assertThat(db.prepared("job")).isEmpty();
+        assertThat(db.deliveriesById()).isEmpty();
+    }
+
+    /** Where a writer of {@code config} is refused on its way to its first prepared transaction. */
+    private String firstCheckpointRefusal(PostgresSinkConfig config) throws Exception {
+        PostgresExactlyOnceWriter writer;
+        try {
+            writer = SinkDatabase.writer(config, db.attempt(0, 1, OptionalLong.empty()));
+        } catch (IOException e) {
+            assertThat(e).hasMessageContaining(SinkRuns.transactionPoolingMessage());
+            return "start";
+        }
+        try (writer) {
+            assertThatThrownBy(() -> PostgresTwoPhaseCommitTest.checkpoint(writer, 1, "a", "b"))
+                    .isInstanceOf(IOException.class)
+                    .hasMessageContaining(SinkRuns.transactionPoolingMessage());
+            return "prepare";
+        }
+    }
+}
