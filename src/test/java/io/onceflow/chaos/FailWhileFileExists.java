@@ -2,45 +2,52 @@ package io.onceflow.chaos;
 
 import io.onceflow.api.Event;
 import io.onceflow.api.EventProcessor;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
+import org.apache.flink.api.common.functions.AbstractRichFunction;
+import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.util.Collector;
 
 /**
  * A test processor (packed into the job jar by {@link io.onceflow.testing.cluster.ClusterHarness#jobJarWith})
- * that turns one input record into a failure switch for a multi-process cluster: an event whose JSON
- * carries {@value #FIELD} naming a file fails its task while that file exists, and passes through as
- * any other event once the file is gone. The record stays in the input, so every attempt that restores
- * a checkpoint taken before it replays it and fails again right after its start (after the sink writers,
- * chained behind the processor, claimed their subtasks): a restart storm without a completed
- * checkpoint, which the test ends by deleting the file. Every other event passes unchanged.
+ * that is a failure switch for a multi-process cluster: while the file that the TaskManagers' system
+ * property {@value #PROPERTY} names exists, a running task fails on its next event and every new attempt
+ * fails in {@code open}. Flink opens a chain's operators from its tail, so the sink writers chained
+ * behind the processor have claimed their subtasks by then; and a task that fails in {@code open} never
+ * runs, so no checkpoint completes: a restart storm from one checkpoint, which the test ends by deleting
+ * the file. Events pass unchanged.
  */
-public final class FailWhileFileExists implements EventProcessor {
+public final class FailWhileFileExists extends AbstractRichFunction implements EventProcessor {
     private static final long serialVersionUID = 1L;
-    /** The JSON field of the switch record: the path of the file whose existence fails the task. */
-    public static final String FIELD = "failWhileExists";
-    private static final Pattern SWITCH = Pattern.compile("\"" + FIELD + "\"\\s*:\\s*\"([^\"]+)\"");
+    /** The TaskManagers' system property naming the switch file. */
+    public static final String PROPERTY = "onceflow.test.failure-switch";
 
-    /** The value of a switch record for {@code file}, with message id {@code id}. */
-    public static String switchRecord(String id, Path file) {
-        return "{\"id\":\"" + id + "\",\"" + FIELD + "\":\"" + file.toAbsolutePath() + "\"}";
+    /** The TaskManagers' JVM option that makes {@code file} the switch. */
+    public static String jvmOption(Path file) {
+        return "-D" + PROPERTY + "=" + file.toAbsolutePath();
     }
 
     @Override
+    public void open(OpenContext openContext) {
+        failIfSwitchedOn("in open, attempt " + getRuntimeContext().getTaskInfo().getAttemptNumber());
+    }
+
+    /** Also fails a running task, so that creating the file starts the storm at once (events keep coming). */
+    @Override
     public void flatMap(Event event, Collector<Event> out) {
-        Matcher matcher = SWITCH.matcher(new String(event.payload, StandardCharsets.UTF_8));
-        if (matcher.find() && Files.exists(Path.of(matcher.group(1)))) {
-            throw new SwitchedOn(event.messageId + ": " + matcher.group(1) + " exists");
-        }
+        failIfSwitchedOn("on event " + event.messageId);
         out.collect(event);
     }
 
+    private static void failIfSwitchedOn(String where) {
+        String file = System.getProperty(PROPERTY);
+        if (file != null && Files.exists(Path.of(file))) {
+            throw new SwitchedOn(file + " exists (" + where + ")");
+        }
+    }
+
     /**
-     * An Error, so that the job fails the task (it retries and dead-letters a processor's exceptions);
-     * its name tells it apart from a real failure in the logs.
+     * An Error, as a crash would be; its name tells it apart from a real failure in the logs.
      */
     public static final class SwitchedOn extends Error {
         private static final long serialVersionUID = 1L;
