@@ -41,9 +41,10 @@ import org.junit.jupiter.api.condition.EnabledIfSystemProperty;
  *
  * <p>Both JobManagers restart with the project's restart strategy: the new one recovers the job
  * graph, with the strategy, from the HA store, so a storm made fast with a short fixed delay makes
- * the stall after it as short (a first version did: 9 stale refusals in 60 s). The storm therefore
- * takes about as long as the stall it causes, 2.5 minutes, and the whole test about 8: it runs with
- * {@code -Pchaos} (or {@code -Dchaos.jobManagerTie=true}), not in the default {@code mvn verify}.
+ * the stall after it as short (a first version's new JobManager, refused as stale all the same,
+ * checkpointed after 60 s). The storm therefore takes about as long as the stall it causes, about 3
+ * minutes, and the whole test about 10: it runs with {@code -Pchaos} (or {@code
+ * -Dchaos.jobManagerTie=true}), not in the default {@code mvn verify}.
  */
 @EnabledIfSystemProperty(named = "chaos.jobManagerTie", matches = "true")
 class JobManagerTieIT {
@@ -143,12 +144,13 @@ class JobManagerTieIT {
     /** What the second JobManager's job did: the checkpoint it restored, its first new one, its state. */
     private record Jm2Start(long restoredCheckpoint, Optional<Duration> firstCheckpoint, String state) {}
 
+    /** What {@link #awaitFirstCheckpoint} polls for once the job has ended or its JobManager exited. */
+    private static final Duration ENDED_WITHOUT_CHECKPOINT = Duration.ofNanos(-1);
+
     /**
      * Waits up to {@link #OBSERVE_LIMIT} for the second JobManager's first completed checkpoint, and
      * resumes {@code frozen} once its job runs (or when {@link #STALL_LIMIT} has passed without).
      */
-    private static final Duration ENDED_WITHOUT_CHECKPOINT = Duration.ofNanos(-1);
-
     private static Jm2Start awaitFirstCheckpoint(FlinkStandaloneCluster flink, String jobId, long startNanos,
             FlinkStandaloneCluster.TaskManager frozen) throws Exception {
         long[] restored = {-1};
