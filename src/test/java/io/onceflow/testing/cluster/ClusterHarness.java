@@ -1,5 +1,7 @@
 package io.onceflow.testing.cluster;
 
+import static org.assertj.core.api.Assertions.assertThat;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.onceflow.testing.TestPostgres;
@@ -7,8 +9,12 @@ import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.Writer;
+import java.net.URI;
+import java.nio.file.FileSystem;
+import java.nio.file.FileSystems;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -205,6 +211,35 @@ public final class ClusterHarness implements AutoCloseable {
     }
 
     /**
+     * A copy of the job jar (in the harness's directory) with {@code testClasses} and their nested
+     * classes added from the test classes' directory: a test processor or failure switch that the
+     * job's {@code processor.class} can name, as a team packs its own processor into its job jar.
+     */
+    public Path jobJarWith(Class<?>... testClasses) throws IOException {
+        Path jar = Files.copy(jobJar(), directory.resolve("job-with-test-classes.jar"));
+        try (FileSystem zip = FileSystems.newFileSystem(jar)) {
+            for (Class<?> testClass : testClasses) {
+                Path classes = Path.of(URI.create(
+                        testClass.getProtectionDomain().getCodeSource().getLocation().toString()));
+                Path packageDir = classes.resolve(testClass.getPackageName().replace('.', '/'));
+                try (Stream<Path> files = Files.list(packageDir)) {
+                    for (Path file : files.filter(f -> isClassFileOf(f, testClass)).toList()) {
+                        Path target = zip.getPath(classes.relativize(file).toString());
+                        Files.createDirectories(target.getParent());
+                        Files.copy(file, target, StandardCopyOption.REPLACE_EXISTING);
+                    }
+                }
+            }
+        }
+        return jar;
+    }
+
+    private static boolean isClassFileOf(Path file, Class<?> testClass) {
+        String name = file.getFileName().toString();
+        return name.equals(testClass.getSimpleName() + ".class") || name.startsWith(testClass.getSimpleName() + "$");
+    }
+
+    /**
      * Runs {@code io.onceflow.tools.audit.AuditCommand --format json} from the job jar as its own JVM,
      * with the job's arguments, as an operator would ({@code java -cp job.jar:flink-libs ...}), and
      * parses its report.
@@ -225,7 +260,26 @@ public final class ClusterHarness implements AutoCloseable {
     }
 
     /** The audit command's exit code (0 clean, 1 findings, 2 configuration error) and its JSON report. */
-    public record AuditOutcome(int exitCode, JsonNode report) {}
+    public record AuditOutcome(int exitCode, JsonNode report) {
+        /**
+         * Asserts a clean audit of a job that read what {@code truth} describes plus {@code extraIds}
+         * records with new ids of the test's own: every input id once in the output topic and in
+         * PostgreSQL, delivered once, and the poison records (only) dead-lettered.
+         */
+        public void assertEveryIdOnce(ContinuousProducer.GroundTruth truth, long extraIds) {
+            assertThat(report.path("problems")).as("audit problems").isEmpty();
+            assertThat(exitCode).as("audit exit code").isZero();
+            assertThat(report.path("input").path("records").asLong()).as("input records")
+                    .isEqualTo(truth.records() + extraIds);
+            assertThat(report.path("output").path("records").asLong()).as("output records")
+                    .isEqualTo(truth.uniqueIds() + extraIds);
+            assertThat(report.path("postgres").path("rows").asLong()).as("PostgreSQL rows")
+                    .isEqualTo(truth.uniqueIds() + extraIds);
+            assertThat(report.path("postgres").path("maxDeliveries").asLong()).as("max deliveries").isEqualTo(1);
+            assertThat(report.path("deadLetters").path("records").asLong()).as("dead letters")
+                    .isEqualTo(truth.poisonRecords());
+        }
+    }
 
     @Override
     public void close() {

@@ -101,6 +101,20 @@ public final class FlinkRestClient {
         return get("/jobs/" + jobId + "/checkpoints");
     }
 
+    /**
+     * The lowest attempt number among the current executions of the job's subtasks (Flink counts each
+     * subtask's executions from 0 within one JobManager's life), or -1 if it has none.
+     */
+    public int minAttemptNumber(String jobId) throws IOException {
+        int lowest = Integer.MAX_VALUE;
+        for (JsonNode vertex : job(jobId).path("vertices")) {
+            for (JsonNode subtask : get("/jobs/" + jobId + "/vertices/" + vertex.path("id").asText()).path("subtasks")) {
+                lowest = Math.min(lowest, subtask.path("attempt").asInt());
+            }
+        }
+        return lowest == Integer.MAX_VALUE ? -1 : lowest;
+    }
+
     /** A job-level metric such as {@code numRestarts}, or -1 if the job does not report it (yet). */
     public long jobMetric(String jobId, String metric) throws IOException {
         for (JsonNode entry : get("/jobs/" + jobId + "/metrics?get=" + metric)) {

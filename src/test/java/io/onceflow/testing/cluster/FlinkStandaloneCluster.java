@@ -289,8 +289,18 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
 
     /** How many lines of every JobManager and TaskManager log so far, also of killed ones, contain {@code text}. */
     public long logLinesContaining(String text) {
+        return logLinesContaining(text, "");
+    }
+
+    /** As {@link #logLinesContaining(String)}, in the TaskManagers' logs only. */
+    public long taskManagerLogLinesContaining(String text) {
+        return logLinesContaining(text, "taskmanager-");
+    }
+
+    private long logLinesContaining(String text, String logNamePrefix) {
         try (Stream<Path> logs = Files.list(logDirectory())) {
-            return logs.filter(log -> log.getFileName().toString().endsWith(".log")).mapToLong(log -> {
+            return logs.filter(log -> log.getFileName().toString().startsWith(logNamePrefix)
+                    && log.getFileName().toString().endsWith(".log")).mapToLong(log -> {
                 try (Stream<String> lines = Files.lines(log)) {
                     return lines.filter(line -> line.contains(text)).count();
                 } catch (IOException | java.io.UncheckedIOException unreadable) {
