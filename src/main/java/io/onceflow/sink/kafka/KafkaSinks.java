@@ -50,12 +50,12 @@ public final class KafkaSinks {
     }
 
     /** The sink of processed events: key = message id, value = payload. */
-    public KafkaSink<Event> output(String topic) {
+    public FencedWriterTolerantKafkaSink<Event> output(String topic) {
         return build(new EventRecordSerializer(topic), OUTPUT_SUFFIX);
     }
 
     /** The sink of dead letters: original key and value, reason in headers. */
-    public KafkaSink<DeadLetter> deadLetters(String topic) {
+    public FencedWriterTolerantKafkaSink<DeadLetter> deadLetters(String topic) {
         return build(new DeadLetterRecordSerializer(topic), DEAD_LETTER_SUFFIX);
     }
 
@@ -67,7 +67,11 @@ public final class KafkaSinks {
         return List.of(transactionalIdPrefix + OUTPUT_SUFFIX, transactionalIdPrefix + DEAD_LETTER_SUFFIX);
     }
 
-    private <T> KafkaSink<T> build(KafkaRecordSerializationSchema<T> serializer, String prefixSuffix) {
+    /**
+     * A {@link KafkaSink} in a {@link FencedWriterTolerantKafkaSink}: a writer closed after a newer
+     * attempt fenced its producer must not take its TaskManager down.
+     */
+    private <T> FencedWriterTolerantKafkaSink<T> build(KafkaRecordSerializationSchema<T> serializer, String prefixSuffix) {
         Properties producer = new Properties();
         // Fewer, larger produce requests: the task thread and the broker pay per request, and
         // records wait for the checkpoint (exactly-once) far longer than linger.ms anyway. The same
@@ -78,12 +82,13 @@ public final class KafkaSinks {
         producer.setProperty(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, String.valueOf(transactionTimeout.toMillis()));
         producer.setProperty(ProducerConfig.ACKS_CONFIG, "all");
         producer.setProperty(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
-        return KafkaSink.<T>builder()
+        String sinkPrefix = transactionalIdPrefix + prefixSuffix;
+        return new FencedWriterTolerantKafkaSink<>(KafkaSink.<T>builder()
                 .setBootstrapServers(bootstrapServers)
                 .setKafkaProducerConfig(producer)
                 .setRecordSerializer(serializer)
                 .setDeliveryGuarantee(guarantee)
-                .setTransactionalIdPrefix(transactionalIdPrefix + prefixSuffix)
-                .build();
+                .setTransactionalIdPrefix(sinkPrefix)
+                .build(), sinkPrefix);
     }
 }
