@@ -3,6 +3,7 @@ package io.onceflow.sink.postgres;
 import io.onceflow.sink.postgres.RecordingCommitRequest.Outcome;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.ProtocolHooks;
 import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
 import io.onceflow.sink.postgres.internal.commit.PostgresCommitter;
@@ -56,11 +57,13 @@ class PostgresFencingTest {
         try (PostgresExactlyOnceWriter writer = SinkDatabase.writer(config, successor)) {
             completed = checkpoint(writer, 2, "b"); // checkpoint 2 completes, the commit is on its way
 
-            // The zombie wakes up and runs its start-up, recovery included: it must stop first.
-            assertThatThrownBy(() -> SinkDatabase.writer(config, zombie))
+            // The zombie wakes up and runs its start-up, recovery included: it must stop first, and count it.
+            PostgresSinkMetrics zombieMetrics = PostgresSinkMetrics.unregistered();
+            assertThatThrownBy(() -> new PostgresExactlyOnceWriter(config, zombie, zombieMetrics))
                     .isInstanceOf(IOException.class)
                     .hasMessageContaining("is claimed by a newer attempt")
                     .hasMessageContaining("zombie");
+            assertThat(zombieMetrics.staleWriterAttemptsRefused.getCount()).as("stale attempts refused").isEqualTo(1);
 
             assertThat(db.prepared("job")).containsExactly(completed.transactionId());
             assertThat(commit(config, completed)).extracting(r -> r.outcome).containsExactly(Outcome.COMMITTED);

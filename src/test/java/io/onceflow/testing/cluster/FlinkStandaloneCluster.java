@@ -1,5 +1,6 @@
 package io.onceflow.testing.cluster;
 
+import io.onceflow.sink.postgres.internal.MarkerFilePause;
 import io.onceflow.testing.Eventually;
 import java.io.IOException;
 import java.net.URI;
@@ -293,6 +294,16 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
         }
     }
 
+    /** Where a test arms a {@link MarkerFilePause} of this cluster's processes (they read it at every protocol step). */
+    public Path pausePoints() {
+        Path pausePoints = directory.resolve("pause-points");
+        try {
+            return Files.createDirectories(pausePoints);
+        } catch (IOException e) {
+            throw new IllegalStateException("could not create " + pausePoints, e);
+        }
+    }
+
     /** How long the JobManager waits for a silent TaskManager before it declares it lost. */
     public Duration heartbeatTimeout() {
         return GlobalConfiguration.loadConfiguration(confDir.toString()).get(HeartbeatManagerOptions.HEARTBEAT_TIMEOUT);
@@ -332,6 +343,7 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
         jvmOptions.add("-Dlog.file=" + logDirectory().resolve(name + ".log"));
         jvmOptions.add("-Dlog4j.configurationFile=" + confDir.resolve("log4j.properties").toUri());
         jvmOptions.add("-Djava.io.tmpdir=" + workDirectory.resolve("tmp"));
+        jvmOptions.add("-D" + MarkerFilePause.DIRECTORY_PROPERTY + "=" + pausePoints());
         List<String> args = new ArrayList<>(List.of("--configDir", confDir.toString()));
         args.addAll(options);
         args.addAll(splitOptions(resourceParams.get(1)));

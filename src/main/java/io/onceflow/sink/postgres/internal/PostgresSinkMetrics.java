@@ -28,6 +28,9 @@ import org.apache.flink.runtime.metrics.DescriptiveStatisticsHistogram;
  *       not included);
  *   <li>{@code transactionsRolledBackOnRecovery}: abandoned prepared transactions rolled back at start;
  *   <li>{@code olderAttemptsFenced}: sessions of older writer attempts ended at start (zombies);
+ *   <li>{@code staleWriterAttemptsRefused}: writer starts that found a newer run or attempt owning
+ *       what they were about to touch, and stopped (the zombie's side of the fence; counted in the
+ *       refused attempt's own group, which lives until its task fails);
  *   <li>{@code effectsQueued}, {@code oldestQueuedEffectSeconds}: the effect backlog (gauges of the
  *       writer, with an effect function; see {@link #reportEffectBacklog}).
  * </ul>
@@ -55,6 +58,7 @@ public final class PostgresSinkMetrics {
     public final Histogram commitLatencyMs;
     public final Counter transactionsRolledBackOnRecovery;
     public final Counter olderAttemptsFenced;
+    public final Counter staleWriterAttemptsRefused;
     private final MetricGroup group;
 
     private PostgresSinkMetrics(MetricGroup group) {
@@ -69,6 +73,7 @@ public final class PostgresSinkMetrics {
         commitLatencyMs = group.histogram("commitLatencyMs", new DescriptiveStatisticsHistogram(HISTOGRAM_WINDOW));
         transactionsRolledBackOnRecovery = group.counter("transactionsRolledBackOnRecovery");
         olderAttemptsFenced = group.counter("olderAttemptsFenced");
+        staleWriterAttemptsRefused = group.counter("staleWriterAttemptsRefused");
     }
 
     /**

@@ -13,6 +13,7 @@ import io.onceflow.sink.postgres.internal.commit.PreparedTransactionRecovery;
 import io.onceflow.sink.postgres.internal.commit.TransactionId;
 import io.onceflow.sink.postgres.internal.effects.EffectWorker;
 import io.onceflow.sink.postgres.internal.fencing.SinkRuns;
+import io.onceflow.sink.postgres.internal.fencing.StaleWriterException;
 import io.onceflow.sink.postgres.internal.fencing.WriterFence;
 import io.onceflow.sink.postgres.internal.schema.BarrierLockChecks;
 import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
@@ -34,6 +35,8 @@ import org.apache.flink.api.connector.sink2.InitContext;
 import org.apache.flink.api.connector.sink2.StatefulSinkWriter;
 import org.postgresql.core.BaseStatement;
 import org.postgresql.core.QueryExecutor;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Internal. The writer of {@link PostgresSink}: one database transaction per checkpoint, written in
@@ -76,6 +79,7 @@ import org.postgresql.core.QueryExecutor;
 @Internal
 public final class PostgresExactlyOnceWriter
         implements CommittingSinkWriter<Event, PostgresCommittable>, StatefulSinkWriter<Event, PostgresWriterState> {
+    private static final Logger LOG = LoggerFactory.getLogger(PostgresExactlyOnceWriter.class);
     private final String sinkPrefix;
     private final WriterStart start;
     private final String writerName;
@@ -131,6 +135,11 @@ public final class PostgresExactlyOnceWriter
                     .size());
             connection.setAutoCommit(false);
         } catch (SQLException | RuntimeException e) {
+            if (e instanceof StaleWriterException) {
+                // the fence did its job: say so where operators look (docs/operations.md, section 6)
+                metrics.staleWriterAttemptsRefused.inc();
+                LOG.warn("{}: stale writer attempt refused, nothing touched: {}", writerName, e.getMessage());
+            }
             if (openedFence != null) {
                 openedFence.close();
             }
