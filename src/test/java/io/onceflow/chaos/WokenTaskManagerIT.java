@@ -34,6 +34,8 @@ class WokenTaskManagerIT {
     /** How long a woken TaskManager gets to fail its stale tasks, clean up and register again. */
     private static final Duration WAKE_TIMEOUT = Duration.ofSeconds(60);
     private static final String FATAL = "exception in exception handler";
+    private static final int MAX_MESSAGE_BYTES = 4096;
+    private static final int MAX_ID_LENGTH = 64;
 
     @Test
     void aWokenTaskManagerCleansUpItsStaleTasksAndStays() throws Exception {
@@ -44,10 +46,13 @@ class WokenTaskManagerIT {
             settings.put("input.starting.offsets", "earliest");
             settings.put("checkpoint.interval", "1s");
             settings.put("parallelism", "2");
+            // the producer's poison includes records over these limits
+            settings.put("message.max.bytes", String.valueOf(MAX_MESSAGE_BYTES));
+            settings.put("message.id.max.length", String.valueOf(MAX_ID_LENGTH));
             List<String> jobArgs = List.of("--config", cluster.writeJobProperties(NAME, settings).toString());
             String jobId = rest.runJar(rest.uploadJar(ClusterHarness.jobJar()), jobArgs, null);
             try (ContinuousProducer producer = new ContinuousProducer(cluster.kafka().bootstrapServers(),
-                    settings.get("input.topics"), 0, 2_000, 4096, 64)) {
+                    settings.get("input.topics"), 0, 2_000, MAX_MESSAGE_BYTES, MAX_ID_LENGTH)) {
                 producer.start();
                 awaitRunningWithNewCheckpoint(rest, jobId, 0);
                 List<String> woken = new ArrayList<>();
@@ -77,6 +82,7 @@ class WokenTaskManagerIT {
                         report.path("clean").asBoolean());
                 assertThat(report.path("problems")).as("audit problems").isEmpty();
                 assertThat(audit.exitCode()).as("audit exit code").isZero();
+                assertThat(report.path("input").path("uniqueIds").asLong()).as("unique ids").isEqualTo(truth.uniqueIds());
                 assertThat(report.path("output").path("records").asLong()).as("output records")
                         .isEqualTo(truth.uniqueIds());
                 assertThat(report.path("deadLetters").path("records").asLong()).as("dead letters")
