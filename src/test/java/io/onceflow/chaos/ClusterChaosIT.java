@@ -3,6 +3,8 @@ package io.onceflow.chaos;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import io.onceflow.sink.postgres.internal.MarkerFilePause;
+import io.onceflow.sink.postgres.internal.ProtocolHooks;
 import io.onceflow.testing.Eventually;
 import io.onceflow.testing.Ledger;
 import io.onceflow.testing.cluster.ClusterHarness;
@@ -23,6 +25,7 @@ import java.util.ArrayList;
 import java.util.EnumMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Random;
 import java.util.TreeMap;
 import java.util.stream.Collectors;
@@ -34,11 +37,13 @@ import org.junit.jupiter.api.Test;
  * submitted over REST. While a producer keeps writing events with duplicates, poison and records the
  * database refuses (a CHECK constraint of the user's), the run kills TaskManagers with
  * {@code kill -9} (some during a checkpoint) and starts fresh ones, pauses TaskManagers with SIGSTOP
- * past the heartbeat timeout and wakes them with SIGCONT once the job runs elsewhere (their attempts
- * wake up as zombies), kills and restarts the broker, restarts PostgreSQL, and upgrades the job
- * through a savepoint with another parallelism and changed settings, and (when the plan has
- * JobManager failovers: {@code -Pchaos}) kills the JobManager of a cluster with ZooKeeper high
- * availability and starts a new one, which recovers the job and numbers its attempts from 0. The job's database role has
+ * past the heartbeat timeout, each with a restarting writer stopped before its claim, and wakes them
+ * with SIGCONT once the job runs elsewhere (the writer wakes up as a zombie after its successor
+ * claimed, and must defer or be refused), kills and restarts the broker, restarts PostgreSQL, and
+ * upgrades the job through a savepoint with another parallelism and changed settings, and (when the
+ * plan has JobManager failovers: {@code -Pchaos}) kills the JobManager of a cluster with ZooKeeper
+ * high availability and starts a new one, which recovers the job and numbers its attempts from 0.
+ * The job's database role has
  * hostile defaults (short idle, transaction, statement and lock timeouts, serializable and read-only
  * transactions, asynchronous commit). Once the producer
  * stopped and the job drained, the audit command (its own JVM, the job's configuration, JSON report)
@@ -70,8 +75,12 @@ class ClusterChaosIT {
     private static final Duration DRAIN_LIMIT = Duration.ofMinutes(60);
     /** The longest the job may go without completing a checkpoint. */
     private static final Duration LONGEST_STALL = Duration.ofMinutes(2);
-    /** How long a woken zombie TaskManager runs before the test removes it. */
+    /** How long a woken zombie TaskManager has to refuse; half of it more before the test removes it. */
     private static final Duration ZOMBIE_GRACE = Duration.ofSeconds(20);
+    /** The log line of a writer that the fence refused (PostgresExactlyOnceWriter). */
+    private static final String STALE_WRITER_REFUSED = "stale writer attempt refused";
+    /** A writer attempt that cannot tell yet whether it is the newest: a woken zombie never gets the barrier it waits for. */
+    private static final String WRITER_DEFERRED = "defers its claim";
     private static final String JOB_ROLE = "onceflow_chaos";
     private static final BigDecimal LEDGER_OPENING_BALANCE = new BigDecimal("100000000.00");
     /** Role defaults a DBA might have set, each of which would break a sink that did not pin its sessions. */
@@ -90,6 +99,7 @@ class ClusterChaosIT {
     private long restartsOfEarlierJobs;
     private int killsDuringCheckpoint;
     private int effectStatementsCancelled;
+    private int wokenWritersStopped;
 
     @Test
     void everyIdExactlyOnceThroughKillsRestartsAndUpgrades() throws Exception {
@@ -129,7 +139,7 @@ class ClusterChaosIT {
                 System.out.printf("%6.1fs  drained%n", seconds(started));
                 Duration longestStall = progress.longestStall();
                 long zombieSessionsEnded = cluster.flink().logLinesContaining("terminating the session of an older attempt");
-                long zombiesStopped = cluster.flink().logLinesContaining("is a zombie");
+                long zombiesStopped = cluster.flink().logLinesContaining(STALE_WRITER_REFUSED);
                 long restarts = restartsOfEarlierJobs + Math.max(0, rest.jobMetric(jobId, "numRestarts"));
                 ClusterHarness.AuditOutcome audit = cluster.audit(jobArgs(0), Duration.ofMinutes(10));
                 JsonNode report = audit.report();
@@ -162,10 +172,9 @@ class ClusterChaosIT {
                         .as("effects recorded as failed: cancels and lost sessions are not the messages' fault").isZero();
                 assertLedgerBalances(cluster, started);
                 assertThat(longestStall).as("longest time without a completed checkpoint").isLessThan(LONGEST_STALL);
-                if (faultsDone.getOrDefault(ChaosPlan.Fault.PAUSE_TASK_MANAGER, 0) > 0) {
-                    assertThat(zombieSessionsEnded).as("sessions of paused attempts ended by their successors")
-                            .isPositive();
-                }
+                // each pause asserted that its woken writer deferred or was refused; its successor had no session to end
+                assertThat(wokenWritersStopped).as("woken writers that deferred or were refused")
+                        .isEqualTo(faultsDone.getOrDefault(ChaosPlan.Fault.PAUSE_TASK_MANAGER, 0));
                 assertThat(truth.records()).isGreaterThanOrEqualTo(plan.minimumEvents());
                 assertThat(faultsDone.values().stream().mapToInt(Integer::intValue).sum()).isEqualTo(faults.size());
             }
@@ -245,7 +254,7 @@ class ClusterChaosIT {
         switch (fault) {
             case KILL_TASK_MANAGER -> killTaskManager(random);
             case PAUSE_TASK_MANAGER -> {
-                pauseTaskManagerUntilTheJobRunsElsewhere(random);
+                pauseTaskManagerUntilTheJobRunsElsewhere();
                 checkpointsBefore = completedCheckpoints();
             }
             case RESTART_KAFKA_BROKER -> harness.kafka().killAndRestart();
@@ -303,31 +312,63 @@ class ClusterChaosIT {
     }
 
     /**
-     * SIGSTOP of a busy TaskManager (its sockets, PostgreSQL sessions included, stay open), a fresh
-     * TaskManager in its place, and SIGCONT once the job has recovered on the others: its tasks wake
-     * up as zombies, mid-write or mid-checkpoint, unaware of the restart. After a grace period in which
-     * they may do their worst, the old TaskManager is removed.
+     * A zombie that reaches the database after its successor. The fault ends the job's writer
+     * sessions (as a DBA or a cut connection would), so the job restarts; the first writer that
+     * reaches its fence in that restart stops there (a {@link MarkerFilePause} armed at {@link
+     * ProtocolHooks.Step#FENCE_OPENING}, before it reads any claim) and its TaskManager is frozen
+     * with SIGSTOP (its sockets, PostgreSQL session included, stay open) past the heartbeat timeout,
+     * with a fresh TaskManager in its place. Once the job has recovered elsewhere, SIGCONT wakes it
+     * and the writer goes on: it reads the claim its successor recorded (with the same restored
+     * checkpoint or a later one) and must defer its claim to a barrier that never comes, or be refused,
+     * touching nothing (its log line in that TaskManager's log, asserted here; the audit shows it
+     * touched nothing). Were it ordered as newer, it would end its successor's session and roll back
+     * its prepared transactions. After
+     * a grace period the old TaskManager is removed.
      */
-    private void pauseTaskManagerUntilTheJobRunsElsewhere(Random random) throws Exception {
+    private void pauseTaskManagerUntilTheJobRunsElsewhere() throws Exception {
         FlinkStandaloneCluster flink = harness.flink();
-        FlinkStandaloneCluster.TaskManager sleeper = busyTaskManager(random);
-        awaitCheckpointInProgress(Duration.ofSeconds(15)); // freeze it mid-checkpoint when possible
-        printWriterSessions("before the pause");
+        Path pausePoints = flink.pausePoints();
+        Path reached = pausePoints.resolve(ProtocolHooks.Step.FENCE_OPENING + ".reached");
+        Path release = pausePoints.resolve(ProtocolHooks.Step.FENCE_OPENING + ".release");
+        Files.deleteIfExists(reached);
+        Files.deleteIfExists(release);
+        Files.createFile(MarkerFilePause.armed(pausePoints, ProtocolHooks.Step.FENCE_OPENING));
+        List<String> ended = harness.postgres().rows("SELECT pid FROM pg_stat_activity WHERE application_name LIKE"
+                + " 'onceflow-" + NAME + "-writer-%' AND pg_terminate_backend(pid)");
+        long pid = Eventually.awaitValue("a restarted writer reached its fence", RECOVERY_TIMEOUT, Duration.ofMillis(20),
+                () -> Files.exists(reached) && !Files.readString(reached).isBlank()
+                        ? Optional.of(Long.parseLong(Files.readString(reached).strip())) : Optional.<Long>empty());
+        FlinkStandaloneCluster.TaskManager sleeper = flink.taskManagers().stream()
+                .filter(tm -> tm.process().pid() == pid).findFirst()
+                .orElseThrow(() -> new IllegalStateException("no TaskManager has pid " + pid));
+        long stoppedBefore = stoppedWriters(sleeper);
         sleeper.process().pause();
         flink.startTaskManager();
-        System.out.println("        paused " + sleeper.resourceId() + "; the JobManager gives up on it within "
+        System.out.println("        ended " + ended.size() + " writer sessions; paused " + sleeper.resourceId()
+                + " with a writer at its fence; the JobManager gives up on it within "
                 + flink.heartbeatTimeout().toSeconds() + " s");
         // No checkpoint completes while one of its TaskManagers is frozen: the count at the loss is
         // the baseline of the recovery (the one taken before the fault may be passed already).
         awaitTaskManagerLost(sleeper, flink.heartbeatTimeout().plus(RECOVERY_TIMEOUT));
-        System.out.println("        the JobManager declared " + sleeper.resourceId() + " lost");
         awaitRecovered(completedCheckpoints());
         printWriterSessions("after the recovery");
         sleeper.process().resume();
-        System.out.println("        resumed " + sleeper.resourceId() + " after the job recovered elsewhere");
-        Thread.sleep(ZOMBIE_GRACE.toMillis());
+        Files.createFile(release);
+        System.out.println("        resumed " + sleeper.resourceId() + " and released its writer");
+        Eventually.await("the woken writer deferred ('" + WRITER_DEFERRED + "') or was refused ('" + STALE_WRITER_REFUSED
+                + "') in " + sleeper.resourceId() + "'s log", ZOMBIE_GRACE, Duration.ofMillis(250),
+                () -> stoppedWriters(sleeper) > stoppedBefore);
+        wokenWritersStopped++;
+        Thread.sleep(ZOMBIE_GRACE.toMillis() / 2);
         printWriterSessions("after the grace period");
         flink.kill(sleeper);
+    }
+
+    /** The writers of {@code taskManager} that deferred their claim or were refused, from its log. */
+    private long stoppedWriters(FlinkStandaloneCluster.TaskManager taskManager) {
+        FlinkStandaloneCluster flink = harness.flink();
+        return flink.logLinesContaining(taskManager, WRITER_DEFERRED) + flink.logLinesContaining(taskManager,
+                STALE_WRITER_REFUSED);
     }
 
     private void awaitTaskManagerLost(FlinkStandaloneCluster.TaskManager taskManager, Duration timeout) throws Exception {

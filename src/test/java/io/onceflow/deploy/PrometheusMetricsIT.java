@@ -149,7 +149,8 @@ class PrometheusMetricsIT {
             assertThat(scrape.names()).as("scraped metric names").contains(OPERATOR + "pendingCommittables",
                     OPERATOR + "effectsFailed", OPERATOR + "effectRetries", OPERATOR + "effectsQueued",
                     OPERATOR + "oldestQueuedEffectSeconds", OPERATOR + "transactionsRolledBackOnRecovery",
-                    OPERATOR + "olderAttemptsFenced", OPERATOR + "commitLatencyMs",
+                    OPERATOR + "olderAttemptsFenced", OPERATOR + "staleWriterAttemptsRefused",
+                    OPERATOR + "fencedWriterCloses", OPERATOR + "commitLatencyMs",
                     OPERATOR + "KafkaSourceReader_KafkaConsumer_records_lag_max", JOB + "numberOfCompletedCheckpoints",
                     JOB + "numberOfFailedCheckpoints", JOB + "lastCheckpointDuration", JOB + "numRestarts");
             assertThat(scrape.sum(JOB + "numberOfCompletedCheckpoints")).isPositive();

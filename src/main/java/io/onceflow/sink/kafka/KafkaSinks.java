@@ -72,6 +72,10 @@ public final class KafkaSinks {
         return List.of(transactionalIdPrefix + OUTPUT_SUFFIX, transactionalIdPrefix + DEAD_LETTER_SUFFIX);
     }
 
+    /**
+     * A {@link KafkaSink} in a {@link GuardedKafkaSink}: no producer before the gate, and a writer
+     * closed after a newer attempt fenced its producer does not take its TaskManager down.
+     */
     private <T> Sink<T> build(KafkaRecordSerializationSchema<T> serializer, String prefixSuffix) {
         Properties producer = new Properties();
         // Fewer, larger produce requests: the task thread and the broker pay per request, and
@@ -83,12 +87,13 @@ public final class KafkaSinks {
         producer.setProperty(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, String.valueOf(transactionTimeout.toMillis()));
         producer.setProperty(ProducerConfig.ACKS_CONFIG, "all");
         producer.setProperty(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+        String sinkPrefix = transactionalIdPrefix + prefixSuffix;
         return new GuardedKafkaSink<>(KafkaSink.<T>builder()
                 .setBootstrapServers(bootstrapServers)
                 .setKafkaProducerConfig(producer)
                 .setRecordSerializer(serializer)
                 .setDeliveryGuarantee(guarantee)
-                .setTransactionalIdPrefix(transactionalIdPrefix + prefixSuffix)
-                .build(), writerGate);
+                .setTransactionalIdPrefix(sinkPrefix)
+                .build(), sinkPrefix, writerGate);
     }
 }

@@ -1,5 +1,6 @@
 package io.onceflow.testing.cluster;
 
+import io.onceflow.sink.postgres.internal.MarkerFilePause;
 import io.onceflow.testing.Eventually;
 import java.io.IOException;
 import java.net.URI;
@@ -297,6 +298,11 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
         return logLinesContaining(text, "taskmanager-");
     }
 
+    /** As {@link #logLinesContaining(String)}, in {@code taskManager}'s log only. */
+    public long logLinesContaining(TaskManager taskManager, String text) {
+        return logLinesContaining(text, taskManager.resourceId() + ".log");
+    }
+
     private long logLinesContaining(String text, String logNamePrefix) {
         try (Stream<Path> logs = Files.list(logDirectory())) {
             return logs.filter(log -> log.getFileName().toString().startsWith(logNamePrefix)
@@ -309,6 +315,16 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
             }).sum();
         } catch (IOException e) {
             throw new IllegalStateException("could not list " + logDirectory(), e);
+        }
+    }
+
+    /** Where a test arms a {@link MarkerFilePause} of this cluster's processes (they read it at every protocol step). */
+    public Path pausePoints() {
+        Path pausePoints = directory.resolve("pause-points");
+        try {
+            return Files.createDirectories(pausePoints);
+        } catch (IOException e) {
+            throw new IllegalStateException("could not create " + pausePoints, e);
         }
     }
 
@@ -351,6 +367,7 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
         jvmOptions.add("-Dlog.file=" + logDirectory().resolve(name + ".log"));
         jvmOptions.add("-Dlog4j.configurationFile=" + confDir.resolve("log4j.properties").toUri());
         jvmOptions.add("-Djava.io.tmpdir=" + workDirectory.resolve("tmp"));
+        jvmOptions.add("-D" + MarkerFilePause.DIRECTORY_PROPERTY + "=" + pausePoints());
         List<String> args = new ArrayList<>(List.of("--configDir", confDir.toString()));
         args.addAll(options);
         args.addAll(splitOptions(resourceParams.get(1)));

@@ -37,6 +37,9 @@ import org.apache.flink.runtime.metrics.DescriptiveStatisticsHistogram;
  *       such a start committed (their commit had been lost with the failover);
  *   <li>{@code transactionsLost}: transactions of completed checkpoints that the committer found
  *       neither prepared nor committed: their rows are missing (logged as {@code LOST:});
+ *   <li>{@code staleWriterAttemptsRefused}: writer starts that found a newer run or attempt owning
+ *       what they were about to touch, and stopped (the zombie's side of the fence; counted in the
+ *       refused attempt's own group, which lives until its task fails);
  *   <li>{@code effectsQueued}, {@code oldestQueuedEffectSeconds}: the effect backlog (gauges of the
  *       writer, with an effect function; see {@link #reportEffectBacklog}).
  * </ul>
@@ -68,6 +71,7 @@ public final class PostgresSinkMetrics {
     public final Counter serverChangesSeen;
     public final Counter transactionsCommittedOnRecovery;
     public final Counter transactionsLost;
+    public final Counter staleWriterAttemptsRefused;
     private final MetricGroup group;
 
     private PostgresSinkMetrics(MetricGroup group) {
@@ -86,6 +90,7 @@ public final class PostgresSinkMetrics {
         serverChangesSeen = group.counter("serverChangesSeen");
         transactionsCommittedOnRecovery = group.counter("transactionsCommittedOnRecovery");
         transactionsLost = group.counter("transactionsLost");
+        staleWriterAttemptsRefused = group.counter("staleWriterAttemptsRefused");
     }
 
     /**

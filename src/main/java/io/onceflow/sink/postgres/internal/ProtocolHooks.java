@@ -8,7 +8,7 @@ import org.apache.flink.annotation.VisibleForTesting;
 /**
  * Internal, for the tests of this package: lets them act at each step of the two-phase protocol
  * (fail there, or misbehave on purpose to show that the tests notice). Does nothing unless a test
- * installs a hook. Static because Flink re-creates writers and committers from serialized sinks
+ * installs a hook, or arms a {@link MarkerFilePause} in a JVM started for it. Static because Flink re-creates writers and committers from serialized sinks
  * after every restart, inside the same JVM in MiniCluster tests.
  */
 @Internal
@@ -16,6 +16,12 @@ import org.apache.flink.annotation.VisibleForTesting;
 public final class ProtocolHooks {
     /** The steps, in protocol order. */
     public enum Step {
+        /**
+         * A writer has connected and is about to check its run and claim its subtask index: it has
+         * read nothing of the fence yet (the hook gets the writer's subtask with epoch and
+         * checkpoint 0). An attempt frozen here reaches the claims after its successor did.
+         */
+        FENCE_OPENING,
         /**
          * A writer's lease keeper is about to renew its session's lease (the hook gets the
          * writer's transaction id space: its prefix, epoch and subtask, checkpoint 0).
@@ -55,6 +61,7 @@ public final class ProtocolHooks {
     }
 
     public static void reached(Step step, TransactionId transaction) throws IOException {
+        MarkerFilePause.reached(step); // for tests that run writers in other JVMs
         try {
             installed.reached(step, transaction);
         } catch (IOException | RuntimeException e) {

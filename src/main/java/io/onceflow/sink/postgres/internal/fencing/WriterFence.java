@@ -2,6 +2,7 @@ package io.onceflow.sink.postgres.internal.fencing;
 
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
+import io.onceflow.sink.postgres.internal.ProtocolHooks;
 import io.onceflow.sink.postgres.internal.writer.WriterStart;
 import java.sql.Connection;
 import java.sql.ResultSet;
@@ -102,6 +103,7 @@ public final class WriterFence implements AutoCloseable {
      */
     public static WriterFence open(PostgresSinkConfig config, Connection connection, WriterStart start,
             PostgresSinkMetrics metrics) throws SQLException {
+        new FenceHooks(config.sinkPrefix(), 0, start.subtaskIndex()).reached(ProtocolHooks.Step.FENCE_OPENING);
         SinkRuns.requireNewestRun(connection, config);
         WriterFence fence = new WriterFence(config, connection, start, newEpoch(connection), metrics);
         try {

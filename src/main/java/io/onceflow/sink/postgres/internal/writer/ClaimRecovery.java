@@ -3,6 +3,7 @@ package io.onceflow.sink.postgres.internal.writer;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.commit.PreparedTransactionRecovery;
 import io.onceflow.sink.postgres.internal.commit.TransactionId;
+import io.onceflow.sink.postgres.internal.fencing.StaleWriterException;
 import io.onceflow.sink.postgres.internal.fencing.WriterFence;
 import java.io.IOException;
 import java.sql.Connection;
@@ -12,6 +13,8 @@ import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.OptionalLong;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The recovery of the indices a writer claims (see {@link WriterFence}): claim the index of every
@@ -20,6 +23,8 @@ import java.util.OptionalLong;
  * before the claim, so a deferred zombie cannot roll back a successor's transactions.
  */
 final class ClaimRecovery {
+    private static final Logger LOG = LoggerFactory.getLogger(ClaimRecovery.class);
+
     private final Connection connection;
     private final WriterFence fence;
     private final WriterStart start;
@@ -85,7 +90,19 @@ final class ClaimRecovery {
             }
             recover();
         } catch (SQLException | RuntimeException e) {
+            reportIfRefused(e, metrics, writerName);
             throw new IOException(writerName + " could not claim its indices: " + e.getMessage(), e);
+        }
+    }
+
+    /**
+     * When {@code failure} is the fence refusing a stale attempt, says so where operators look
+     * (docs/operations.md, section 6): the fence did its job.
+     */
+    static void reportIfRefused(Exception failure, PostgresSinkMetrics metrics, String writerName) {
+        if (failure instanceof StaleWriterException) {
+            metrics.staleWriterAttemptsRefused.inc();
+            LOG.warn("{}: stale writer attempt refused, nothing touched: {}", writerName, failure.getMessage());
         }
     }
 

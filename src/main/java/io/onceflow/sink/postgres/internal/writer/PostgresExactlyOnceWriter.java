@@ -141,6 +141,7 @@ public final class PostgresExactlyOnceWriter
             recovery = new ClaimRecovery(connection, fence, start, metrics, writerName, serverChanged);
             recovery.recover();
         } catch (SQLException | RuntimeException e) {
+            ClaimRecovery.reportIfRefused(e, metrics, writerName);
             if (openedFence != null) {
                 openedFence.close();
             }
@@ -215,6 +216,7 @@ public final class PostgresExactlyOnceWriter
             // PREPARE TRANSACTION takes no parameters; the gid is made of validated parts only.
             prepare.execute("PREPARE TRANSACTION '" + transaction.encode() + "'");
         } catch (SQLException | StaleWriterException e) {
+            ClaimRecovery.reportIfRefused(e, metrics, writerName);
             throw new IOException(writerName + " could not prepare " + transaction + ": " + e.getMessage(), e);
         }
         metrics.transactionsPrepared.inc();
