@@ -11,6 +11,7 @@ import java.sql.DriverManager;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -124,12 +125,17 @@ public final class TestPostgres implements AutoCloseable {
                 server);
     }
 
+    private static final Duration STARTUP_WAIT = Duration.ofMinutes(2);
+
     private static EmbeddedPostgres startEmbedded(Path dataDirectory, int port, Map<String, String> settings) {
         EmbeddedPostgres.Builder builder = EmbeddedPostgres.builder()
                 .setDataDirectory(dataDirectory)
                 .setCleanDataDirectory(false) // the data must survive restart()
                 .setServerConfig("max_prepared_transactions", String.valueOf(MAX_PREPARED_TRANSACTIONS))
-                .setServerConfig("max_connections", "200");
+                .setServerConfig("max_connections", "200")
+                // zonky waits 10 s by default: a restart's crash recovery on a loaded 2-core machine (a CI
+                // run's chaos suite next to another cluster) took longer, and the test failed, not the sink
+                .setPGStartupWait(STARTUP_WAIT);
         settings.forEach(builder::setServerConfig);
         if (port > 0) {
             builder.setPort(port);
