@@ -32,6 +32,16 @@ import org.apache.flink.annotation.Internal;
  *       claimer, the attempt numbers decide, which is the claim's own record when they are equal.
  * </ol>
  *
+ * <p>One shortcut: an immediate claim whose restored checkpoint equals the index's claim checkpoint
+ * and whose attempt number is higher (same subtask) claims at once instead of deferring. Within one
+ * JobManager that is Flink's order (a restart before the next checkpoint completed, the common case,
+ * so deferring, which holds the interval's events in memory, stays rare: after a JobManager
+ * failover). Across JobManagers it is safe while the new JobManager's attempts defer (they record
+ * nothing, prepare nothing), and after its first barrier claim (a higher claim checkpoint). What it
+ * leaves open: a new JobManager that restarts the job more often, before its first completed
+ * checkpoint, than the old one had, and a frozen attempt of the old JobManager with a still higher
+ * number waking after that: docs/operations.md, section 6.
+ *
  * <p>Why this fences zombies: a zombie of a dead JobManager that restored N and wakes up late finds
  * a claim of N or higher and defers; it never receives a barrier from the new JobManager, so it never
  * claims, rolls back or prepares. A zombie that was frozen inside a barrier of the old JobManager, c,
@@ -67,7 +77,9 @@ public record ClaimToken(long run, long claimCheckpoint, int claimer, int attemp
 
     /**
      * The verdict on an immediate claim, with the restored checkpoint, against {@code current} (null:
-     * none): newer only if the current claim was made before the restored checkpoint completed.
+     * none): newer if the current claim was made before the restored checkpoint completed, or, with the
+     * same restored checkpoint, by a lower attempt number of the same subtask (a restart by the same
+     * JobManager); otherwise it defers.
      */
     public Verdict immediately(ClaimToken current) {
         if (current == null || current.run < run) {
@@ -76,7 +88,15 @@ public record ClaimToken(long run, long claimCheckpoint, int claimer, int attemp
         if (current.run > run) {
             return Verdict.STALE;
         }
-        return claimCheckpoint > current.claimCheckpoint ? Verdict.NEWER : Verdict.DEFER;
+        if (claimCheckpoint > current.claimCheckpoint) {
+            return Verdict.NEWER;
+        }
+        // A restart of the same subtask by the same JobManager before a checkpoint completed: Flink
+        // numbers its attempts in order, so a higher number is newer and claims at once (no events
+        // held in memory until a barrier). After a JobManager failover the numbers start at 0 again:
+        // lower or equal, so it defers.
+        return claimCheckpoint == current.claimCheckpoint && claimer == current.claimer && attempt > current.attempt
+                ? Verdict.NEWER : Verdict.DEFER;
     }
 
     /**

@@ -1,0 +1,185 @@
+package io.onceflow.sink.postgres;
+
+import io.onceflow.sink.postgres.RecordingCommitRequest.Outcome;
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
+import io.onceflow.sink.postgres.internal.commit.PostgresWriterState;
+import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
+import io.onceflow.sink.postgres.internal.writer.WriterStart;
+import java.util.Collection;
+import java.util.List;
+import java.util.Map;
+import java.util.OptionalLong;
+import org.junit.jupiter.api.Test;
+import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.checkpoint;
+import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.commit;
+import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.write;
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Review of issue #24 (deferred claims, server-change reconciliation): interleavings that lose,
+ * duplicate, expose early or stall output. Each test states what the design notes require; those
+ * that fail show a defect.
+ */
+class FencingReviewTest {
+    private final SinkDatabase db = new SinkDatabase();
+    private final PostgresSinkConfig config = db.config("job");
+
+    private static WriterStart attempt(int attemptNumber, OptionalLong restored, List<PostgresWriterState> state) {
+        return new WriterStart(0, 1, 128, attemptNumber, "test-job-id", restored, state);
+    }
+
+    /**
+     * A bounded job restarts before its first checkpoint completes. Attempt 1 defers (attempt 0
+     * claimed with "no checkpoint" too) and claims at barrier 1, which another task declines; then
+     * attempt 1 fails. Attempt 2 again restores nothing, defers (the claim is 1), and its input ends
+     * before any barrier: the end-of-input fallback claims with (no checkpoint, attempt 2) against
+     * (checkpoint 1, attempt 1) and is refused as stale. Every later attempt restores nothing too and
+     * is refused the same way: the job can never finish (STALL), though attempt 2 is the newest.
+     */
+    @Test
+    void aBoundedInputThatEndsWhileDeferredAfterAnAbortedBarrierClaimIsNotRefusedForever() throws Exception {
+        SinkDatabase.writer(config, attempt(0, OptionalLong.empty(), List.of())).close(); // claims with none
+        try (PostgresExactlyOnceWriter first = SinkDatabase.writer(config, attempt(1, OptionalLong.empty(),
+                List.of()))) {
+            write(first, "a");
+            assertThat(first.prepareCommit()).isEmpty();
+            first.snapshotState(1); // claims at barrier 1; checkpoint 1 is then declined by another task
+        } // attempt 1 fails before checkpoint 2
+
+        try (PostgresExactlyOnceWriter writer = SinkDatabase.writer(config, attempt(2, OptionalLong.empty(),
+                List.of()))) {
+            write(writer, "a", "b");
+            writer.flush(true); // end of input before any barrier
+            Collection<PostgresCommittable> last = writer.prepareCommit(); // refused now: "claimed by a newer attempt"
+            assertThat(last).hasSize(1);
+            writer.snapshotState(2);
+            commit(config, last.toArray(PostgresCommittable[]::new));
+        }
+        assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("a", 1, "b", 1));
+    }
+
+    /**
+     * Run A completes checkpoints 1 and 2. The user tries a branch: run B from checkpoint 1, which
+     * prepares checkpoint 2 ("branch") and is cancelled before it completes. The user goes back to
+     * A's checkpoint 2: run C. Checkpoint 2's horizon says B's transaction (epoch after the horizon)
+     * is not among its committables: it must be rolled back. If the server changed (here: its
+     * timeline grew, as any promotion, even of a synchronous replica, does) between C's registration
+     * and its writers' start (or a lagging replica still has the transaction C's first start rolled
+     * back), the reconciliation commits every prepared transaction with checkpoint id <= 2,
+     * whatever its epoch: the discarded branch's output becomes visible (EXPOSED, and duplicated with
+     * what C replays). Every start of C reconciles so, for the rest of the run.
+     */
+    @Test
+    void aServerChangeDoesNotCommitTheTransactionOfADiscardedBranch() throws Exception {
+        PostgresWriterState atCheckpoint2;
+        try (PostgresExactlyOnceWriter a = db.freshWriter(config)) {
+            commit(config, checkpoint(a, 1, "a"));
+            write(a, "b");
+            PostgresCommittable second = a.prepareCommit().iterator().next();
+            atCheckpoint2 = a.snapshotState(2).get(0);
+            commit(config, second);
+        }
+
+        PostgresSinkConfig branch = new PostgresRunRegistry(config).startRun(1, StartMode.RESTORE, "branch").config();
+        try (PostgresExactlyOnceWriter b = SinkDatabase.writer(branch, attempt(0, OptionalLong.of(1), List.of()))) {
+            checkpoint(b, 2, "branch"); // prepared, never completed: B is cancelled
+        }
+        assertThat(db.prepared("job")).hasSize(1);
+
+        PostgresSinkConfig back = new PostgresRunRegistry(config).startRun(1, StartMode.RESTORE, "back to A").config();
+        // the server changes before C's writers start: a promotion grows the timeline
+        db.execute("UPDATE " + PostgresTableOptions.DEFAULT_RUNS + " SET timeline_id = timeline_id - 1 WHERE run = "
+                + back.run());
+        try (PostgresExactlyOnceWriter c = SinkDatabase.writer(back, attempt(0, OptionalLong.of(2),
+                List.of(atCheckpoint2)))) {
+            assertThat(db.prepared("job")).as("the branch's transaction is gone").isEmpty();
+            assertThat(commit(back, checkpoint(c, 3, "c"))).extracting(r -> r.outcome)
+                    .containsExactly(Outcome.COMMITTED);
+        }
+        assertThat(db.deliveriesById()).as("nothing of the discarded branch")
+                .containsExactlyInAnyOrderEntriesOf(Map.of("a", 1, "b", 1, "c", 1));
+    }
+
+    /**
+     * Run 2 is registered shortly before the primary fails; the replica promoted in its place was
+     * behind and never received run 2's row. By the time run 2's writers restart (seconds later),
+     * other clients' transactions on the promoted server have carried its transaction-id counter past
+     * run 2's id (the replication lag is a few hundred xids at most). No sign of the change is left
+     * that the writer looks at (its own run's row is gone, so neither its timeline nor its counter can
+     * be compared), so it is not adopted, and every attempt is refused as "not in the runs table":
+     * the job restarts for ever (STALL) until someone resubmits it. Run 1's row, recorded before the
+     * promotion, still shows the older timeline.
+     */
+    @Test
+    void aRunLostWithAFailoverIsAdoptedAlsoWhenTheCounterHasPassedIt() throws Exception {
+        PostgresSinkConfig lost = SinkDatabase.newRun(config);
+        // the promoted replica: no row of run 2, run 1's row from before the promotion (older timeline)
+        db.execute("DELETE FROM " + PostgresTableOptions.DEFAULT_RUNS + " WHERE run = " + lost.run());
+        db.execute("UPDATE " + PostgresTableOptions.DEFAULT_RUNS + " SET timeline_id = timeline_id - 1 WHERE run = "
+                + config.run());
+        try (PostgresExactlyOnceWriter writer = SinkDatabase.writer(lost, attempt(0, OptionalLong.empty(),
+                List.of()))) { // refused now: "is not in onceflow_runs: were rows deleted by hand?"
+            commit(lost, checkpoint(writer, 1, "a"));
+        }
+        assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("a", 1));
+    }
+
+    /**
+     * The server failed over to a replica that never received run 2's row, and its transaction-id
+     * counter is still behind run 2: the PostgreSQL writer would adopt the run and go on
+     * ({@code ServerChange.seenByWriter}). The Kafka sink's run gate ({@code requireCurrentRun},
+     * through {@code SinkRuns.requireNewestRun}) does not know that case and refuses "run 2 is not in
+     * the runs table". In OnceflowPipeline the output topic's sink is declared before the PostgreSQL
+     * sink on the same stream, so when the two are chained Flink initialises the Kafka writer first
+     * (OperatorChain opens from the tail it created first): the gate fails the task before the
+     * PostgreSQL writer ever runs, nobody adopts the run, and the job restarts for ever (STALL).
+     */
+    @Test
+    void theKafkaRunGateLetsThroughARunThatThePostgresWriterWouldAdoptAfterAFailover() throws Exception {
+        // run 2, registered on the old primary just before it failed: the promoted replica has no row
+        // of it, and its counter is behind it
+        PostgresSinkConfig lost = config.withRun(config.run() + 1_000_000);
+
+        new PostgresSink(lost).requireCurrentRun(); // refused now: "is not in onceflow_runs"
+
+        try (PostgresExactlyOnceWriter writer = SinkDatabase.writer(lost, attempt(0, OptionalLong.empty(),
+                List.of()))) { // the writer adopts it
+            commit(lost, checkpoint(writer, 1, "a"));
+        }
+        new PostgresSink(lost).requireCurrentRun();
+        assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("a", 1));
+    }
+
+    /**
+     * Run 2 was registered on the old primary just before it failed; the promoted replica never got
+     * its row and its counter is behind it. While run 2's job restarts (the database was away), the
+     * user submits its replacement, run 3, on the promoted server: numbered from the server's counter
+     * and run 1, so below run 2. Then run 2's writers restart, find their run unknown and the counter
+     * behind it, and adopt it: run 2 is now the newest, run 3's writers are refused as replaced (a
+     * non-recoverable failure: the newer job is killed), and the older job, which run 3 was meant to
+     * replace, runs on; its Kafka writers abort run 3's transactions. Run 3 is the only run registered
+     * on the new timeline, after the failover: it is newer than anything the old primary issued.
+     */
+    @Test
+    void aRunLostWithAFailoverIsNotAdoptedOverANewerSubmission() throws Exception {
+        PostgresSinkConfig lost = config.withRun(config.run() + 1_000_000);
+        // the promotion: run 1's row (the only one the replica has) is from the older timeline
+        db.execute("UPDATE " + PostgresTableOptions.DEFAULT_RUNS + " SET timeline_id = timeline_id - 1 WHERE run = "
+                + config.run());
+        PostgresSinkConfig replacement = new PostgresRunRegistry(config).startRun(1, StartMode.RESTORE, "v2").config();
+        assertThat(replacement.run()).isLessThan(lost.run());
+
+        try (PostgresExactlyOnceWriter stale = SinkDatabase.writer(lost, attempt(1, OptionalLong.of(1), List.of()))) {
+            // started now: it adopted run 2 over run 3
+            org.junit.jupiter.api.Assertions.fail("the replaced job's writer started (adopted its run over a newer one)");
+        } catch (java.io.IOException refused) {
+            assertThat(refused).hasMessageContaining("newer run");
+        }
+        try (PostgresExactlyOnceWriter writer = SinkDatabase.writer(replacement, attempt(0, OptionalLong.of(1),
+                List.of()))) {
+            commit(replacement, checkpoint(writer, 2, "v2"));
+        }
+        assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("v2", 1));
+    }
+}
