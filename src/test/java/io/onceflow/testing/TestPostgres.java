@@ -18,6 +18,7 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.UUID;
 import java.util.stream.Stream;
+import org.apache.flink.util.FileUtils;
 
 /**
  * The one PostgreSQL fixture of the tests: a real PostgreSQL 17 server run from zonky's Maven
@@ -85,6 +86,11 @@ public final class TestPostgres implements AutoCloseable {
                     shared.stop();
                 } catch (IllegalStateException e) {
                     System.err.println("embedded PostgreSQL did not stop cleanly: " + e.getCause());
+                } finally {
+                    // 1.3-1.9 GB per test JVM: left to the machine's tmp cleanup, a day of runs filled the disk
+                    if (shared.dataDirectory != null) {
+                        FileUtils.deleteDirectoryQuietly(shared.dataDirectory.toFile());
+                    }
                 }
             }, "test-postgres-shutdown"));
         }
@@ -102,7 +108,7 @@ public final class TestPostgres implements AutoCloseable {
         Map<String, String> settings = Map.of("fsync", durable, "synchronous_commit", durable);
         Path dataDirectory;
         try {
-            // kept across restart(); the temp directory goes with the machine's tmp cleanup
+            // kept across restart(); deleted when the JVM exits
             dataDirectory = Files.createTempDirectory("onceflow-postgres");
         } catch (IOException e) {
             throw new IllegalStateException("could not start the embedded PostgreSQL server", e);

@@ -113,7 +113,7 @@ public final class PostgresSink
      */
     public void requireCurrentRun() throws IOException {
         try (Connection connection = PostgresConnections.open(config, "run-check")) {
-            SinkRuns.requireNewestRun(connection, config);
+            SinkRuns.refuseIfReplaced(connection, config);
         } catch (SQLException e) {
             throw new IOException("could not check the run of PostgreSQL sink prefix '" + config.sinkPrefix() + "' ("
                     + config + "): " + e.getMessage(), e);

@@ -153,10 +153,11 @@ class DeferredClaimTest {
         assertThat(ids(atBarrier.subList(0, 1))).containsExactly("p", "q");
         assertThat(ids(atBarrier.subList(1, 128))).as("the other copies carry no events").isEmpty();
 
-        // checkpoint 4 completed; the job restores it: this attempt defers too (4 is the recorded claim)
+        // checkpoint 4 completed; a new JobManager restores it (attempts from 0 again): this attempt
+        // defers too (4 is the recorded claim, and its attempt number is not higher)
         PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
         try (PostgresExactlyOnceWriter restored = new PostgresExactlyOnceWriter(config,
-                attempt(1, OptionalLong.of(FIRST_BARRIER), atBarrier), metrics)) {
+                attempt(0, OptionalLong.of(FIRST_BARRIER), atBarrier), metrics)) {
             assertThat(metrics.deferredClaims.getCount()).isEqualTo(1);
             write(restored, "late"); // replayed from the input: checkpoint 4's offsets are before it
             assertThat(restored.prepareCommit()).isEmpty();

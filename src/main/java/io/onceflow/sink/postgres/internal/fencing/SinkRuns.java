@@ -166,12 +166,31 @@ public final class SinkRuns {
      *     the job instead of restarting it
      */
     public static void requireNewestRun(Connection connection, PostgresSinkConfig config) throws SQLException {
+        requireNewestRun(connection, config, false);
+    }
+
+    /**
+     * As {@link #requireNewestRun(Connection, PostgresSinkConfig)}, for the Kafka sinks' gate: a run
+     * missing from the table (a failover to a replica that never got its row) passes there, since
+     * the PostgreSQL writer decides whether to adopt it ({@link ServerChange}); only a newer run
+     * refuses, and the gate must not fail the task before the writer could adopt.
+     */
+    public static void refuseIfReplaced(Connection connection, PostgresSinkConfig config) throws SQLException {
+        requireNewestRun(connection, config, true);
+    }
+
+    private static void requireNewestRun(Connection connection, PostgresSinkConfig config, boolean missingPasses)
+            throws SQLException {
         try (PreparedStatement query = connection.prepareStatement(config.schema().runs().newestRunQuery())) {
             query.setString(1, config.sinkPrefix());
             try (ResultSet result = query.executeQuery()) {
                 result.next();
                 long newest = result.getLong(1);
-                if (result.wasNull() || newest < config.run()) {
+                boolean missing = result.wasNull() || newest < config.run();
+                if (missing && missingPasses) {
+                    return;
+                }
+                if (missing) {
                     throw new IllegalStateException("run " + config.run() + " of PostgreSQL sink prefix '"
                             + config.sinkPrefix() + "' is not in " + config.tables().runs() + ": were rows deleted by hand?"
                             + " Submit the job again, so that it registers a new run.");
