@@ -3,6 +3,7 @@ package io.onceflow.testing;
 import static io.onceflow.testing.ProxyServerConnection.body;
 import static io.onceflow.testing.ProxyServerConnection.write;
 
+import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.testing.TestPostgres.TestDatabase;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
@@ -15,9 +16,7 @@ import java.net.ServerSocket;
 import java.net.Socket;
 import java.net.URI;
 import java.sql.Connection;
-import java.sql.ResultSet;
 import java.sql.SQLException;
-import java.sql.Statement;
 import java.util.ArrayDeque;
 import java.util.Deque;
 import java.util.Set;
@@ -106,11 +105,7 @@ public final class TransactionPoolingProxy implements Closeable {
 
     /** The pid of the server session that runs {@code connection}'s next statement. */
     public static int backendPid(Connection connection) throws SQLException {
-        try (Statement statement = connection.createStatement();
-                ResultSet row = statement.executeQuery("SELECT pg_backend_pid()")) {
-            row.next();
-            return row.getInt(1);
-        }
+        return PostgresConnections.backendPid(connection);
     }
 
     @Override

@@ -97,6 +97,15 @@ public final class PostgresConnections {
         }
     }
 
+    /** The server process of {@code connection}'s session (of its current transaction, through a pooler). */
+    public static int backendPid(Connection connection) throws SQLException {
+        try (Statement statement = connection.createStatement();
+                ResultSet result = statement.executeQuery("SELECT pg_backend_pid()")) {
+            result.next();
+            return result.getInt(1);
+        }
+    }
+
     /**
      * {@code onceflow-<prefix>-<role>}: at most 9 + 40 + 1 + 12 characters, under PostgreSQL's 63.
      * The fence reads it back to tell its own sessions from others (see {@link WriterFence}).

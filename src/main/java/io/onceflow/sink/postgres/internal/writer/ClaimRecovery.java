@@ -7,9 +7,7 @@ import io.onceflow.sink.postgres.internal.fencing.StaleWriterException;
 import io.onceflow.sink.postgres.internal.fencing.WriterFence;
 import java.io.IOException;
 import java.sql.Connection;
-import java.sql.ResultSet;
 import java.sql.SQLException;
-import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.OptionalLong;
@@ -41,14 +39,6 @@ final class ClaimRecovery {
         this.metrics = metrics;
         this.writerName = writerName;
         this.serverChanged = serverChanged;
-    }
-
-    static int backendPid(Connection connection) throws SQLException {
-        try (Statement statement = connection.createStatement();
-                ResultSet result = statement.executeQuery("SELECT pg_backend_pid()")) {
-            result.next();
-            return result.getInt(1);
-        }
     }
 
     /**

@@ -132,7 +132,7 @@ public final class PostgresExactlyOnceWriter
             // its locks and claims live on this session: refuse a transaction pooler before taking any
             TransactionPoolerCheck.requireOwnSession(connection, () -> PostgresConnections.open(config, "pooler-probe"),
                     TransactionPoolerCheck.WRITER_START_PROBES);
-            backendPid = ClaimRecovery.backendPid(connection);
+            backendPid = PostgresConnections.backendPid(connection);
             // before the fence: a run the server lost with a failover is recorded again there
             boolean serverChanged = !ServerChange.seenByWriter(connection, config, start.jobId(),
                     start.restoredCheckpointId(), start.restoredHorizon(), writerName).isEmpty();
@@ -234,7 +234,7 @@ public final class PostgresExactlyOnceWriter
      * never prepared and goes with its session).
      */
     private SQLException notLogged() throws SQLException {
-        if (ClaimRecovery.backendPid(connection) != backendPid) {
+        if (PostgresConnections.backendPid(connection) != backendPid) {
             return new SQLException(SinkRuns.transactionPoolingMessage(), "08000");
         }
         throw new StaleWriterException("its subtask index " + start.subtaskIndex() + " is no longer claimed by this"
