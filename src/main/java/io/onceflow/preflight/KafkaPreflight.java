@@ -26,14 +26,17 @@ import org.apache.kafka.common.Node;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.AuthenticationException;
 import org.apache.kafka.common.errors.AuthorizationException;
+import org.apache.kafka.common.errors.SslAuthenticationException;
+import org.apache.kafka.common.errors.TopicAuthorizationException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
  * The Kafka part of the {@link Preflight}: the brokers answer, every topic the job reads or writes
- * exists, and (exactly-once only) the brokers allow the job's transaction timeout and can keep the
- * transaction log with as many replicas as they are.
+ * exists, the job's principal may do what it needs ({@link KafkaAccess}), and (exactly-once only) the
+ * brokers allow the job's transaction timeout and can keep the transaction log with as many replicas
+ * as they are.
  */
 final class KafkaPreflight {
     private static final Logger LOG = LoggerFactory.getLogger(KafkaPreflight.class);
@@ -42,12 +45,14 @@ final class KafkaPreflight {
     private final OnceflowConfig config;
     private final Preflight.Purpose purpose;
     private final String brokers;
+    private final KafkaAccess access;
     private final List<String> problems = new ArrayList<>();
 
     KafkaPreflight(OnceflowConfig config, Preflight.Purpose purpose) {
         this.config = config;
         this.purpose = purpose;
         this.brokers = config.bootstrapServers();
+        this.access = new KafkaAccess(config);
     }
 
     List<String> problems() {
@@ -62,8 +67,12 @@ final class KafkaPreflight {
             Collection<Node> nodes = admin.describeCluster(new DescribeClusterOptions().timeoutMs(timeoutMs))
                     .nodes().get(timeoutMs + 1000L, TimeUnit.MILLISECONDS);
             checkTopics(admin);
-            if (purpose == Preflight.Purpose.RUN_JOB && config.deliveryGuarantee() == DeliveryGuarantee.EXACTLY_ONCE) {
-                checkTransactions(admin, nodes);
+            if (purpose == Preflight.Purpose.RUN_JOB) {
+                access.groupProblem(admin).ifPresent(problems::add);
+                if (config.deliveryGuarantee() == DeliveryGuarantee.EXACTLY_ONCE) {
+                    checkTransactions(admin, nodes);
+                    access.transactionalIdProblem().ifPresent(problems::add);
+                }
             }
         } catch (ExecutionException | java.util.concurrent.TimeoutException e) {
             problems.add(unreachable(e instanceof ExecutionException ? e.getCause() : e, started));
@@ -82,6 +91,13 @@ final class KafkaPreflight {
 
     /** @param started when the client was created ({@link System#nanoTime}), to say how long it tried */
     private String unreachable(Throwable cause, long started) {
+        if (cause instanceof SslAuthenticationException) {
+            return problem("kafka.properties.ssl.truststore",
+                    "the TLS handshake with the Kafka brokers at " + brokers + " failed (" + cause.getMessage() + ")",
+                    "Trust the certificate authority that signed the brokers' certificates"
+                            + " (kafka.properties.ssl.truststore.certificates or .location), and connect by a"
+                            + " name the certificates list; never turn host name verification off.");
+        }
         if (cause instanceof AuthenticationException) {
             return problem("kafka.properties.sasl.jaas.config",
                     "the Kafka brokers at " + brokers + " refused the client's authentication ("
@@ -117,19 +133,24 @@ final class KafkaPreflight {
         keyOfTopic.put(config.outputTopic(), "output.topic");
         keyOfTopic.put(config.deadLetterTopic(), "dead.letter.topic");
         Map<String, KafkaFuture<TopicDescription>> descriptions = admin.describeTopics(keyOfTopic.keySet(),
-                new DescribeTopicsOptions().timeoutMs((int) Preflight.SERVICE_TIMEOUT.toMillis())).topicNameValues();
+                new DescribeTopicsOptions().includeAuthorizedOperations(true)
+                        .timeoutMs((int) Preflight.SERVICE_TIMEOUT.toMillis())).topicNameValues();
         int inputPartitions = 0;
         List<String> missing = new ArrayList<>();
         for (Map.Entry<String, String> topicAndKey : keyOfTopic.entrySet()) {
             String topic = topicAndKey.getKey();
             try {
-                int partitions = descriptions.get(topic).get().partitions().size();
+                TopicDescription description = descriptions.get(topic).get();
                 if (topicAndKey.getValue().equals("input.topics")) {
-                    inputPartitions = Math.max(inputPartitions, partitions);
+                    inputPartitions = Math.max(inputPartitions, description.partitions().size());
                 }
+                access.topicProblem(topicAndKey.getValue(), topic, purpose, description.authorizedOperations())
+                        .ifPresent(problems::add);
             } catch (ExecutionException e) {
                 if (e.getCause() instanceof UnknownTopicOrPartitionException) {
                     missing.add(topic);
+                } else if (e.getCause() instanceof TopicAuthorizationException) {
+                    problems.add(access.undescribableTopic(topicAndKey.getValue(), topic, purpose));
                 } else {
                     problems.add(problem(topicAndKey.getValue(),
                             "cannot describe the topic '" + topic + "' on " + brokers + " (" + e.getCause().getMessage() + ")",

@@ -1,24 +1,34 @@
 package io.onceflow.testing.cluster;
 
 import io.onceflow.testing.Eventually;
+import io.onceflow.testing.TestCertificates;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Properties;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.ScramCredentialInfo;
+import org.apache.kafka.clients.admin.ScramMechanism;
+import org.apache.kafka.clients.admin.UserScramCredentialUpsertion;
 
 /**
  * One Kafka 4.2 broker in KRaft mode (broker and controller in one process) as its own JVM, so that
  * it can be killed with {@code kill -9} and restarted on the same ports and log directory. Replication
  * factor 1 for the internal topics, and fast controller heartbeats so that a restart after a kill takes
  * seconds rather than the default session timeout.
+ *
+ * <p>{@link #startSecured} adds what a production cluster has: a {@code SASL_SSL} listener (TLS with
+ * the given certificate, SCRAM-SHA-512 logins) and Kafka's standard authorizer, which allows nothing
+ * that no ACL grants. The plaintext listener stays, for the broker's own traffic and the test's
+ * administration: its anonymous principal is the super user, as a cluster operator's would be.
  */
 public final class KafkaBrokerProcess implements AutoCloseable {
     private static final String MAIN_CLASS = "kafka.Kafka";
@@ -28,23 +38,65 @@ public final class KafkaBrokerProcess implements AutoCloseable {
     private final Path log4jConfig;
     private final int brokerPort = ServiceClasspath.freePort();
     private final int controllerPort = ServiceClasspath.freePort();
+    /** The TLS listener's certificate; empty for a broker with only the plaintext listener. */
+    private final Optional<TestCertificates.ServerCertificate> certificate;
+    private final int saslSslPort = ServiceClasspath.freePort();
     private JvmProcess process;
 
-    private KafkaBrokerProcess(Path directory, Path log4jConfig) {
+    private KafkaBrokerProcess(Path directory, Path log4jConfig,
+            Optional<TestCertificates.ServerCertificate> certificate) {
         this.directory = directory;
         this.log4jConfig = log4jConfig;
+        this.certificate = certificate;
     }
 
     /** Formats a fresh log directory under {@code directory} and starts the broker. */
     public static KafkaBrokerProcess start(Path directory, Path log4jConfig) {
-        KafkaBrokerProcess broker = new KafkaBrokerProcess(directory, log4jConfig);
+        return start(new KafkaBrokerProcess(directory, log4jConfig, Optional.empty()));
+    }
+
+    /**
+     * As {@link #start}, with a {@code SASL_SSL} listener at {@link #saslSslBootstrapServers()} and the
+     * standard authorizer; users are added with {@link #addScramUser}, ACLs through {@link #admin()}.
+     *
+     * @param certificate the listener's certificate (its key store is used)
+     */
+    public static KafkaBrokerProcess startSecured(Path directory, Path log4jConfig,
+            TestCertificates.ServerCertificate certificate) {
+        return start(new KafkaBrokerProcess(directory, log4jConfig, Optional.of(certificate)));
+    }
+
+    private static KafkaBrokerProcess start(KafkaBrokerProcess broker) {
         broker.format();
         broker.startProcess();
         return broker;
     }
 
+    /** The plaintext listener: on a secured broker, the super user's. */
     public String bootstrapServers() {
         return "127.0.0.1:" + brokerPort;
+    }
+
+    /** The {@code SASL_SSL} listener of a broker started with {@link #startSecured}. */
+    public String saslSslBootstrapServers() {
+        return "127.0.0.1:" + saslSslPort;
+    }
+
+    /** Adds (or replaces) a SCRAM-SHA-512 login, and waits until the broker accepts it. */
+    public void addScramUser(String user, String password) {
+        try (Admin admin = admin()) {
+            admin.alterUserScramCredentials(List.of(new UserScramCredentialUpsertion(user,
+                    new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), password)))
+                    .all().get(30, TimeUnit.SECONDS);
+            // the controller has it; the broker applies the metadata record a moment later
+            boolean visible = Eventually.holdsWithin(Duration.ofSeconds(30), Duration.ofMillis(100), () ->
+                    !admin.describeUserScramCredentials(List.of(user)).all().get(10, TimeUnit.SECONDS).isEmpty());
+            if (!visible) {
+                throw new IllegalStateException("the SCRAM login of " + user + " did not appear within 30 s");
+            }
+        } catch (Exception e) {
+            throw new IllegalStateException("could not add the SCRAM user " + user, e);
+        }
     }
 
     private Path serverProperties() {
@@ -60,6 +112,7 @@ public final class KafkaBrokerProcess implements AutoCloseable {
         server.put("advertised.listeners", "PLAINTEXT://" + bootstrapServers());
         server.put("controller.listener.names", "CONTROLLER");
         server.put("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT");
+        certificate.ifPresent(tls -> secure(server, tls));
         server.put("log.dirs", directory.resolve("data").toString());
         server.put("offsets.topic.replication.factor", "1");
         server.put("transaction.state.log.replication.factor", "1");
@@ -80,6 +133,23 @@ public final class KafkaBrokerProcess implements AutoCloseable {
         Path toolLog = directory.resolve("storage-tool.log");
         String clusterId = runStorageTool(List.of("random-uuid"), toolLog);
         runStorageTool(List.of("format", "-t", clusterId, "-c", serverProperties().toString()), toolLog);
+    }
+
+    private void secure(Properties server, TestCertificates.ServerCertificate tls) {
+        server.put("listeners", server.get("listeners") + ",SASL_SSL://127.0.0.1:" + saslSslPort);
+        server.put("advertised.listeners", server.get("advertised.listeners") + ",SASL_SSL://" + saslSslBootstrapServers());
+        server.put("listener.security.protocol.map", server.get("listener.security.protocol.map") + ",SASL_SSL:SASL_SSL");
+        server.put("sasl.enabled.mechanisms", "SCRAM-SHA-512");
+        server.put("listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config",
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;");
+        server.put("ssl.keystore.location", tls.keyStore().toString());
+        server.put("ssl.keystore.type", "PKCS12");
+        server.put("ssl.keystore.password", TestCertificates.STORE_PASSWORD);
+        server.put("ssl.key.password", TestCertificates.STORE_PASSWORD);
+        server.put("authorizer.class.name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer");
+        // the broker's own requests and the controller's come from the plaintext listeners' anonymous user
+        server.put("super.users", "User:ANONYMOUS");
+        server.put("allow.everyone.if.no.acl.found", "false");
     }
 
     /** Runs kafka.tools.StorageTool and returns the last line it printed. */
