@@ -256,7 +256,7 @@ public final class OnceflowConfig implements Serializable {
      * @throws ConfigException listing every problem found
      */
     public static OnceflowConfig fromMap(Map<String, String> values, Map<String, String> environment) {
-        return new OnceflowConfig(new ConfigReader(values, environment, List.of()));
+        return new OnceflowConfig(new ConfigReader(values, ValueSubstitution.of(environment), List.of()));
     }
 
     private static Properties readKafkaClientProperties(ConfigReader settings) {
