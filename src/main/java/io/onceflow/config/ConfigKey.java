@@ -168,7 +168,8 @@ enum ConfigKey {
     POSTGRES_PASSWORD(
             "postgres.password",
             Presence.OPTIONAL,
-            "Database password (secret; pass it as ${ENV_VAR}); default: empty."),
+            "Database password (secret; pass it as ${ENV_VAR} or ${file:/absolute/path});"
+                    + " default: empty."),
     POSTGRES_TABLE(
             "postgres.table",
             PostgresTableOptions.DEFAULT_EVENTS,

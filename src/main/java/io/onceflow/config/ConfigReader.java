@@ -16,14 +16,14 @@ import java.util.function.Function;
  * Reads typed values from raw settings while collecting every problem, so that all of them can be
  * reported together; also records the effective value (given or default) of each key read.
  *
- * <p>Values are environment-substituted and trimmed; an empty value counts as not set, so that
+ * <p>Values are substituted ({@link ValueSubstitution}) and trimmed; an empty value counts as not set, so that
  * {@code ${VAR:-}} can leave an optional key unset. A getter returns null when the value is
  * missing or invalid; the caller builds nothing from it because {@link #throwIfAnyProblem()} then
  * throws.
  */
 final class ConfigReader {
     private final Map<String, String> givenValues = new HashMap<>();
-    /** Keys whose value refers to an undefined environment variable; already reported. */
+    /** Keys whose value has a reference that could not be resolved; already reported. */
     private final Set<String> unresolvedKeys = new HashSet<>();
 
     private final List<String> problems;
@@ -31,12 +31,12 @@ final class ConfigReader {
 
     /**
      * @param settings raw keys and values; null values count as not set
-     * @param environment the environment variables for {@code ${...}} substitution
+     * @param substitution resolves {@code ${...}} references in the values
      * @param earlierProblems problems found before, e.g. in the command line; reported first
      */
     ConfigReader(
             Map<String, String> settings,
-            Map<String, String> environment,
+            ValueSubstitution substitution,
             List<String> earlierProblems) {
         problems = new ArrayList<>(earlierProblems);
         // Sorted so that problems come out in the same order on every run.
@@ -46,7 +46,7 @@ final class ConfigReader {
                             if (!ConfigKey.isValidKey(key)) {
                                 reportUnknownKey(key);
                             } else if (value != null) {
-                                substituteAndKeep(key, value, environment);
+                                substituteAndKeep(key, value, substitution);
                             }
                         });
     }
@@ -67,15 +67,11 @@ final class ConfigReader {
         }
     }
 
-    private void substituteAndKeep(String key, String value, Map<String, String> environment) {
-        EnvironmentSubstitution.Result substituted =
-                EnvironmentSubstitution.substitute(value, environment);
-        for (String variable : substituted.undefinedVariables()) {
+    private void substituteAndKeep(String key, String value, ValueSubstitution substitution) {
+        ValueSubstitution.Result substituted = substitution.substitute(value);
+        for (ValueSubstitution.Problem unresolved : substituted.problems()) {
             unresolvedKeys.add(key);
-            problem(
-                    key,
-                    "refers to the environment variable " + variable + ", which is not set",
-                    "Set " + variable + ", or give a default as ${" + variable + ":-default}.");
+            problem(key, unresolved.whatIsWrong(), unresolved.whatToDo());
         }
         String trimmed = substituted.value().trim();
         if (!trimmed.isEmpty()) {

@@ -56,7 +56,8 @@ import org.apache.flink.connector.base.DeliveryGuarantee;
  *
  * <p>Settings come from {@code --key value} arguments, optionally on top of a Java properties file
  * ({@code --config FILE}). {@code ${VAR}} and {@code ${VAR:-default}} in values are replaced from
- * the environment, so secrets need not be written down. Values are trimmed, and an empty value
+ * the environment, and {@code ${file:/absolute/path}} by the file's content, so secrets need not be
+ * written down. Values are trimmed, and an empty value
  * counts as not set. All problems are collected and reported together in one {@link
  * ConfigException}. See {@link #usage()} for every key.
  *
@@ -239,7 +240,7 @@ public final class OnceflowConfig implements Serializable {
      * @param args {@code --key value} or {@code --key=value} pairs; {@code --config FILE} first
      *     loads a Java properties file, whose keys the other arguments override
      * @param environment environment variables for {@code ${VAR}} substitution, usually {@link
-     *     System#getenv()}
+     *     System#getenv()}; {@code ${file:PATH}} reads the files of this machine
      * @return the validated configuration
      * @throws ConfigException listing every problem found
      */
@@ -256,7 +257,7 @@ public final class OnceflowConfig implements Serializable {
      * @throws ConfigException listing every problem found
      */
     public static OnceflowConfig fromMap(Map<String, String> values, Map<String, String> environment) {
-        return new OnceflowConfig(new ConfigReader(values, environment, List.of()));
+        return new OnceflowConfig(new ConfigReader(values, ValueSubstitution.of(environment), List.of()));
     }
 
     private static Properties readKafkaClientProperties(ConfigReader settings) {
@@ -705,7 +706,8 @@ public final class OnceflowConfig implements Serializable {
 
                         Settings are read from the Java properties FILE, then from the --key value
                         (or --key=value) arguments, which override the file. ${VAR} or ${VAR:-default}
-                        in a value is replaced from the environment: pass secrets that way. Values are
+                        in a value is replaced from the environment, and ${file:/absolute/path} by the
+                        file's content (less one trailing line break): pass secrets that way. Values are
                         trimmed; an empty value counts as not set. postgres.* keys apply only when
                         postgres.url is set.
 

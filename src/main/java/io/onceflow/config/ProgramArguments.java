@@ -214,6 +214,6 @@ public final class ProgramArguments {
     private ConfigReader reader(Map<String, String> settings, Map<String, String> environment) {
         List<String> earlierProblems = new ArrayList<>(commandLine.problems());
         earlierProblems.addAll(optionProblems);
-        return new ConfigReader(settings, environment, earlierProblems);
+        return new ConfigReader(settings, ValueSubstitution.of(environment), earlierProblems);
     }
 }

@@ -12,8 +12,12 @@ final class ConfigProblems {
     }
 
     static List<String> of(Map<String, String> settings, Map<String, String> environment) {
+        return of(settings, ValueSubstitution.of(environment));
+    }
+
+    static List<String> of(Map<String, String> settings, ValueSubstitution substitution) {
         try {
-            OnceflowConfig.fromMap(settings, environment);
+            new OnceflowConfig(new ConfigReader(settings, substitution, List.of()));
         } catch (ConfigException e) {
             return e.problems();
         }

@@ -18,7 +18,7 @@ class ConfigReaderTest {
     @Test
     void invalidSecretValueIsReportedWithoutQuotingIt() {
         ConfigReader settings =
-                new ConfigReader(Map.of("postgres.password", "hunter2"), Map.of(), List.of());
+                new ConfigReader(Map.of("postgres.password", "hunter2"), ValueSubstitution.of(Map.of()), List.of());
 
         assertThat(settings.parsed(ConfigKey.POSTGRES_PASSWORD, REJECT_QUOTING_THE_VALUE)).isNull();
         assertThatThrownBy(settings::throwIfAnyProblem)
@@ -29,7 +29,7 @@ class ConfigReaderTest {
 
     @Test
     void invalidOtherValueIsQuoted() {
-        ConfigReader settings = new ConfigReader(Map.of("postgres.user", "bob"), Map.of(), List.of());
+        ConfigReader settings = new ConfigReader(Map.of("postgres.user", "bob"), ValueSubstitution.of(Map.of()), List.of());
 
         settings.parsed(ConfigKey.POSTGRES_USER, REJECT_QUOTING_THE_VALUE);
 
@@ -41,7 +41,7 @@ class ConfigReaderTest {
     @Test
     void earlierProblemsComeFirst() {
         ConfigReader settings =
-                new ConfigReader(Map.of(), Map.of(), List.of("command line: earlier. Fix."));
+                new ConfigReader(Map.of(), ValueSubstitution.of(Map.of()), List.of("command line: earlier. Fix."));
 
         settings.text(ConfigKey.INPUT_GROUP_ID);
 
@@ -54,7 +54,7 @@ class ConfigReaderTest {
 
     @Test
     void noProblemMeansNoException() {
-        ConfigReader settings = new ConfigReader(Map.of("input.group.id", "g"), Map.of(), List.of());
+        ConfigReader settings = new ConfigReader(Map.of("input.group.id", "g"), ValueSubstitution.of(Map.of()), List.of());
 
         assertThat(settings.text(ConfigKey.INPUT_GROUP_ID)).isEqualTo("g");
         settings.throwIfAnyProblem();

@@ -8,6 +8,7 @@ import java.util.Map;
 import org.apache.flink.configuration.Configuration;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 import org.junit.jupiter.params.provider.ValueSource;
 
 class RedactionTest {
@@ -16,16 +17,42 @@ class RedactionTest {
             "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"svc\""
                     + " password=\"kafka-Pa55\";";
 
-    private static Map<String, String> settingsWithSecrets() {
-        Map<String, String> settings = ValidSettings.withPostgres("${PGPASSWORD}");
-        settings.put("kafka.properties.sasl.jaas.config", JAAS_CONFIG);
-        settings.put("kafka.properties.ssl.truststore.password", "${TRUSTSTORE_PASSWORD}");
-        settings.put("kafka.properties.security.protocol", "SASL_SSL");
-        return settings;
+    /** Where the secrets come from: the same redaction applies to both. */
+    enum Source {
+        ENVIRONMENT("${PGPASSWORD}", JAAS_CONFIG, "${TRUSTSTORE_PASSWORD}"),
+        FILES("${file:/var/run/secrets/onceflow/postgres-password}", "${file:/var/run/secrets/onceflow/kafka-jaas}",
+                "${file:/var/run/secrets/onceflow/truststore-password}");
+
+        private final String password;
+        private final String jaasConfig;
+        private final String truststorePassword;
+
+        Source(String password, String jaasConfig, String truststorePassword) {
+            this.password = password;
+            this.jaasConfig = jaasConfig;
+            this.truststorePassword = truststorePassword;
+        }
+
+        Map<String, String> settingsWithSecrets() {
+            Map<String, String> settings = ValidSettings.withPostgres(password);
+            settings.put("kafka.properties.sasl.jaas.config", jaasConfig);
+            settings.put("kafka.properties.ssl.truststore.password", truststorePassword);
+            settings.put("kafka.properties.security.protocol", "SASL_SSL");
+            return settings;
+        }
+
+        OnceflowConfig config(Map<String, String> settings) {
+            return new OnceflowConfig(new ConfigReader(settings, SUBSTITUTION, List.of()));
+        }
     }
 
-    private static final Map<String, String> ENVIRONMENT =
-            Map.of("PGPASSWORD", PASSWORD, "TRUSTSTORE_PASSWORD", "trust-Pa55");
+    /** The secrets as environment variables and as files (a Kubernetes Secret mounted as files, with line breaks). */
+    private static final ValueSubstitution SUBSTITUTION = new ValueSubstitution(
+            Map.of("PGPASSWORD", PASSWORD, "TRUSTSTORE_PASSWORD", "trust-Pa55"),
+            ValueSubstitutionTest.files(Map.of(
+                    "/var/run/secrets/onceflow/postgres-password", PASSWORD + "\n",
+                    "/var/run/secrets/onceflow/kafka-jaas", JAAS_CONFIG + "\n",
+                    "/var/run/secrets/onceflow/truststore-password", "trust-Pa55")));
 
     @ParameterizedTest
     @ValueSource(
@@ -61,9 +88,10 @@ class RedactionTest {
                 .containsExactly(Map.entry("a.user", "y"), Map.entry("b.password", "******"));
     }
 
-    @Test
-    void secretsReachTheJobButAreRedactedInRedactedMap() {
-        OnceflowConfig config = OnceflowConfig.fromMap(settingsWithSecrets(), ENVIRONMENT);
+    @ParameterizedTest
+    @EnumSource(Source.class)
+    void secretsReachTheJobButAreRedactedInRedactedMap(Source source) {
+        OnceflowConfig config = source.config(source.settingsWithSecrets());
 
         assertThat(config.postgres().orElseThrow().password()).isEqualTo(PASSWORD);
         assertThat(config.kafkaClientProperties())
@@ -78,9 +106,10 @@ class RedactionTest {
         assertNoSecretIn(config.redactedMap().toString());
     }
 
-    @Test
-    void redactedMapHoldsEveryEffectiveSettingIncludingDefaultsSortedByKey() {
-        OnceflowConfig config = OnceflowConfig.fromMap(settingsWithSecrets(), ENVIRONMENT);
+    @ParameterizedTest
+    @EnumSource(Source.class)
+    void redactedMapHoldsEveryEffectiveSettingIncludingDefaultsSortedByKey(Source source) {
+        OnceflowConfig config = source.config(source.settingsWithSecrets());
 
         assertThat(List.copyOf(config.redactedMap().keySet()))
                 .isSorted()
@@ -97,9 +126,10 @@ class RedactionTest {
                 .containsEntry("message.id.source", "header:message-id");
     }
 
-    @Test
-    void toStringShowsSettingsButNoSecret() {
-        OnceflowConfig config = OnceflowConfig.fromMap(settingsWithSecrets(), ENVIRONMENT);
+    @ParameterizedTest
+    @EnumSource(Source.class)
+    void toStringShowsSettingsButNoSecret(Source source) {
+        OnceflowConfig config = source.config(source.settingsWithSecrets());
 
         assertThat(config.toString())
                 .startsWith("OnceflowConfig{")
@@ -108,9 +138,10 @@ class RedactionTest {
         assertNoSecretIn(config.toString());
     }
 
-    @Test
-    void postgresSettingsToStringRedactsThePassword() {
-        OnceflowConfig config = OnceflowConfig.fromMap(settingsWithSecrets(), ENVIRONMENT);
+    @ParameterizedTest
+    @EnumSource(Source.class)
+    void postgresSettingsToStringRedactsThePassword(Source source) {
+        OnceflowConfig config = source.config(source.settingsWithSecrets());
 
         assertThat(config.postgres().orElseThrow().toString())
                 .contains("user=onceflow")
@@ -118,9 +149,10 @@ class RedactionTest {
                 .doesNotContain(PASSWORD);
     }
 
-    @Test
-    void jobParametersAreTheRedactedSettings() {
-        OnceflowConfig config = OnceflowConfig.fromMap(settingsWithSecrets(), ENVIRONMENT);
+    @ParameterizedTest
+    @EnumSource(Source.class)
+    void jobParametersAreTheRedactedSettings(Source source) {
+        OnceflowConfig config = source.config(source.settingsWithSecrets());
 
         Configuration parameters = config.toJobParameters();
 
@@ -128,14 +160,17 @@ class RedactionTest {
         assertNoSecretIn(parameters.toMap().toString());
     }
 
-    @Test
-    void problemsNeverShowASecretValue() {
-        Map<String, String> settings = settingsWithSecrets();
-        settings.put("postgres.url", "jdbc:postgresql://db/payments?password=" + PASSWORD);
-        settings.put("postgres.passwrd", PASSWORD);
-        settings.put("kafka.properties.transactional.id", PASSWORD);
+    @ParameterizedTest
+    @EnumSource(Source.class)
+    void problemsNeverShowASecretValue(Source source) {
+        Map<String, String> settings = source.settingsWithSecrets();
+        // the password's reference, in keys whose problems are reported
+        String secret = source.settingsWithSecrets().get("postgres.password");
+        settings.put("postgres.url", "jdbc:postgresql://db/payments?password=" + secret);
+        settings.put("postgres.passwrd", secret);
+        settings.put("kafka.properties.transactional.id", secret);
 
-        assertThatThrownBy(() -> OnceflowConfig.fromMap(settings, ENVIRONMENT))
+        assertThatThrownBy(() -> source.config(settings))
                 .isInstanceOf(ConfigException.class)
                 .satisfies(
                         e -> {
@@ -161,10 +196,10 @@ class RedactionTest {
         "jdbc:postgresql://bob:" + PASSWORD + "@db1,db2/payments?ssl=true",
         "postgresql://bob:" + PASSWORD + "@db/payments"})
     void userInformationInThePostgresUrlIsRefusedWithoutQuotingIt(String url) {
-        Map<String, String> settings = settingsWithSecrets();
+        Map<String, String> settings = Source.ENVIRONMENT.settingsWithSecrets();
         settings.put("postgres.url", url);
 
-        assertThatThrownBy(() -> OnceflowConfig.fromMap(settings, ENVIRONMENT))
+        assertThatThrownBy(() -> Source.ENVIRONMENT.config(settings))
                 .isInstanceOf(ConfigException.class)
                 .satisfies(e -> {
                     assertThat(((ConfigException) e).problems()).containsExactly(
@@ -177,9 +212,9 @@ class RedactionTest {
 
     @Test
     void anAtSignAfterTheHostIsNotUserInformation() {
-        Map<String, String> settings = settingsWithSecrets();
+        Map<String, String> settings = Source.ENVIRONMENT.settingsWithSecrets();
         settings.put("postgres.url", "jdbc:postgresql://db:5432/payments?options=-c%20search_path=a@b");
 
-        assertThat(OnceflowConfig.fromMap(settings, ENVIRONMENT).postgres()).isPresent();
+        assertThat(Source.ENVIRONMENT.config(settings).postgres()).isPresent();
     }
 }

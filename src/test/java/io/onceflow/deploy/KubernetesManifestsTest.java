@@ -24,7 +24,7 @@ import io.fabric8.kubernetes.api.model.GenericKubernetesResource;
 import io.fabric8.kubernetes.api.model.PodTemplateSpec;
 import io.fabric8.kubernetes.api.model.Quantity;
 import io.fabric8.kubernetes.api.model.Secret;
-import io.fabric8.kubernetes.api.model.SecretKeySelector;
+import io.fabric8.kubernetes.api.model.SecretVolumeSource;
 import io.fabric8.kubernetes.api.model.Volume;
 import io.fabric8.kubernetes.api.model.VolumeMount;
 import io.onceflow.config.OnceflowConfig;
@@ -80,7 +80,10 @@ class KubernetesManifestsTest {
     private static final String MAIN_CONTAINER = "flink-main-container";
     private static final String ROCKSDB_LOCAL_DIR = RocksDBOptions.LOCAL_DIRECTORIES.key();
     private static final Pattern OPERATOR_FLINK_VERSION = Pattern.compile("v(\\d+)_(\\d+)");
-    private static final Pattern WHOLE_VARIABLE = Pattern.compile("\\$\\{([A-Za-z_][A-Za-z0-9_]*)}");
+    /** A reference onceflow resolves to a file's content (docs/configuration.md, Secrets). */
+    private static final Pattern FILE_REFERENCE = Pattern.compile("\\$\\{file:(/[^}:]*)}");
+    /** The group of the user flink, who runs Flink in Flink's image (its Dockerfile: groupadd --gid=9999 flink). */
+    private static final long FLINK_GROUP = 9999;
     private static final int METRICS_PORT = 9249;
     /** Keys whose values differ from config.yaml's on purpose: shared storage instead of a local disk. */
     private static final Set<String> STORAGE_KEYS = Set.of(CheckpointingOptions.CHECKPOINTS_DIRECTORY.key(),
@@ -290,6 +293,8 @@ class KubernetesManifestsTest {
         String maxParallelism = deployment.getSpec().getFlinkConfiguration().get(PipelineOptions.MAX_PARALLELISM.key());
 
         assertThat(config.postgres()).as("the PostgreSQL sink").isPresent();
+        assertThat(config.postgres().get().password()).as("postgres.password: the Secret's key, read from its mounted file")
+                .isEqualTo(secret.getStringData().get("postgres-password"));
         assertThat(config.parallelism()).as("a parallelism in job.properties would win over spec.job.parallelism").isEmpty();
         assertThat(maxParallelism).as(PipelineOptions.MAX_PARALLELISM.key() + ": the key groups, fixed for the life of the job")
                 .isNotNull();
@@ -297,42 +302,60 @@ class KubernetesManifestsTest {
     }
 
     @Test
-    void secretsReachTheJobOnlyAsVariablesFromASecretOnTheJobManager() throws IOException {
-        Map<String, EnvVar> jobManagerEnvironment = environment(mainContainer("jobManager"));
+    void secretsReachTheJobOnlyAsFilesOfTheSecretMountedOnTheJobManager() throws IOException {
+        String mountPath = secretMount().getMountPath();
+        String jobProperties = mountedConfigFile(configFileArgument());
         Map<String, String> settings = new TreeMap<>();
         Properties properties = new Properties();
-        properties.load(new StringReader(mountedConfigFile(configFileArgument())));
+        properties.load(new StringReader(jobProperties));
         properties.forEach((key, value) -> settings.put("job.properties: " + key, value.toString()));
         argumentPairs(List.of(deployment.getSpec().getJob().getArgs()))
                 .forEach((key, value) -> settings.put("args: --" + key, value));
 
         settings.forEach((where, value) -> {
             if (Secrets.isSecretKey(where.substring(where.indexOf(' ') + 1))) {
-                Matcher variable = WHOLE_VARIABLE.matcher(value.strip());
-                assertThat(variable.matches()).as("%s is a secret: give it as ${VARIABLE}, never as a value", where).isTrue();
-                EnvVar source = jobManagerEnvironment.get(variable.group(1));
-                assertThat(source).as("%s: the JobManager, where main runs, has no variable %s", where, variable.group(1)).isNotNull();
-                assertThat(source.getValueFrom() == null ? null : source.getValueFrom().getSecretKeyRef())
-                        .as("%s: %s comes from a Secret (secretKeyRef), not a literal value", where, variable.group(1)).isNotNull();
+                assertThat(FILE_REFERENCE.matcher(value.strip()).matches())
+                        .as("%s is a secret: give it as ${file:PATH} of the mounted Secret, never as a value", where).isTrue();
             }
         });
+        // every reference, also in the commented SASL example, is a file of the mounted Secret: one of its keys
+        // (commented there too, when the example is)
+        Matcher reference = FILE_REFERENCE.matcher(jobProperties);
+        List<String> keys = new ArrayList<>();
+        while (reference.find()) {
+            String path = reference.group(1);
+            assertThat(path).as("%s: a file of the Secret the JobManager mounts at %s", path, mountPath).startsWith(mountPath + "/");
+            keys.add(path.substring(mountPath.length() + 1));
+        }
+        assertThat(keys).as("the keys job.properties refers to").contains("postgres-password", "kafka-jaas")
+                .allSatisfy(key -> assertThat(Pattern.compile("^\\s*#?\\s*" + Pattern.quote(key) + ":", Pattern.MULTILINE)
+                        .matcher(texts.get(secretFile)).find()).as("%s names the key %s", secretFile, key).isTrue());
         assertThat(deployment.getSpec().getFlinkConfiguration().keySet().stream().filter(Secrets::isSecretKey))
                 .as("flinkConfiguration is shown by the operator's status and Flink's web UI: no secrets there").isEmpty();
         assertThat(environment(mainContainer("taskManager")).values().stream().filter(KubernetesManifestsTest::fromSecret))
                 .as("the TaskManagers get the resolved settings in the job graph: they need no secret").isEmpty();
-        for (EnvVar variable : jobManagerEnvironment.values()) {
-            if (fromSecret(variable)) {
-                SecretKeySelector reference = variable.getValueFrom().getSecretKeyRef();
-                assertThat(reference.getName()).as(variable.getName() + "'s Secret").isEqualTo(secret.getMetadata().getName());
-                assertThat(secret.getStringData()).as(variable.getName() + "'s key in " + secretFile).containsKey(reference.getKey());
-            }
-        }
+        assertThat(podTemplate("taskManager").getSpec().getVolumes()).as("the TaskManagers mount no Secret")
+                .allSatisfy(volume -> assertThat(volume.getSecret()).isNull());
         for (String placeholder : secret.getStringData().values()) {
             texts.forEach((file, text) -> assertThat(file.equals(secretFile) || !text.contains(placeholder))
                     .as("%s holds the Secret's value", file).isTrue());
         }
         assertThat(secretFile.getParent()).as("the example Secret stays out of `kubectl apply -f " + DIRECTORY + "/`")
                 .isNotEqualTo(DIRECTORY);
+    }
+
+    @Test
+    void theJobManagerMountsTheSecretReadOnlyForTheJobsUserOnly() {
+        VolumeMount mount = secretMount();
+        SecretVolumeSource volume = volume("jobManager", mount.getName()).getSecret();
+
+        assertThat(mount.getReadOnly()).as("the Secret's mount is read-only").isTrue();
+        assertThat(volume.getSecretName()).as("the mounted Secret").isEqualTo(secret.getMetadata().getName());
+        assertThat(volume.getItems()).as("every key of the Secret a file of its own name").isNullOrEmpty();
+        assertThat(volume.getDefaultMode()).as("the files' mode: 0400, read by the owner only").isEqualTo(0400);
+        assertThat(podTemplate("jobManager").getSpec().getSecurityContext().getFsGroup())
+                .as("fsGroup: the flink user's group in Flink's image, which the kubelet lets read the files (0440)")
+                .isEqualTo(FLINK_GROUP);
     }
 
     @Test
@@ -362,9 +385,7 @@ class KubernetesManifestsTest {
         VolumeMount mount = taskManager.getVolumeMounts().stream().filter(candidate -> candidate.getMountPath().equals(localDir))
                 .findFirst().orElseThrow(() -> new AssertionError(ROCKSDB_LOCAL_DIR + " = " + localDir
                         + " is on no volume of the TaskManager: RocksDB would fill the container's writable layer"));
-        Volume volume = podTemplate("taskManager").getSpec().getVolumes().stream()
-                .filter(candidate -> candidate.getName().equals(mount.getName())).findFirst()
-                .orElseThrow(() -> new AssertionError("the TaskManager mounts an undefined volume " + mount.getName()));
+        Volume volume = volume("taskManager", mount.getName());
         Quantity request = taskManager.getResources().getRequests().get("ephemeral-storage");
         Quantity limit = taskManager.getResources().getLimits().get("ephemeral-storage");
 
@@ -446,16 +467,35 @@ class KubernetesManifestsTest {
         assertThat(mountedConfigFile(configFileArgument())).as("job.properties on the JobManager, where main runs").isNotBlank();
     }
 
+    /** What main reads on the JobManager: the mounted job.properties, with the Secret's files under {@code directory}. */
     private static OnceflowConfig submittedConfig(Path directory) throws IOException {
+        String mountPath = secretMount().getMountPath();
+        Path mounted = Files.createDirectories(directory.resolve(mountPath.substring(1)));
+        for (Map.Entry<String, String> key : secret.getStringData().entrySet()) {
+            Files.writeString(mounted.resolve(key.getKey()), key.getValue());
+        }
         List<String> args = new ArrayList<>(List.of(deployment.getSpec().getJob().getArgs()));
         Path file = directory.resolve("job.properties");
-        Files.writeString(file, mountedConfigFile(configFileArgument()));
+        Files.writeString(file, mountedConfigFile(configFileArgument()).replace("${file:" + mountPath + "/", "${file:" + mounted + "/"));
         args.set(args.indexOf("--config") + 1, file.toString());
         Map<String, String> environment = new TreeMap<>();
         environment(mainContainer("jobManager")).forEach((name, variable) ->
-                environment.put(name, fromSecret(variable) ? "secret " + variable.getValueFrom().getSecretKeyRef().getKey()
-                        : Objects.requireNonNullElse(variable.getValue(), "")));
+                environment.put(name, Objects.requireNonNullElse(variable.getValue(), "")));
         return OnceflowConfig.fromArgs(args.toArray(String[]::new), environment);
+    }
+
+    /** The JobManager's mount of the Secret's volume, where main reads the secrets. */
+    private static VolumeMount secretMount() {
+        List<VolumeMount> mounts = mainContainer("jobManager").getVolumeMounts().stream()
+                .filter(mount -> volume("jobManager", mount.getName()).getSecret() != null).toList();
+        assertThat(mounts).as("the JobManager's mounts of a Secret").hasSize(1);
+        return mounts.get(0);
+    }
+
+    /** The volume of a role's pod template that a mount names. */
+    private static Volume volume(String role, String name) {
+        return podTemplate(role).getSpec().getVolumes().stream().filter(candidate -> candidate.getName().equals(name))
+                .findFirst().orElseThrow(() -> new AssertionError("the " + role + " mounts an undefined volume " + name));
     }
 
     private static String configFileArgument() {
@@ -467,11 +507,9 @@ class KubernetesManifestsTest {
 
     /** The content of the ConfigMap entry that the JobManager sees at {@code path}, through its volume mounts. */
     private static String mountedConfigFile(String path) {
-        PodTemplateSpec template = podTemplate("jobManager");
         for (VolumeMount mount : mainContainer("jobManager").getVolumeMounts()) {
             if (path.startsWith(mount.getMountPath() + "/")) {
-                Volume volume = template.getSpec().getVolumes().stream().filter(candidate -> candidate.getName().equals(mount.getName()))
-                        .findFirst().orElseThrow(() -> new AssertionError("the JobManager mounts an undefined volume " + mount.getName()));
+                Volume volume = volume("jobManager", mount.getName());
                 String key = path.substring(mount.getMountPath().length() + 1);
                 assertThat(volume.getConfigMap()).as("the volume holding " + path).isNotNull();
                 assertThat(volume.getConfigMap().getName()).as(path + "'s ConfigMap").isEqualTo(jobConfig.getMetadata().getName());

@@ -5,6 +5,9 @@ import io.onceflow.api.Onceflow;
 import io.onceflow.config.ConfigException;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.config.ProgramArguments;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.Map;
@@ -24,6 +27,7 @@ import org.apache.flink.core.execution.CheckpointingMode;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.graph.StreamGraph;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -68,6 +72,21 @@ class OnceflowJobTest {
         Map<String, String> shown = flink.get(PipelineOptions.GLOBAL_JOB_PARAMETERS);
         assertThat(shown).containsEntry("kafka.properties.sasl.jaas.config", "******");
         assertThat(shown.toString()).doesNotContain(KAFKA_SECRET);
+        assertThat(flink.toString()).doesNotContain(KAFKA_SECRET);
+    }
+
+    @Test
+    void aSecretReadFromAFileReachesTheJobButNotTheJobParameters(@TempDir Path secrets) throws IOException {
+        String jaas = "PlainLoginModule required password=\"" + KAFKA_SECRET + "\";";
+        Path file = Files.writeString(secrets.resolve("kafka-jaas"), jaas + "\n");
+        Map<String, String> settings = new HashMap<>(REQUIRED);
+        settings.put("kafka.properties.sasl.jaas.config", "${file:" + file + "}");
+
+        OnceflowConfig config = OnceflowConfig.fromMap(settings, Map.of());
+        Configuration flink = Onceflow.flinkConfiguration(config);
+
+        assertThat(config.kafkaClientProperties()).containsEntry("sasl.jaas.config", jaas);
+        assertThat(flink.get(PipelineOptions.GLOBAL_JOB_PARAMETERS)).containsEntry("kafka.properties.sasl.jaas.config", "******");
         assertThat(flink.toString()).doesNotContain(KAFKA_SECRET);
     }
 
