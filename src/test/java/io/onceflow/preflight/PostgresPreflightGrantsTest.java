@@ -17,7 +17,7 @@ import org.junit.jupiter.api.Test;
 /**
  * The checks before a start ask for exactly the privileges docs/operations.md grants the job's role
  * ({@link DocumentedGrants}): none is missing with the block as written, and each table privilege and the
- * function's EXECUTE, revoked alone, is reported.
+ * function's EXECUTE, revoked alone, is reported in one line that names it and the GRANT to run.
  */
 class PostgresPreflightGrantsTest {
     /** GRANT p1, p2 ON t1, t2 TO role, or GRANT EXECUTE ON FUNCTION f(args) TO role. */
@@ -66,11 +66,19 @@ class PostgresPreflightGrantsTest {
             }
             for (String revocation : revocations) {
                 database.execute("REVOKE " + revocation + " FROM " + job);
-                if (problems().isEmpty()) {
-                    unreported.add(revocation);
-                }
+                List<String> problems = problems();
                 database.execute("GRANT " + revocation + " TO " + job);
                 revoked++;
+                if (problems.isEmpty()) {
+                    unreported.add(revocation);
+                    continue;
+                }
+                // one line, naming what was revoked and the GRANT that gives it back
+                String privilege = revocation.substring(0, revocation.indexOf(" ON "));
+                String object = revocation.substring(revocation.indexOf(" ON ") + 4).replaceFirst("^FUNCTION ", "")
+                        .replaceFirst("\\(.*$", "");
+                assertThat(problems).as("without %s", revocation).singleElement().asString()
+                        .doesNotContain("\n").contains(privilege).contains(object).contains(" TO " + job);
             }
         }
 
