@@ -29,17 +29,15 @@ import java.util.Optional;
 import java.util.Properties;
 import java.util.UUID;
 import org.apache.flink.test.junit5.MiniClusterExtension;
-import org.apache.flink.util.FileUtils;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.acl.AclBinding;
 import org.apache.kafka.common.resource.ResourceType;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The whole job as a payments team runs it: Kafka over {@code SASL_SSL} with SCRAM and the standard
@@ -56,25 +54,12 @@ class SecuredPipelineIT {
     @RegisterExtension
     static final MiniClusterExtension FLINK = MiniClusters.fourSlots();
 
-    private static Path directory;
-    private static SecuredKafka kafka;
+    private static final SecuredKafka kafka = SecuredKafka.shared();
+    @TempDir
+    Path directory;
     private SecuredKafka.JobNames names;
     private List<AclBinding> acls;
     private final Map<String, String> settings = new HashMap<>();
-
-    @BeforeAll
-    static void services() throws Exception {
-        directory = Files.createTempDirectory("onceflow-secured");
-        kafka = SecuredKafka.start(directory);
-    }
-
-    @AfterAll
-    static void stop() throws Exception {
-        if (kafka != null) {
-            kafka.close();
-        }
-        FileUtils.deleteDirectory(directory.toFile());
-    }
 
     @BeforeEach
     void topicsAclsAndDatabase() throws Exception {
@@ -87,6 +72,10 @@ class SecuredPipelineIT {
         // the audit reads the job's outputs too (docs/security.md)
         kafka.grantRead(names.output(), names.deadLetter());
         settings.putAll(kafka.jobSettings(kafka.jobPassword()));
+        // the JAAS configuration as a Kubernetes Secret mounted as a file gives it (docs/security.md)
+        Path jaas = directory.resolve("kafka-jaas");
+        Files.writeString(jaas, settings.get("kafka.properties.sasl.jaas.config") + "\n");
+        settings.put("kafka.properties.sasl.jaas.config", "${file:" + jaas + "}");
         settings.putAll(Map.of("input.topics", names.input(), "output.topic", names.output(),
                 "dead.letter.topic", names.deadLetter(), "input.group.id", names.group(),
                 "kafka.transactional.id.prefix", names.transactionalIdPrefix(),

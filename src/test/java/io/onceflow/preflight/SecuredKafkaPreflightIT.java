@@ -6,18 +6,15 @@ import io.onceflow.cli.CannotRunException;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.testing.SecuredKafka;
 import io.onceflow.testing.TestCertificates;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
-import org.apache.flink.util.FileUtils;
 import org.apache.kafka.common.acl.AclBinding;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The start check against a broker with TLS, SCRAM and the standard authorizer: the documented ACLs
@@ -25,25 +22,10 @@ import org.junit.jupiter.api.Test;
  * password, an untrusted or misnamed certificate and a plaintext listener are each refused in one line.
  */
 class SecuredKafkaPreflightIT {
-    private static Path directory;
-    private static SecuredKafka kafka;
+    private static final SecuredKafka kafka = SecuredKafka.shared();
 
     private final Map<String, String> settings = new HashMap<>();
     private SecuredKafka.JobNames names;
-
-    @BeforeAll
-    static void startBroker() throws Exception {
-        directory = Files.createTempDirectory("onceflow-secured-kafka");
-        kafka = SecuredKafka.start(directory);
-    }
-
-    @AfterAll
-    static void stopBroker() throws Exception {
-        if (kafka != null) {
-            kafka.close();
-        }
-        FileUtils.deleteDirectory(directory.toFile());
-    }
 
     @BeforeEach
     void topics() {
@@ -131,8 +113,8 @@ class SecuredKafkaPreflightIT {
     }
 
     @Test
-    void aBrokerCertificateFromAnotherAuthorityIsRefused() {
-        TestCertificates other = TestCertificates.newAuthority(directory.resolve("other-ca-" + UUID.randomUUID()));
+    void aBrokerCertificateFromAnotherAuthorityIsRefused(@TempDir Path directory) {
+        TestCertificates other = TestCertificates.newAuthority(directory);
         settings.put("kafka.properties.ssl.truststore.location", other.trustStore().toString());
 
         assertThat(problems(Preflight.Purpose.RUN_JOB)).singleElement().asString()

@@ -13,6 +13,7 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import org.apache.flink.util.FileUtils;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.common.acl.AccessControlEntry;
 import org.apache.kafka.common.acl.AclBinding;
@@ -30,7 +31,7 @@ import org.apache.kafka.common.resource.ResourceType;
  * job logs in as {@value #JOB_USER}, which has no permission until {@link #grantDocumentedAcls} gives
  * it exactly the block of docs/security.md, read from the page so that the page and the tests cannot
  * drift apart. The test administers through the plaintext listener, whose anonymous user is the super
- * user.
+ * user. One per JVM ({@link #shared()}), as the tests using it take their own topics and names.
  */
 public final class SecuredKafka implements AutoCloseable {
     /** The principal docs/security.md grants to. */
@@ -41,6 +42,8 @@ public final class SecuredKafka implements AutoCloseable {
     private static final Pattern OPTION = Pattern.compile("--([a-z-]+)(?: ([^ -][^ ]*))?");
     private static final Duration ACL_VISIBLE = Duration.ofSeconds(30);
 
+    private static SecuredKafka shared;
+
     private final TestCertificates authority;
     private final KafkaBrokerProcess broker;
     private final String jobPassword = "job-" + Long.toHexString(Double.doubleToLongBits(Math.random()));
@@ -48,6 +51,24 @@ public final class SecuredKafka implements AutoCloseable {
     private SecuredKafka(TestCertificates authority, KafkaBrokerProcess broker) {
         this.authority = authority;
         this.broker = broker;
+    }
+
+    /** The broker of this JVM, started on first call; stopped and deleted when the JVM exits. */
+    public static synchronized SecuredKafka shared() {
+        if (shared == null) {
+            Path directory;
+            try {
+                directory = Files.createTempDirectory("onceflow-secured-kafka");
+            } catch (IOException e) {
+                throw new IllegalStateException("could not create a directory for the secured broker", e);
+            }
+            shared = start(directory);
+            Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+                shared.close();
+                FileUtils.deleteDirectoryQuietly(directory.toFile());
+            }, "secured-kafka-shutdown"));
+        }
+        return shared;
     }
 
     /**
