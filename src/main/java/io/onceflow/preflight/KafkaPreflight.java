@@ -70,8 +70,12 @@ final class KafkaPreflight {
             if (purpose == Preflight.Purpose.RUN_JOB) {
                 access.groupProblem(admin).ifPresent(problems::add);
                 if (config.deliveryGuarantee() == DeliveryGuarantee.EXACTLY_ONCE) {
+                    int before = problems.size();
                     checkTransactions(admin, nodes);
-                    access.transactionalIdProblem().ifPresent(problems::add);
+                    if (problems.size() == before) {
+                        // a probe of brokers that cannot start transactions would only time out
+                        access.transactionalIdProblem().ifPresent(problems::add);
+                    }
                 }
             }
         } catch (ExecutionException | java.util.concurrent.TimeoutException e) {
