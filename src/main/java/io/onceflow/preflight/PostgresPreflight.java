@@ -13,6 +13,7 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
 import java.util.Properties;
 import org.postgresql.Driver;
 import org.postgresql.PGProperty;
@@ -23,7 +24,8 @@ import org.slf4j.LoggerFactory;
  * The PostgreSQL part of the {@link Preflight}: the server accepts the login, and the user may
  * write the tables that exist and create those that do not, and call the effect function, and the
  * connection is not pooled per transaction (the job), or read the event table (the audit). It warns
- * when the server streams to asynchronous replicas ({@link ServerChecks#replicationWarning}).
+ * when the server streams to asynchronous replicas ({@link ServerChecks#replicationWarning}). What
+ * postgres.url asks of TLS is {@link PostgresTls}'s.
  */
 final class PostgresPreflight {
     private static final Logger LOG = LoggerFactory.getLogger(PostgresPreflight.class);
@@ -36,17 +38,22 @@ final class PostgresPreflight {
     private final PostgresSettings settings;
     private final Preflight.Purpose purpose;
     private final String server;
+    private final PostgresTls tls;
     private final List<String> problems = new ArrayList<>();
 
     PostgresPreflight(PostgresSettings settings, Preflight.Purpose purpose) {
         this.settings = settings;
         this.purpose = purpose;
         this.server = describeServer(settings.url());
+        this.tls = new PostgresTls(settings.url(), server);
     }
 
     List<String> problems() {
         long started = System.nanoTime();
+        // a warning, not a problem: a URL without verify-full may be what a private network accepts
+        PostgresTls.weakUrlWarning(settings.url()).ifPresent(LOG::warn);
         try (Connection connection = connect()) {
+            tls.sessionProblem(connection).ifPresent(problems::add);
             if (purpose == Preflight.Purpose.RUN_JOB) {
                 // every table the sink writes: a privilege missing on any of them (the rejects table is
                 // written only when a row is refused) would otherwise fail the job in a restart loop later
@@ -113,6 +120,10 @@ final class PostgresPreflight {
      * @param after when the attempt failed, e.g. {@code " after 1.2 s"}; empty if not measured
      */
     String connectionProblem(SQLException e, String after) {
+        Optional<String> tlsProblem = tls.connectionProblem(e);
+        if (tlsProblem.isPresent()) {
+            return tlsProblem.get();
+        }
         String state = e.getSQLState() == null ? "" : e.getSQLState();
         String message = e.getMessage();
         if (state.startsWith("28")) {

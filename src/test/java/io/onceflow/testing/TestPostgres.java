@@ -125,9 +125,17 @@ public final class TestPostgres implements AutoCloseable {
      * Its {@link #jdbcUrl()} names no user: {@code jdbc:postgresql://127.0.0.1:port/postgres}.
      */
     public static TestPostgres start(Path dataDirectory) {
-        EmbeddedPostgres server = startEmbedded(dataDirectory, 0, Map.of());
+        return start(dataDirectory, Map.of());
+    }
+
+    /**
+     * As {@link #start(Path)}, with server settings of the caller's (e.g. {@code ssl}, {@code hba_file}),
+     * kept across {@link #restart()}.
+     */
+    public static TestPostgres start(Path dataDirectory, Map<String, String> serverSettings) {
+        EmbeddedPostgres server = startEmbedded(dataDirectory, 0, serverSettings);
         String url = "jdbc:postgresql://127.0.0.1:" + server.getPort() + "/postgres";
-        return new TestPostgres(new TestDatabase(url, SUPERUSER, ""), Map.of(), dataDirectory, server.getPort(),
+        return new TestPostgres(new TestDatabase(url, SUPERUSER, ""), serverSettings, dataDirectory, server.getPort(),
                 server);
     }
 

@@ -28,14 +28,23 @@ import java.util.TreeMap;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
- * What the sink tests ask of a fresh database of the shared {@link TestPostgres} server: sinks,
+ * What the sink tests ask of a fresh database (of the shared {@link TestPostgres} server unless given): sinks,
  * configs and writers on it (this package's types), and its rows as the sink wrote them.
  */
 final class SinkDatabase {
     static final String TABLE = PostgresTableOptions.DEFAULT_EVENTS;
 
-    final TestDatabase database = TestPostgres.shared().newDatabase();
+    final TestDatabase database;
     private final AtomicInteger attempts = new AtomicInteger();
+
+    SinkDatabase() {
+        this(TestPostgres.shared().newDatabase());
+    }
+
+    /** A database of another server, e.g. one with TLS ({@link io.onceflow.testing.SecuredPostgres}). */
+    SinkDatabase(TestDatabase database) {
+        this.database = database;
+    }
 
     PostgresSinkBuilder builder(String sinkPrefix) {
         return PostgresSink.builder()
