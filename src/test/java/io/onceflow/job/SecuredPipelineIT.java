@@ -10,7 +10,10 @@ import io.onceflow.config.OnceflowConfig;
 import io.onceflow.preflight.Preflight;
 import io.onceflow.testing.FailureInjector;
 import io.onceflow.testing.MiniClusters;
+import io.onceflow.testing.DocumentedGrants;
 import io.onceflow.testing.SecuredKafka;
+import io.onceflow.testing.SecuredPostgres;
+import io.onceflow.testing.TestCertificates;
 import io.onceflow.testing.TestPostgres;
 import io.onceflow.tools.audit.AuditCommand;
 import io.onceflow.tools.audit.AuditReport;
@@ -34,6 +37,9 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.acl.AclBinding;
 import org.apache.kafka.common.resource.ResourceType;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.flink.util.FileUtils;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
@@ -55,11 +61,28 @@ class SecuredPipelineIT {
     static final MiniClusterExtension FLINK = MiniClusters.fourSlots();
 
     private static final SecuredKafka kafka = SecuredKafka.shared();
+    private static Path postgresDirectory;
+    private static SecuredPostgres postgres;
     @TempDir
     Path directory;
     private SecuredKafka.JobNames names;
     private List<AclBinding> acls;
     private final Map<String, String> settings = new HashMap<>();
+
+    @BeforeAll
+    static void startPostgres() throws Exception {
+        postgresDirectory = Files.createTempDirectory("onceflow-secured-postgres");
+        postgres = SecuredPostgres.start(postgresDirectory.resolve("server"),
+                TestCertificates.newAuthority(postgresDirectory.resolve("tls")));
+    }
+
+    @AfterAll
+    static void stopPostgres() {
+        if (postgres != null) {
+            postgres.close();
+        }
+        FileUtils.deleteDirectoryQuietly(postgresDirectory.toFile());
+    }
 
     @BeforeEach
     void topicsAclsAndDatabase() throws Exception {
@@ -82,9 +105,13 @@ class SecuredPipelineIT {
                 "message.max.bytes", "4096", "message.id.max.length", "64",
                 "checkpoint.interval", "300ms", "checkpoint.timeout", "1min", "kafka.transaction.timeout", "5min"));
         settings.putAll(Map.of("restart.budget", "1min", "state.backend", "hashmap", "parallelism", "2"));
-        TestPostgres.TestDatabase database = TestPostgres.shared().newDatabase();
-        settings.putAll(Map.of("postgres.url", database.jdbcUrl(), "postgres.user", database.user(),
-                "postgres.password", database.password(), "postgres.sink.prefix", "secured_" + suffix));
+        TestPostgres.TestDatabase database = postgres.newDatabase();
+        SecuredPostgres.Login login = postgres.newJobRole(database);
+        Path password = directory.resolve("postgres-password");
+        Files.writeString(password, login.password() + "\n");
+        settings.putAll(Map.of("postgres.url", postgres.jdbcUrl(database), "postgres.user", login.user(),
+                "postgres.password", "${file:" + password + "}", "postgres.sink.prefix", "secured_" + suffix,
+                "postgres.effect.function", DocumentedGrants.EFFECT));
     }
 
     private OnceflowConfig config() {
@@ -115,6 +142,7 @@ class SecuredPipelineIT {
         assertThat(audit.postgresRows()).isEqualTo(truth.uniqueIds().size());
         assertThat(audit.maxDeliveries()).isEqualTo(1);
         assertThat(audit.preparedTransactionsLeft()).isZero();
+        assertThat(audit.effectsApplied()).as("effects applied by the workers over TLS").isEqualTo(truth.uniqueIds().size());
 
         // what bin/onceflow check and bin/onceflow audit run
         assertThat(OnceflowJob.execute(arguments("--check"), Optional.empty())).isEqualTo(ExitCode.CLEAN);
