@@ -5,10 +5,13 @@ import static io.onceflow.config.ConfigException.problem;
 import io.onceflow.config.OnceflowConfig;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collection;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Properties;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -55,7 +58,30 @@ final class KafkaPreflight {
         this.access = new KafkaAccess(config);
     }
 
+    /**
+     * The warning to log, if any: brokers that are not on this host reached without TLS, where an
+     * attacker on the network path may read the credentials and the records. (TLS without host name
+     * verification cannot be configured: an empty value counts as not set, which keeps Kafka's https.)
+     *
+     * @return one line naming the key and the fix, or empty
+     */
+    static Optional<String> unencryptedWarning(OnceflowConfig config) {
+        boolean remote = Arrays.stream(config.bootstrapServers().split(","))
+                .map(server -> server.strip().replaceFirst(":[0-9]+$", "").replaceAll("^\\[|]$", ""))
+                .anyMatch(host -> !Preflight.isLoopbackHost(host));
+        String protocol = config.kafkaClientProperties().getProperty("security.protocol", "PLAINTEXT")
+                .toUpperCase(Locale.ROOT);
+        if (remote && !protocol.endsWith("SSL")) {
+            return Optional.of(problem("kafka.properties.security.protocol",
+                    "the job reaches the Kafka brokers at " + config.bootstrapServers() + " with " + protocol
+                            + ", without TLS: passwords and records cross the network readable",
+                    "Use a TLS listener: security.protocol SASL_SSL or SSL (docs/security.md)."));
+        }
+        return Optional.empty();
+    }
+
     List<String> problems() {
+        unencryptedWarning(config).ifPresent(warning -> LOG.warn(warning));
         Properties properties = config.kafkaClientProperties();
         properties.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, brokers);
         properties.put(AdminClientConfig.CLIENT_ID_CONFIG, "onceflow-preflight");

@@ -2,8 +2,6 @@ package io.onceflow.preflight;
 
 import static io.onceflow.config.ConfigException.problem;
 
-import java.net.InetAddress;
-import java.net.UnknownHostException;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.SQLException;
@@ -162,22 +160,7 @@ final class PostgresTls {
         }
         return Arrays.stream(PGProperty.PG_HOST.getOrDefault(parsed).split(","))
                 .map(host -> host.strip().replaceAll("^\\[|]$", ""))
-                .allMatch(PostgresTls::isLoopback);
-    }
-
-    private static boolean isLoopback(String host) {
-        if (host.equalsIgnoreCase("localhost")) {
-            return true;
-        }
-        // a literal address only: a name would be looked up, and a name is what production uses
-        if (!host.matches("[0-9.]+|[0-9a-fA-F:]*:[0-9a-fA-F:.]*")) {
-            return false;
-        }
-        try {
-            return InetAddress.getByName(host).isLoopbackAddress();
-        } catch (UnknownHostException e) {
-            return false;
-        }
+                .allMatch(Preflight::isLoopbackHost);
     }
 
     /** Whether {@code message} is the driver's {@code pattern}, as it translates it, with any arguments. */

@@ -3,6 +3,8 @@ package io.onceflow.preflight;
 import io.onceflow.cli.CannotRunException;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.config.Secrets;
+import java.net.InetAddress;
+import java.net.UnknownHostException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -86,6 +88,27 @@ public final class Preflight {
      */
     public static String secondsSince(long startNanos) {
         return String.format(Locale.ROOT, "%.1f s", (System.nanoTime() - startNanos) / 1e9);
+    }
+
+    /**
+     * Tells whether {@code host} is this machine: {@code localhost} or a literal loopback address. A
+     * name is never looked up: a name is what production uses, and the warnings about unencrypted
+     * connections are for production.
+     *
+     * @param host a host name or literal address, without brackets or port
+     */
+    static boolean isLoopbackHost(String host) {
+        if (host.equalsIgnoreCase("localhost")) {
+            return true;
+        }
+        if (!host.matches("[0-9.]+|[0-9a-fA-F:]*:[0-9a-fA-F:.]*")) {
+            return false;
+        }
+        try {
+            return InetAddress.getByName(host).isLoopbackAddress();
+        } catch (UnknownHostException e) {
+            return false;
+        }
     }
 
     /**
