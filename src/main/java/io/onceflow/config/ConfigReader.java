@@ -10,6 +10,7 @@ import java.util.Optional;
 import java.util.Set;
 import java.util.SortedMap;
 import java.util.TreeMap;
+import java.util.TreeSet;
 import java.util.function.Function;
 
 /**
@@ -25,6 +26,8 @@ final class ConfigReader {
     private final Map<String, String> givenValues = new HashMap<>();
     /** Keys whose value has a reference that could not be resolved; already reported. */
     private final Set<String> unresolvedKeys = new HashSet<>();
+    /** Keys whose value came (in part) from a file: secrets, whatever their name. */
+    private final Set<String> keysFromFiles = new TreeSet<>();
 
     private final List<String> problems;
     private final SortedMap<String, String> effectiveValues = new TreeMap<>();
@@ -73,10 +76,22 @@ final class ConfigReader {
             unresolvedKeys.add(key);
             problem(key, unresolved.whatIsWrong(), unresolved.whatToDo());
         }
+        if (substituted.fromFile()) {
+            keysFromFiles.add(key);
+        }
         String trimmed = substituted.value().trim();
         if (!trimmed.isEmpty()) {
             givenValues.put(key, trimmed);
         }
+    }
+
+    /**
+     * The keys whose value came from a {@code ${file:...}} reference: a file is where secrets are
+     * kept, so such a value is hidden even under a key whose name says nothing secret (a mistyped
+     * {@code kafka.properties.*} name, a swapped reference).
+     */
+    Set<String> keysFromFiles() {
+        return Collections.unmodifiableSet(keysFromFiles);
     }
 
     /** Tells whether the key was given (even if its value is unresolved). */
@@ -121,7 +136,12 @@ final class ConfigReader {
         } catch (InvalidValueException e) {
             // The parser's description may quote the value, which must not leak for a secret.
             String whatIsWrong =
-                    Secrets.isSecretKey(key.key()) ? "the value is invalid" : e.whatIsWrong();
+                    Secrets.isSecretKey(key.key())
+                            ? "the value is invalid"
+                            // a value from a file is a secret too: shown as the placeholder, never itself
+                            : keysFromFiles.contains(key.key())
+                                    ? e.whatIsWrong().replace(text, Secrets.REDACTED)
+                                    : e.whatIsWrong();
             problem(key, whatIsWrong, e.whatToDo());
             return null;
         }

@@ -147,6 +147,8 @@ public final class OnceflowConfig implements Serializable {
     private final StateBackendKind stateBackend;
     private final PostgresSettings postgres;
     private final SortedMap<String, String> effectiveSettings;
+    /** Keys whose value came from a {@code ${file:...}} reference: secrets whatever their names. */
+    private final Set<String> keysFromFiles;
 
     OnceflowConfig(ConfigReader settings) {
         bootstrapServers = settings.parsed(BOOTSTRAP_SERVERS, ValueParsers::hostAndPortList);
@@ -232,6 +234,7 @@ public final class OnceflowConfig implements Serializable {
         checkTransactionTimeout(settings);
         settings.throwIfAnyProblem();
         effectiveSettings = settings.effectiveValues();
+        keysFromFiles = Set.copyOf(settings.keysFromFiles());
     }
 
     /**
@@ -679,7 +682,30 @@ public final class OnceflowConfig implements Serializable {
      * @return an unmodifiable map sorted by key
      */
     public SortedMap<String, String> redactedMap() {
-        return Secrets.redact(effectiveSettings);
+        return Secrets.redact(effectiveSettings, keysFromFiles);
+    }
+
+    /**
+     * Tells whether {@code key}'s value is a secret: by its name ({@link Secrets#isSecretKey}), or
+     * because it came from a {@code ${file:...}} reference.
+     *
+     * @param key a configuration key, e.g. {@code postgres.password}
+     */
+    public boolean isSecret(String key) {
+        return Secrets.isSecretKey(key) || keysFromFiles.contains(key);
+    }
+
+    /**
+     * Returns the non-empty values of every secret setting ({@link #isSecret}), for hiding them in
+     * messages that quote other software's words. Never show what it returns.
+     *
+     * @return the values, in no particular order
+     */
+    public List<String> secretValues() {
+        return effectiveSettings.entrySet().stream()
+                .filter(setting -> isSecret(setting.getKey()) && !setting.getValue().isEmpty())
+                .map(Map.Entry::getValue)
+                .toList();
     }
 
     /**

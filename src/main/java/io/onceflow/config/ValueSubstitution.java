@@ -56,8 +56,11 @@ final class ValueSubstitution {
     /** A reference that could not be resolved: what is wrong and what to do, never a value. */
     record Problem(String whatIsWrong, String whatToDo) {}
 
-    /** The substituted text and the references in it that could not be resolved. */
-    record Result(String value, List<Problem> problems) {}
+    /**
+     * The substituted text, the references in it that could not be resolved, and whether it took
+     * anything from a file (which makes the value a secret, whatever its key: see {@link Secrets}).
+     */
+    record Result(String value, List<Problem> problems, boolean fromFile) {}
 
     private final Map<String, String> environment;
     private final FileOpener files;
@@ -76,13 +79,15 @@ final class ValueSubstitution {
         List<Problem> problems = new ArrayList<>();
         Matcher reference = REFERENCE.matcher(text);
         StringBuilder value = new StringBuilder();
+        boolean fromFile = false;
         while (reference.find()) {
             String path = reference.group("path");
+            fromFile |= path != null;
             String resolved = path != null ? fileContent(path, problems) : variable(reference, problems);
             reference.appendReplacement(value, Matcher.quoteReplacement(resolved));
         }
         reference.appendTail(value);
-        return new Result(value.toString(), List.copyOf(problems));
+        return new Result(value.toString(), List.copyOf(problems), fromFile);
     }
 
     private String variable(Matcher reference, List<Problem> problems) {

@@ -1,5 +1,6 @@
 package io.onceflow.job;
 
+import io.onceflow.cli.ShellWords;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.config.Secrets;
 import io.onceflow.preflight.Preflight;
@@ -7,7 +8,6 @@ import java.net.URISyntaxException;
 import java.nio.file.Path;
 import java.security.CodeSource;
 import java.util.Arrays;
-import java.util.regex.Pattern;
 import java.util.stream.Collectors;
 import org.apache.flink.annotation.Internal;
 
@@ -23,8 +23,6 @@ import org.apache.flink.annotation.Internal;
 @Internal
 public record ResumeCommand(String jar, String arguments) {
     public static final ResumeCommand UNKNOWN = new ResumeCommand("<job jar>", "<the same arguments>");
-    /** Arguments made only of these characters need no quotes in a POSIX shell. */
-    private static final Pattern NEEDS_NO_QUOTES = Pattern.compile("[A-Za-z0-9_./:=@%+,-]+");
 
     /**
      * The command for a job whose {@code main} ran in {@code mainClass} with {@code args}.
@@ -32,8 +30,10 @@ public record ResumeCommand(String jar, String arguments) {
      * @param config the configuration the arguments gave, whose secret values are redacted
      */
     public static ResumeCommand of(Class<?> mainClass, String[] args, OnceflowConfig config) {
-        String arguments = Arrays.stream(args).map(ResumeCommand::shellQuoted).collect(Collectors.joining(" "));
-        return new ResumeCommand(jarOf(mainClass), Preflight.withoutSecrets(arguments, config));
+        // redacted before quoting: quoting rewrites a secret holding ' into text no longer equal to it
+        String arguments = Arrays.stream(args).map(argument -> ShellWords.quoted(Preflight.withoutSecrets(argument, config)))
+                .collect(Collectors.joining(" "));
+        return new ResumeCommand(jarOf(mainClass), arguments);
     }
 
     /** {@code flink run -s <checkpoint> <jar> <arguments>}, saying so when secrets were left out. */
@@ -49,13 +49,9 @@ public record ResumeCommand(String jar, String arguments) {
             return UNKNOWN.jar();
         }
         try {
-            return shellQuoted(Path.of(source.getLocation().toURI()).toString());
+            return ShellWords.quoted(Path.of(source.getLocation().toURI()).toString());
         } catch (URISyntaxException | IllegalArgumentException e) {
             return UNKNOWN.jar();
         }
-    }
-
-    private static String shellQuoted(String argument) {
-        return NEEDS_NO_QUOTES.matcher(argument).matches() ? argument : "'" + argument.replace("'", "'\\''") + "'";
     }
 }

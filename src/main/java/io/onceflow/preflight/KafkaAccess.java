@@ -2,6 +2,7 @@ package io.onceflow.preflight;
 
 import static io.onceflow.config.ConfigException.problem;
 
+import io.onceflow.cli.ShellWords;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.sink.kafka.KafkaSinks;
 import java.util.List;
@@ -20,6 +21,7 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.acl.AclOperation;
 import org.apache.kafka.common.errors.GroupAuthorizationException;
+import org.apache.kafka.common.errors.InvalidTxnTimeoutException;
 import org.apache.kafka.common.errors.TransactionalIdAuthorizationException;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
@@ -45,13 +47,17 @@ final class KafkaAccess {
     private final OnceflowConfig config;
     private final String brokers;
     private final String principal;
+    private final String principalArgument;
 
     KafkaAccess(OnceflowConfig config) {
         this.config = config;
         this.brokers = config.bootstrapServers();
         String jaas = config.kafkaClientProperties().getProperty("sasl.jaas.config", "");
         Matcher user = JAAS_USER_NAME.matcher(jaas);
-        this.principal = "User:" + (user.find() ? user.group(1) : "<the job's principal>");
+        boolean named = user.find();
+        this.principal = "User:" + (named ? user.group(1) : "<the job's principal>");
+        // a placeholder for the operator to replace stays as it is; a name from the settings is one word
+        this.principalArgument = named ? ShellWords.quoted(principal) : principal;
     }
 
     /** The operation the topic named by {@code key} needs for {@code purpose}. */
@@ -71,7 +77,7 @@ final class KafkaAccess {
         if (authorized == null || allows(authorized, needed)) {
             return Optional.empty();
         }
-        return Optional.of(refused(key, needed, "the topic '" + topic + "'", "--topic " + topic));
+        return Optional.of(refused(key, needed, "the topic '" + topic + "'", "--topic " + ShellWords.quoted(topic)));
     }
 
     /**
@@ -79,7 +85,8 @@ final class KafkaAccess {
      * topic needs, since Read and Write both include Describe.
      */
     String undescribableTopic(String key, String topic, Preflight.Purpose purpose) {
-        return refused(key, neededOnTopic(key, purpose), "the topic '" + topic + "'", "--topic " + topic);
+        return refused(key, neededOnTopic(key, purpose), "the topic '" + topic + "'",
+                "--topic " + ShellWords.quoted(topic));
     }
 
     /** The consumer group: Read, asked as the operations the brokers allow the principal on it. */
@@ -103,7 +110,7 @@ final class KafkaAccess {
             return Optional.empty();
         }
         return Optional.of(refused("input.group.id", AclOperation.READ, "the consumer group '" + group + "'",
-                "--group " + group));
+                "--group " + ShellWords.quoted(group)));
     }
 
     /**
@@ -115,12 +122,13 @@ final class KafkaAccess {
      */
     Optional<String> transactionalIdProblem() {
         for (String sinkPrefix : KafkaSinks.transactionalIdPrefixes(config.transactionalIdPrefix())) {
-            Properties properties = config.kafkaClientProperties();
+            // the sinks' own producer settings and transaction timeout: the brokers refuse the probe when
+            // they would refuse the sinks, a timeout above their maximum included
+            Properties properties = KafkaSinks.producerProperties(config.kafkaClientProperties(),
+                    config.kafkaTransactionTimeout());
             properties.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, brokers);
             properties.put(ProducerConfig.CLIENT_ID_CONFIG, "onceflow-preflight");
             properties.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, sinkPrefix + PROBE_SUFFIX);
-            // the shortest the brokers allow: a probe that never begins a transaction
-            properties.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, "1000");
             properties.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, String.valueOf(Preflight.SERVICE_TIMEOUT.toMillis()));
             try (KafkaProducer<byte[], byte[]> probe =
                     new KafkaProducer<>(properties, new ByteArraySerializer(), new ByteArraySerializer())) {
@@ -128,7 +136,17 @@ final class KafkaAccess {
             } catch (TransactionalIdAuthorizationException e) {
                 return Optional.of(refused("kafka.transactional.id.prefix", AclOperation.WRITE,
                         "the transactional ids starting with '" + config.transactionalIdPrefix() + "'",
-                        "--transactional-id " + config.transactionalIdPrefix() + " --resource-pattern-type prefixed"));
+                        "--transactional-id " + ShellWords.quoted(config.transactionalIdPrefix())
+                                + " --resource-pattern-type prefixed"));
+            } catch (InvalidTxnTimeoutException e) {
+                return Optional.of(problem("kafka.transaction.timeout", "the Kafka brokers at " + brokers
+                                + " refuse transactions of " + config.kafkaTransactionTimeout().toSeconds()
+                                + " s (" + e.getMessage() + "): it exceeds their transaction.max.timeout.ms",
+                        "Lower it (keeping it above its checkpoints plus restart.budget, docs/operations.md), or"
+                                + " raise transaction.max.timeout.ms on the brokers."));
+            } catch (org.apache.kafka.common.config.ConfigException e) {
+                return Optional.of(problem("kafka.properties", "the Kafka producer refuses its settings ("
+                        + e.getMessage() + ")", "Fix the kafka.properties.<name> setting it names."));
             } catch (KafkaException e) {
                 return Optional.of(problem("kafka.transactional.id.prefix",
                         "the Kafka brokers at " + brokers + " did not let the job start a transaction with the id '"
@@ -144,10 +162,16 @@ final class KafkaAccess {
                 + brokers, "Grant it: " + command(needed, resourceArguments));
     }
 
-    /** The {@code kafka-acls.sh} command an administrator runs to grant {@code operation}. */
+    /**
+     * The {@code kafka-acls.sh} command an administrator runs to grant {@code operation}; every value
+     * from the settings is one shell word, so that no setting can add arguments or shell syntax.
+     *
+     * @param resourceArguments the resource's options, their values already {@link ShellWords#quoted}
+     */
     private String command(AclOperation operation, String resourceArguments) {
-        return "kafka-acls.sh --bootstrap-server " + brokers + " --command-config <admin client properties> --add"
-                + " --allow-principal " + principal + " --operation " + name(operation) + " " + resourceArguments;
+        return "kafka-acls.sh --bootstrap-server " + ShellWords.quoted(brokers) + " --command-config <admin client"
+                + " properties> --add --allow-principal " + principalArgument + " --operation "
+                + name(operation) + " " + resourceArguments;
     }
 
     private static boolean allows(Set<AclOperation> authorized, AclOperation needed) {

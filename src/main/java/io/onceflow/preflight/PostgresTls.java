@@ -54,8 +54,11 @@ final class PostgresTls {
     static Optional<String> weakUrlWarning(String url) {
         Properties parsed = parse(url);
         SslMode mode = sslMode(parsed);
-        if (parsed.isEmpty() || mode == null || mode == SslMode.VERIFY_FULL || isLocal(parsed)) {
+        if (parsed.isEmpty() || mode == null || isLocal(parsed)) {
             return Optional.empty();
+        }
+        if (mode == SslMode.VERIFY_FULL) {
+            return replacedVerification(parsed);
         }
         String given = PGProperty.SSL_MODE.getOrDefault(parsed) == null && PGProperty.SSL.getOrDefault(parsed) == null
                 ? "has no sslmode (pgjdbc then uses prefer: no certificate check, and no TLS at all if the"
@@ -69,6 +72,25 @@ final class PostgresTls {
                 };
         return Optional.of(problem("postgres.url", "the URL of PostgreSQL at " + describe(parsed) + " " + given,
                 "Add " + SUGGESTION + " to postgres.url, with that file on the JobManager and every TaskManager."));
+    }
+
+    /**
+     * verify-full checks the certificate's chain and its name only with pgjdbc's own factory and host
+     * name verifier: another {@code sslfactory} (e.g. NonValidatingFactory, which accepts any chain) or
+     * {@code sslhostnameverifier} replaces those checks, whatever sslmode says.
+     */
+    private static Optional<String> replacedVerification(Properties parsed) {
+        String factory = PGProperty.SSL_FACTORY.getOrDefault(parsed);
+        String verifier = PGProperty.SSL_HOSTNAME_VERIFIER.getOrDefault(parsed);
+        boolean ownFactory = factory == null || factory.equals("org.postgresql.ssl.LibPQFactory");
+        if (ownFactory && verifier == null) {
+            return Optional.empty();
+        }
+        String replaced = ownFactory ? "sslhostnameverifier=" + verifier : "sslfactory=" + factory;
+        return Optional.of(problem("postgres.url", "the URL of PostgreSQL at " + describe(parsed)
+                        + " has sslmode=verify-full, but " + replaced + " replaces the driver's check of the"
+                        + " server's certificate or name",
+                "Remove it and use " + SUGGESTION + "."));
     }
 
     /** What the driver's failure says about TLS, as one problem line; empty if it is not about TLS. */

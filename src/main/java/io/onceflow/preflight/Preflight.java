@@ -9,7 +9,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
-import java.util.Properties;
 import org.apache.flink.annotation.Internal;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -130,18 +129,9 @@ public final class Preflight {
      * @return the message with every secret value redacted
      */
     public static String withoutSecrets(String text, OnceflowConfig config) {
-        List<String> secrets = new ArrayList<>();
-        Properties kafka = config.kafkaClientProperties();
-        kafka.stringPropertyNames().stream()
-                .filter(name -> Secrets.isSecretKey(name))
-                .map(kafka::getProperty)
-                .forEach(secrets::add);
-        config.postgres().ifPresent(postgres -> secrets.add(postgres.password()));
         String redacted = text;
-        for (String secret : secrets) {
-            if (!secret.isEmpty()) {
-                redacted = redacted.replace(secret, Secrets.REDACTED);
-            }
+        for (String secret : config.secretValues()) {
+            redacted = redacted.replace(secret, Secrets.REDACTED);
         }
         return redacted;
     }

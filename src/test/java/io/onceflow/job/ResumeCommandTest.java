@@ -30,7 +30,7 @@ class ResumeCommandTest {
         assertThat(command)
                 .startsWith("flink run -s /checkpoints/abc/chk-7 ")
                 .containsPattern("/junit-jupiter-api-[^/ ]+\\.jar ")
-                .contains(" --config '/etc/onceflow/job one.properties' --postgres.password ****** ")
+                .contains(" --config '/etc/onceflow/job one.properties' --postgres.password '******' ")
                 .contains("'--input.group.id=it'\\''s-mine'")
                 .endsWith("(give the ****** secrets as before)")
                 .doesNotContain("s3cret-pw");

@@ -73,10 +73,12 @@ public final class KafkaSinks {
     }
 
     /**
-     * A {@link KafkaSink} in a {@link GuardedKafkaSink}: no producer before the gate, and a writer
-     * closed after a newer attempt fenced its producer does not take its TaskManager down.
+     * The settings of the sinks' producers, without bootstrap servers and transactional id: the
+     * pass-through {@code clientProperties} with what onceflow decides for itself (the transaction
+     * timeout, {@code acks=all}, idempotence) on top. The start check's probe producer takes the same,
+     * so that it is refused exactly when the sinks' producers would be.
      */
-    private <T> Sink<T> build(KafkaRecordSerializationSchema<T> serializer, String prefixSuffix) {
+    public static Properties producerProperties(Properties clientProperties, Duration transactionTimeout) {
         Properties producer = new Properties();
         // Fewer, larger produce requests: the task thread and the broker pay per request, and
         // records wait for the checkpoint (exactly-once) far longer than linger.ms anyway. The same
@@ -87,6 +89,15 @@ public final class KafkaSinks {
         producer.setProperty(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, String.valueOf(transactionTimeout.toMillis()));
         producer.setProperty(ProducerConfig.ACKS_CONFIG, "all");
         producer.setProperty(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+        return producer;
+    }
+
+    /**
+     * A {@link KafkaSink} in a {@link GuardedKafkaSink}: no producer before the gate, and a writer
+     * closed after a newer attempt fenced its producer does not take its TaskManager down.
+     */
+    private <T> Sink<T> build(KafkaRecordSerializationSchema<T> serializer, String prefixSuffix) {
+        Properties producer = producerProperties(clientProperties, transactionTimeout);
         String sinkPrefix = transactionalIdPrefix + prefixSuffix;
         return new GuardedKafkaSink<>(KafkaSink.<T>builder()
                 .setBootstrapServers(bootstrapServers)
