@@ -23,6 +23,7 @@ import org.apache.kafka.common.acl.AclOperation;
 import org.apache.kafka.common.errors.GroupAuthorizationException;
 import org.apache.kafka.common.errors.InvalidTxnTimeoutException;
 import org.apache.kafka.common.errors.TransactionalIdAuthorizationException;
+import org.apache.kafka.common.protocol.Errors;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /**
@@ -138,16 +139,17 @@ final class KafkaAccess {
                         "the transactional ids starting with '" + config.transactionalIdPrefix() + "'",
                         "--transactional-id " + ShellWords.quoted(config.transactionalIdPrefix())
                                 + " --resource-pattern-type prefixed"));
-            } catch (InvalidTxnTimeoutException e) {
-                return Optional.of(problem("kafka.transaction.timeout", "the Kafka brokers at " + brokers
-                                + " refuse transactions of " + config.kafkaTransactionTimeout().toSeconds()
-                                + " s (" + e.getMessage() + "): it exceeds their transaction.max.timeout.ms",
-                        "Lower it (keeping it above its checkpoints plus restart.budget, docs/operations.md), or"
-                                + " raise transaction.max.timeout.ms on the brokers."));
             } catch (org.apache.kafka.common.config.ConfigException e) {
                 return Optional.of(problem("kafka.properties", "the Kafka producer refuses its settings ("
                         + e.getMessage() + ")", "Fix the kafka.properties.<name> setting it names."));
             } catch (KafkaException e) {
+                if (isTimeoutRefusal(e)) {
+                    return Optional.of(problem("kafka.transaction.timeout", "the Kafka brokers at " + brokers
+                                    + " refuse transactions of " + config.kafkaTransactionTimeout().toSeconds()
+                                    + " s: it exceeds their transaction.max.timeout.ms",
+                            "Lower it (keeping it above its checkpoints plus restart.budget, docs/operations.md),"
+                                    + " or raise transaction.max.timeout.ms on the brokers."));
+                }
                 return Optional.of(problem("kafka.transactional.id.prefix",
                         "the Kafka brokers at " + brokers + " did not let the job start a transaction with the id '"
                                 + sinkPrefix + PROBE_SUFFIX + "' (" + e.getMessage() + ")",
@@ -155,6 +157,15 @@ final class KafkaAccess {
             }
         }
         return Optional.empty();
+    }
+
+    /**
+     * The brokers' INVALID_TRANSACTION_TIMEOUT, which the Kafka 4.2 producer passes on as a plain
+     * KafkaException with the error's own message rather than as {@link InvalidTxnTimeoutException}.
+     */
+    private static boolean isTimeoutRefusal(KafkaException e) {
+        return e instanceof InvalidTxnTimeoutException
+                || String.valueOf(e.getMessage()).contains(Errors.INVALID_TRANSACTION_TIMEOUT.message());
     }
 
     private String refused(String key, AclOperation needed, String resource, String resourceArguments) {
