@@ -98,14 +98,25 @@ final class PostgresPreflight {
      */
     private void checkReplication(Connection connection) throws SQLException {
         Optional<ServerChecks.ReplicationRisk> risk = ServerChecks.replicationRisk(connection);
-        if (risk.isEmpty()) {
-            return;
-        }
-        if (settings.acceptCommitLossOnFailover()) {
+        if (risk.isPresent() && settings.acceptCommitLossOnFailover()) {
             LOG.warn("{} ({}; accepted: postgres.accept.commit.loss.on.failover=true)", risk.get().warning(), server);
-            return;
         }
-        problems.add(problem("postgres.url", "at " + server + ", " + risk.get().found()
+        replicationProblem(risk, server, settings.acceptCommitLossOnFailover()).ifPresent(problems::add);
+    }
+
+    /**
+     * The refusal of a server with replicas that a failover could promote while behind.
+     *
+     * @param risk what {@link ServerChecks#replicationRisk} found
+     * @param accepted whether {@code postgres.accept.commit.loss.on.failover=true}
+     * @return one line naming the replicas, the fix and the opt-in; empty if nothing is at risk or the risk accepted
+     */
+    static Optional<String> replicationProblem(Optional<ServerChecks.ReplicationRisk> risk, String server,
+            boolean accepted) {
+        if (risk.isEmpty() || accepted) {
+            return Optional.empty();
+        }
+        return Optional.of(problem("postgres.url", "at " + server + ", " + risk.get().found()
                         + ": a failover to one that is behind can lose acknowledged commits and prepared transactions"
                         + " of completed checkpoints",
                 risk.get().fix() + " Or, to accept that loss, set postgres.accept.commit.loss.on.failover=true"

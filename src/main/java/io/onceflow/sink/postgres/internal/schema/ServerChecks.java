@@ -122,16 +122,16 @@ public final class ServerChecks {
             }
             // the sink's sessions raise off to on (PostgresConnections), but keep a role's or database's local
             if (replicas > 0 && "local".equals(commit)) {
-                return Optional.of(new ReplicationRisk("the PostgreSQL server streams to " + replicas + " replica(s) ("
-                        + row.getString(7) + "), but synchronous_commit = " + commit + " does not wait for them"
-                        + " (synchronous_standby_names = '" + standbys + "')", RISK,
+                return Optional.of(new ReplicationRisk("the PostgreSQL server streams to " + replicas + " replica(s),"
+                        + " but synchronous_commit = " + commit + " does not wait for them (" + row.getString(7)
+                        + "; synchronous_standby_names = '" + standbys + "')", RISK,
                         "Set synchronous_commit = on or remote_apply for the sink's role and database"
                                 + " (ALTER ROLE ... RESET synchronous_commit)."));
             }
             if (unknown > 0) {
-                return Optional.of(new ReplicationRisk("the PostgreSQL server streams to " + unknown + " replica(s) ("
-                        + row.getString(8) + ") whose replication state this role may not see (grant it pg_monitor"
-                        + " to check)", RISK, "GRANT pg_monitor (or pg_read_all_stats) to the sink's user so that"
+                return Optional.of(new ReplicationRisk("the PostgreSQL server streams to " + unknown + " replica(s)"
+                        + " whose replication state this role may not see (" + row.getString(8) + "; grant it"
+                        + " pg_monitor to check)", RISK, "GRANT pg_monitor (or pg_read_all_stats) to the sink's user so that"
                                 + " the start can see that they are synchronous, or make them synchronous."));
             }
             return Optional.empty();
