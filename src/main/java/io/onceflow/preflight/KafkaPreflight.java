@@ -214,11 +214,11 @@ final class KafkaPreflight {
         if (nodes.isEmpty()) {
             return;
         }
-        List<ConfigResource> brokers = nodes.stream()
+        List<ConfigResource> brokerResources = nodes.stream()
                 .map(node -> new ConfigResource(ConfigResource.Type.BROKER, node.idString())).toList();
         Map<ConfigResource, Config> brokerConfigs;
         try {
-            brokerConfigs = admin.describeConfigs(brokers,
+            brokerConfigs = admin.describeConfigs(brokerResources,
                     new DescribeConfigsOptions().timeoutMs((int) Preflight.SERVICE_TIMEOUT.toMillis()))
                     .all().get();
         } catch (ExecutionException e) {
