@@ -97,16 +97,27 @@ enum ConfigKey {
                     + " stay the same across restarts and be unique among jobs on the cluster."),
     TRANSACTION_TIMEOUT(
             "kafka.transaction.timeout",
-            "15min",
-            "Kafka transaction timeout; must exceed the longest a checkpoint's transaction stays open,"
-                    + " (checkpoint.tolerable.failures + 1) x max(checkpoint.interval, checkpoint.timeout +"
-                    + " checkpoint.min.pause) + checkpoint.timeout + restart.budget, and be at most"
-                    + " kafka.transaction.timeout.broker.max."),
+            Presence.OPTIONAL,
+            "Kafka transaction timeout: Kafka output of a completed checkpoint survives an outage of up to"
+                    + " this minus the longest checkpoint cycle, (checkpoint.tolerable.failures + 1) x"
+                    + " max(checkpoint.interval, checkpoint.timeout + checkpoint.min.pause) + checkpoint.timeout;"
+                    + " must exceed that cycle + restart.budget and be at most the brokers'"
+                    + " transaction.max.timeout.ms. Default: the brokers' transaction.max.timeout.ms, read by the"
+                    + " start check (kafka.transaction.timeout.broker.max when the job may not read it)."),
     BROKER_TRANSACTION_MAX_TIMEOUT(
             "kafka.transaction.timeout.broker.max",
             "15min",
-            "The brokers' transaction.max.timeout.ms; raise it only after raising it on the"
-                    + " brokers."),
+            "The brokers' transaction.max.timeout.ms, for when the job may not read it (no DescribeConfigs on"
+                    + " the cluster): then the default of kafka.transaction.timeout; raise it only after raising"
+                    + " it on the brokers."),
+    ACCEPT_LOSS_AFTER_SHORT_OUTAGE(
+            "kafka.transaction.timeout.accept.loss.after.short.outage",
+            "false",
+            "true or false: whether the start check accepts a Kafka transaction timeout that lets output of a"
+                    + " completed checkpoint survive an outage of less than "
+                    + ValueParsers.format(OnceflowConfig.SHORTEST_OUTAGE_TO_SURVIVE) + " (the timeout minus the longest"
+                    + " checkpoint cycle); after a longer outage the brokers abort its transactions and that"
+                    + " output is lost."),
     CHECKPOINT_INTERVAL(
             "checkpoint.interval",
             "10s",
@@ -236,7 +247,14 @@ enum ConfigKey {
                     + " its triggers took until the checkpoint completes, so a trigger that updates a row other"
                     + " subtasks' rows update too (a counter, a summary) makes them wait for a checkpoint that"
                     + " waits for them: it stalls, and restarts into the same wait after postgres.lock.timeout."
-                    + " Only a trigger that locks rows of its own message id is safe (docs/postgres.md).");
+                    + " Only a trigger that locks rows of its own message id is safe (docs/postgres.md)."),
+    POSTGRES_ACCEPT_COMMIT_LOSS_ON_FAILOVER(
+            "postgres.accept.commit.loss.on.failover",
+            "false",
+            "true or false: whether the start check accepts a PostgreSQL server that streams to replicas"
+                    + " its commits do not wait for (asynchronous, or synchronous_commit = local): a failover to"
+                    + " one that is behind can lose acknowledged commits and prepared transactions of completed"
+                    + " checkpoints (docs/operations.md); by default such a server is refused.");
 
     /** Prefix of keys passed unchecked to the Kafka clients. */
     static final String KAFKA_PROPERTIES_PREFIX = "kafka.properties.";

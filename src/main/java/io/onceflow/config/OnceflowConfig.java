@@ -1,5 +1,6 @@
 package io.onceflow.config;
 
+import static io.onceflow.config.ConfigKey.ACCEPT_LOSS_AFTER_SHORT_OUTAGE;
 import static io.onceflow.config.ConfigKey.BOOTSTRAP_SERVERS;
 import static io.onceflow.config.ConfigKey.BROKER_TRANSACTION_MAX_TIMEOUT;
 import static io.onceflow.config.ConfigKey.CHECKPOINT_DIR;
@@ -71,6 +72,15 @@ public final class OnceflowConfig implements Serializable {
     /** Flink's CheckpointConfig refuses checkpoint intervals and timeouts below 10 ms. */
     private static final Duration SHORTEST_CHECKPOINT_TIME = Duration.ofMillis(10);
 
+    /**
+     * The shortest outage that Kafka output of a completed checkpoint must survive unless {@code
+     * kafka.transaction.timeout.accept.loss.after.short.outage} says otherwise: above the default
+     * restart.budget (7min, an automatic restart on flink-conf/config.yaml), with room for what that
+     * budget does not cover (a JobManager failover, a rolling node replacement), and met by Kafka's
+     * default transaction.max.timeout.ms (15min) with the default checkpoint settings (11min).
+     */
+    public static final Duration SHORTEST_OUTAGE_TO_SURVIVE = Duration.ofMinutes(10);
+
     private static final int MAX_MESSAGE_BYTES = 100 * 1024 * 1024;
     /** Flink's upper bound for (max) parallelism. */
     private static final int MAX_PARALLELISM = 32768;
@@ -133,8 +143,10 @@ public final class OnceflowConfig implements Serializable {
     private final String outputTopic;
     private final String deadLetterTopic;
     private final String transactionalIdPrefix;
+    /** As set; null when not set: then the brokers' maximum, see {@link #kafkaTransactionTimeout(Optional)}. */
     private final Duration kafkaTransactionTimeout;
     private final Duration brokerTransactionMaxTimeout;
+    private final boolean acceptLossAfterShortOutage;
     private final Duration checkpointInterval;
     private final Duration checkpointTimeout;
     private final Duration checkpointMinPause;
@@ -193,6 +205,9 @@ public final class OnceflowConfig implements Serializable {
                 settings.parsed(
                         BROKER_TRANSACTION_MAX_TIMEOUT,
                         ValueParsers.durationAtLeast(SHORTEST_DURATION));
+        // an invalid value is reported (and fails the configuration) and read as null
+        acceptLossAfterShortOutage = Boolean.TRUE.equals(settings.parsed(ACCEPT_LOSS_AFTER_SHORT_OUTAGE,
+                ValueParsers.oneOf(List.of(false, true), String::valueOf)));
         checkpointInterval =
                 settings.parsed(
                         CHECKPOINT_INTERVAL,
@@ -339,6 +354,21 @@ public final class OnceflowConfig implements Serializable {
         }
     }
 
+    /** A problem with a key, before it is formatted. */
+    private record Problem(String whatIsWrong, String whatToDo) {}
+
+    private boolean checkpointSettingsValid() {
+        return checkpointInterval != null
+                && checkpointTimeout != null
+                && checkpointMinPause != null
+                && tolerableCheckpointFailures != null
+                && restartBudget != null;
+    }
+
+    /**
+     * A set kafka.transaction.timeout, checked offline. Without it the start check decides the timeout
+     * from the brokers' maximum and checks it ({@link #kafkaTransactionTimeoutProblems}).
+     */
     private void checkTransactionTimeout(ConfigReader settings) {
         if (kafkaTransactionTimeout == null) {
             return;
@@ -355,44 +385,157 @@ public final class OnceflowConfig implements Serializable {
                     "Lower it; or, if the brokers allow longer transactions, raise"
                             + " kafka.transaction.timeout.broker.max to match.");
         }
-        if (checkpointInterval == null
-                || checkpointTimeout == null
-                || checkpointMinPause == null
-                || tolerableCheckpointFailures == null
-                || restartBudget == null) {
+        if (!checkpointSettingsValid()) {
             return;
         }
-        // A transaction opens when the sink passes checkpoint K's barrier, soon after K is
-        // triggered, and is committed when a later checkpoint has completed. Flink triggers the
-        // next checkpoint an interval after K, but not before K has ended (at most
-        // checkpoint.timeout) plus the minimum pause; each tolerated failed checkpoint adds such a
-        // cycle, and the checkpoint that completes takes up to checkpoint.timeout itself. A failure
-        // just before the commit leaves the transaction open until the restored job commits it:
-        // restart.budget.
+        shorterThanLongestTransaction(kafkaTransactionTimeout, format(kafkaTransactionTimeout))
+                .ifPresent(problem -> settings.problem(TRANSACTION_TIMEOUT, problem.whatIsWrong(), problem.whatToDo()));
+    }
+
+    /**
+     * The longest a checkpoint's Kafka transaction has been open when the checkpoint that commits it
+     * completes. A transaction opens when the sink passes checkpoint K's barrier, soon after K is
+     * triggered, and is committed when a later checkpoint has completed. Flink triggers the next
+     * checkpoint an interval after K, but not before K has ended (at most checkpoint.timeout) plus the
+     * minimum pause; each tolerated failed checkpoint adds such a cycle, and the checkpoint that
+     * completes takes up to checkpoint.timeout itself.
+     */
+    private Duration longestCheckpointCycle() {
         Duration cycle = max(checkpointInterval, checkpointTimeout.plus(checkpointMinPause));
-        Duration longestTransaction =
-                cycle.multipliedBy(tolerableCheckpointFailures + 1L).plus(checkpointTimeout).plus(restartBudget);
-        if (kafkaTransactionTimeout.compareTo(longestTransaction) <= 0) {
-            settings.problem(
-                    TRANSACTION_TIMEOUT,
-                    format(kafkaTransactionTimeout)
-                            + " is not longer than the longest a checkpoint's transaction can stay open,"
-                            + " (checkpoint.tolerable.failures + 1) x max(checkpoint.interval, checkpoint.timeout"
-                            + " + checkpoint.min.pause) + checkpoint.timeout + restart.budget = ("
-                            + tolerableCheckpointFailures + " + 1) x max(" + format(checkpointInterval) + ", "
-                            + format(checkpointTimeout) + " + " + format(checkpointMinPause) + ") + "
-                            + format(checkpointTimeout) + " + " + format(restartBudget) + " = "
-                            + format(longestTransaction) + ", assuming that a restart (noticing a lost"
-                            + " TaskManager, the restart delay, the wait for slots) takes at most restart.budget = "
-                            + format(restartBudget),
-                    "Raise it (the brokers' transaction.max.timeout.ms and kafka.transaction.timeout.broker.max"
-                            + " with it), or lower checkpoint.tolerable.failures, checkpoint.timeout,"
-                            + " checkpoint.min.pause or checkpoint.interval; set restart.budget to your cluster's"
-                            + " heartbeat.timeout + longest restart delay + slot.request.timeout if they are not"
-                            + " flink-conf/config.yaml's: a transaction must outlive its checkpoint plus a"
-                            + " restart, or the broker aborts a pre-committed transaction and its records are"
-                            + " lost.");
+        return cycle.multipliedBy(tolerableCheckpointFailures + 1L).plus(checkpointTimeout);
+    }
+
+    /** The terms of {@link #longestCheckpointCycle()}, as the messages show them. */
+    private String longestCheckpointCycleTerms() {
+        return "(" + tolerableCheckpointFailures + " + 1) x max(" + format(checkpointInterval) + ", "
+                + format(checkpointTimeout) + " + " + format(checkpointMinPause) + ") + " + format(checkpointTimeout);
+    }
+
+    /**
+     * A failure just after a checkpoint completed, before its transaction is committed, leaves the
+     * transaction open until the restored job commits it: the timeout must outlive the longest
+     * checkpoint cycle plus restart.budget.
+     *
+     * @param described the timeout as the message names it
+     */
+    private Optional<Problem> shorterThanLongestTransaction(Duration timeout, String described) {
+        Duration longestTransaction = longestCheckpointCycle().plus(restartBudget);
+        if (timeout.compareTo(longestTransaction) > 0) {
+            return Optional.empty();
         }
+        return Optional.of(new Problem(
+                described
+                        + " is not longer than the longest a checkpoint's transaction can stay open,"
+                        + " (checkpoint.tolerable.failures + 1) x max(checkpoint.interval, checkpoint.timeout"
+                        + " + checkpoint.min.pause) + checkpoint.timeout + restart.budget = "
+                        + longestCheckpointCycleTerms() + " + " + format(restartBudget) + " = "
+                        + format(longestTransaction) + ", assuming that a restart (noticing a lost"
+                        + " TaskManager, the restart delay, the wait for slots) takes at most restart.budget = "
+                        + format(restartBudget),
+                "Raise it (the brokers' transaction.max.timeout.ms and kafka.transaction.timeout.broker.max"
+                        + " with it), or lower checkpoint.tolerable.failures, checkpoint.timeout,"
+                        + " checkpoint.min.pause or checkpoint.interval; set restart.budget to your cluster's"
+                        + " heartbeat.timeout + longest restart delay + slot.request.timeout if they are not"
+                        + " flink-conf/config.yaml's: a transaction must outlive its checkpoint plus a"
+                        + " restart, or the broker aborts a pre-committed transaction and its records are"
+                        + " lost."));
+    }
+
+    /**
+     * Decides the Kafka producer transaction timeout of the sinks: {@code kafka.transaction.timeout}
+     * if set, else the brokers' maximum as the start check read it, else (the job may not read it)
+     * {@code kafka.transaction.timeout.broker.max}. The start check ({@code Preflight}) is the one
+     * caller that knows the brokers' maximum; a job defined without it passes none.
+     *
+     * @param brokersMaximum the brokers' transaction.max.timeout.ms; empty if not read
+     * @return the timeout to give the sinks' producers
+     */
+    public Duration kafkaTransactionTimeout(Optional<Duration> brokersMaximum) {
+        if (kafkaTransactionTimeout != null) {
+            return kafkaTransactionTimeout;
+        }
+        return brokersMaximum.orElse(brokerTransactionMaxTimeout);
+    }
+
+    /** The timeout {@link #kafkaTransactionTimeout(Optional)} decides, with where it comes from. */
+    private String describeKafkaTransactionTimeout(Optional<Duration> brokersMaximum) {
+        String timeout = "kafka.transaction.timeout " + format(kafkaTransactionTimeout(brokersMaximum));
+        if (kafkaTransactionTimeout != null) {
+            return timeout;
+        }
+        return timeout + (brokersMaximum.isPresent()
+                ? " (not set: the brokers' transaction.max.timeout.ms)"
+                : " (not set, and the brokers' transaction.max.timeout.ms could not be read:"
+                        + " kafka.transaction.timeout.broker.max)");
+    }
+
+    /**
+     * How long an outage Kafka output of a completed checkpoint survives with the timeout {@link
+     * #kafkaTransactionTimeout(Optional)} decides: the timeout less the longest checkpoint cycle, the
+     * most of it a pre-committed transaction may already have used when the job fails.
+     *
+     * @param brokersMaximum as for {@link #kafkaTransactionTimeout(Optional)}
+     * @return a duration; zero or negative if it survives none
+     */
+    public Duration kafkaOutageSurvived(Optional<Duration> brokersMaximum) {
+        return kafkaTransactionTimeout(brokersMaximum).minus(longestCheckpointCycle());
+    }
+
+    /**
+     * The start check's line saying how long an outage Kafka output of a completed checkpoint
+     * survives, and how that follows from the settings.
+     *
+     * @param brokersMaximum as for {@link #kafkaTransactionTimeout(Optional)}
+     */
+    public String kafkaOutageSurvivedLine(Optional<Duration> brokersMaximum) {
+        Duration survived = kafkaOutageSurvived(brokersMaximum);
+        return "Kafka output of a completed checkpoint survives an outage of up to "
+                + (survived.isNegative() ? "0ms" : format(survived)) + " ("
+                + describeKafkaTransactionTimeout(brokersMaximum) + " minus the longest checkpoint cycle "
+                + longestCheckpointCycleTerms() + " = " + format(longestCheckpointCycle())
+                + "): after a longer one the brokers abort its transactions and the output is lost";
+    }
+
+    /**
+     * The problems of the timeout {@link #kafkaTransactionTimeout(Optional)} decides, one line each:
+     * not longer than a checkpoint's transaction can stay open (see {@code kafka.transaction.timeout}),
+     * or surviving an outage shorter than {@link #SHORTEST_OUTAGE_TO_SURVIVE} without {@code
+     * kafka.transaction.timeout.accept.loss.after.short.outage=true}.
+     *
+     * @param brokersMaximum as for {@link #kafkaTransactionTimeout(Optional)}
+     * @return the problems; empty if the timeout is safe or its risk accepted
+     */
+    public List<String> kafkaTransactionTimeoutProblems(Optional<Duration> brokersMaximum) {
+        Duration timeout = kafkaTransactionTimeout(brokersMaximum);
+        String described = describeKafkaTransactionTimeout(brokersMaximum);
+        Optional<Problem> tooShort = shorterThanLongestTransaction(timeout, described);
+        if (tooShort.isPresent()) {
+            return List.of(ConfigException.problem(TRANSACTION_TIMEOUT.key(), tooShort.get().whatIsWrong(),
+                    tooShort.get().whatToDo()));
+        }
+        Duration survived = kafkaOutageSurvived(brokersMaximum);
+        if (acceptLossAfterShortOutage || survived.compareTo(SHORTEST_OUTAGE_TO_SURVIVE) >= 0) {
+            return List.of();
+        }
+        return List.of(ConfigException.problem(TRANSACTION_TIMEOUT.key(),
+                "Kafka output of a completed checkpoint would survive an outage of only " + format(survived)
+                        + " (" + described + " minus the longest checkpoint cycle " + longestCheckpointCycleTerms()
+                        + " = " + format(longestCheckpointCycle()) + "), less than the "
+                        + format(SHORTEST_OUTAGE_TO_SURVIVE) + " the start check requires: after a longer outage"
+                        + " (a JobManager failover, a node replacement) the brokers abort its transactions and the"
+                        + " output is lost",
+                "Raise the brokers' transaction.max.timeout.ms (and kafka.transaction.timeout with it, or leave"
+                        + " that unset to use the brokers' maximum), or lower the checkpoint settings; or, to accept"
+                        + " that loss, set " + ACCEPT_LOSS_AFTER_SHORT_OUTAGE.key() + "=true."));
+    }
+
+    /**
+     * Tells whether the start check accepts a Kafka transaction timeout that survives an outage
+     * shorter than {@link #SHORTEST_OUTAGE_TO_SURVIVE} ({@code
+     * kafka.transaction.timeout.accept.loss.after.short.outage}).
+     */
+    public boolean acceptsLossAfterShortOutage() {
+        return acceptLossAfterShortOutage;
     }
 
     private static Duration max(Duration a, Duration b) {
@@ -551,14 +694,24 @@ public final class OnceflowConfig implements Serializable {
     }
 
     /**
-     * Returns the Kafka producer transaction timeout ({@code kafka.transaction.timeout}).
+     * Returns the Kafka producer transaction timeout when the brokers' maximum is not known: {@code
+     * kafka.transaction.timeout} if set, else {@code kafka.transaction.timeout.broker.max}; the job's
+     * start check decides with the brokers' maximum instead ({@link #kafkaTransactionTimeout(Optional)}).
      *
-     * @return a duration longer than a checkpoint's transaction can stay open, {@link
-     *     #restartBudget()} included, and at most {@link
-     *     #brokerTransactionMaxTimeout()}
+     * @return if set, a duration longer than a checkpoint's transaction can stay open, {@link
+     *     #restartBudget()} included, and at most {@link #brokerTransactionMaxTimeout()}
      */
     public Duration kafkaTransactionTimeout() {
-        return kafkaTransactionTimeout;
+        return kafkaTransactionTimeout(Optional.empty());
+    }
+
+    /**
+     * Returns {@code kafka.transaction.timeout} as set.
+     *
+     * @return empty when not set: then the sinks use the brokers' maximum
+     */
+    public Optional<Duration> kafkaTransactionTimeoutSetting() {
+        return Optional.ofNullable(kafkaTransactionTimeout);
     }
 
     /**
@@ -572,8 +725,8 @@ public final class OnceflowConfig implements Serializable {
     }
 
     /**
-     * Returns the brokers' maximum transaction timeout ({@code
-     * kafka.transaction.timeout.broker.max}), as configured on the brokers.
+     * Returns the brokers' maximum transaction timeout as stated in the settings ({@code
+     * kafka.transaction.timeout.broker.max}), for when the job may not read the brokers' own.
      *
      * @return a positive duration
      */

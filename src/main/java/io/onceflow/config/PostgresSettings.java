@@ -1,5 +1,6 @@
 package io.onceflow.config;
 
+import static io.onceflow.config.ConfigKey.POSTGRES_ACCEPT_COMMIT_LOSS_ON_FAILOVER;
 import static io.onceflow.config.ConfigKey.POSTGRES_ALLOW_TRIGGERS_THAT_MAY_STALL_CHECKPOINTS;
 import static io.onceflow.config.ConfigKey.POSTGRES_BATCH_SIZE;
 import static io.onceflow.config.ConfigKey.POSTGRES_COMMIT_LOG_TABLE;
@@ -39,6 +40,7 @@ public final class PostgresSettings implements Serializable {
     private final PostgresTableOptions tables;
     private final PostgresWriterOptions writer;
     private final String sinkPrefix;
+    private final boolean acceptCommitLossOnFailover;
 
     private PostgresSettings(ConfigReader settings, String kafkaTransactionalIdPrefix, boolean sinkPrefixRequired) {
         // read in the order the problems are listed: connection, tables, prefix, then tuning
@@ -74,6 +76,9 @@ public final class PostgresSettings implements Serializable {
                         ValueParsers.timeout(PostgresWriterOptions.maxLockTimeout(defaults.writerLease()))),
                 settings.parsed(POSTGRES_STATEMENT_TIMEOUT, ValueParsers.timeout(PostgresWriterOptions.MAX_TIMEOUT)),
                 defaults.writerLease());
+        // an invalid value is reported (and fails the configuration) and read as null
+        acceptCommitLossOnFailover = Boolean.TRUE.equals(settings.parsed(POSTGRES_ACCEPT_COMMIT_LOSS_ON_FAILOVER,
+                ValueParsers.oneOf(List.of(false, true), String::valueOf)));
         checkTablesAreDistinct(settings);
     }
 
@@ -221,6 +226,14 @@ public final class PostgresSettings implements Serializable {
     /** Returns the business effect's SQL function ({@code postgres.effect.function}), empty if none. */
     public Optional<String> effectFunction() {
         return Optional.ofNullable(tables.effectFunction());
+    }
+
+    /**
+     * Tells whether the start accepts a server that streams to replicas its commits do not wait for
+     * ({@code postgres.accept.commit.loss.on.failover}); by default it refuses one.
+     */
+    public boolean acceptCommitLossOnFailover() {
+        return acceptCommitLossOnFailover;
     }
 
     /** Shows all settings with the password redacted. */

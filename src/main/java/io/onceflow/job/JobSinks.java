@@ -9,6 +9,7 @@ import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
 import io.onceflow.sink.postgres.PostgresSink;
 import io.onceflow.sink.postgres.PostgresSinkBuilder;
 import io.onceflow.sink.postgres.PostgresTableOptions;
+import java.time.Duration;
 import java.util.Optional;
 import org.apache.flink.annotation.Internal;
 import org.apache.flink.api.connector.sink2.Sink;
@@ -22,10 +23,23 @@ import org.apache.flink.connector.base.DeliveryGuarantee;
 @Internal
 public final class JobSinks {
     private final OnceflowConfig config;
+    private final Duration kafkaTransactionTimeout;
 
-    /** The sinks {@code config} describes. */
+    /**
+     * The sinks {@code config} describes, without the brokers' word on the Kafka transaction timeout:
+     * {@link OnceflowConfig#kafkaTransactionTimeout()}.
+     */
     public JobSinks(OnceflowConfig config) {
+        this(config, config.kafkaTransactionTimeout());
+    }
+
+    /**
+     * The sinks {@code config} describes, with the Kafka transaction timeout the start check decided
+     * ({@link io.onceflow.preflight.Preflight.Result#kafkaTransactionTimeout()}).
+     */
+    public JobSinks(OnceflowConfig config, Duration kafkaTransactionTimeout) {
         this.config = config;
+        this.kafkaTransactionTimeout = kafkaTransactionTimeout;
     }
 
     /** Tells whether the configuration asks for a PostgreSQL sink, written exactly-once. */
@@ -54,7 +68,7 @@ public final class JobSinks {
                 config.kafkaClientProperties(),
                 config.deliveryGuarantee(),
                 config.transactionalIdPrefix(),
-                config.kafkaTransactionTimeout(),
+                kafkaTransactionTimeout,
                 writerGate);
         Optional<Sink<Event>> postgres = config.postgres().map(settings ->
                 config.deliveryGuarantee() == DeliveryGuarantee.EXACTLY_ONCE

@@ -12,6 +12,7 @@ import io.onceflow.sink.postgres.RegisteredRun;
 import io.onceflow.sink.postgres.StartMode;
 import java.io.IOException;
 import java.sql.SQLException;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
@@ -75,16 +76,20 @@ public final class JobStart {
      */
     public static OnceflowPipeline.Sinks start(OnceflowConfig config, StreamExecutionEnvironment env)
             throws SQLException {
-        return start(config, env, ResumeCommand.UNKNOWN);
+        return start(config, env, ResumeCommand.UNKNOWN, config.kafkaTransactionTimeout());
     }
 
     /**
      * As {@link #start(OnceflowConfig, StreamExecutionEnvironment)}, naming {@code resume} in a
      * refusal: the job's real jar and arguments, when it was started from a command line.
+     *
+     * @param kafkaTransactionTimeout the Kafka sinks' transaction timeout, as the start check decided it
+     *     ({@link Preflight.Result#kafkaTransactionTimeout()})
      */
     public static OnceflowPipeline.Sinks start(OnceflowConfig config, StreamExecutionEnvironment env,
-            ResumeCommand resume) throws SQLException {
-        return start(config, env.getConfiguration(), env.getParallelism(), FlinkSettings.jobName(config), resume);
+            ResumeCommand resume, Duration kafkaTransactionTimeout) throws SQLException {
+        return start(config, env.getConfiguration(), env.getParallelism(), FlinkSettings.jobName(config), resume,
+                kafkaTransactionTimeout);
     }
 
     /**
@@ -96,7 +101,7 @@ public final class JobStart {
      * @throws IllegalStateException with what to do, when a check fails
      */
     static OnceflowPipeline.Sinks start(OnceflowConfig config, ReadableConfig flinkConfig, int parallelism,
-            String jobName, ResumeCommand resume) throws SQLException {
+            String jobName, ResumeCommand resume, Duration kafkaTransactionTimeout) throws SQLException {
         boolean restoring = flinkConfig.getOptional(StateRecoveryOptions.SAVEPOINT_PATH).isPresent();
         boolean discardPending = config.pendingWorkOnFreshStart() == PendingWorkOnFreshStart.DISCARD;
         Optional<String> checkpointDir = config.checkpointDir()
@@ -104,7 +109,7 @@ public final class JobStart {
         Optional<String> fixedJobId = fixedJobId(flinkConfig);
         if (fixedJobId.isPresent()) {
             Optional<OnceflowPipeline.Sinks> continued =
-                    continueSameJob(config, parallelism, fixedJobId.get(), checkpointDir);
+                    continueSameJob(config, parallelism, fixedJobId.get(), checkpointDir, kafkaTransactionTimeout);
             if (continued.isPresent()) {
                 return continued.get();
             }
@@ -112,7 +117,7 @@ public final class JobStart {
         if (!restoring && !discardPending) {
             refuseWhileKafkaTransactionsPending(config, checkpointDir, resume);
         }
-        JobSinks sinks = new JobSinks(config);
+        JobSinks sinks = new JobSinks(config, kafkaTransactionTimeout);
         Optional<PostgresSink> startedPostgres = Optional.empty();
         if (sinks.postgresAtLeastOnce()) {
             try {
@@ -162,8 +167,8 @@ public final class JobStart {
      * also there when the JobManager failed before the first checkpoint).
      */
     private static Optional<OnceflowPipeline.Sinks> continueSameJob(OnceflowConfig config, int parallelism,
-            String flinkJobId, Optional<String> checkpointDir) throws SQLException {
-        JobSinks sinks = new JobSinks(config);
+            String flinkJobId, Optional<String> checkpointDir, Duration kafkaTransactionTimeout) throws SQLException {
+        JobSinks sinks = new JobSinks(config, kafkaTransactionTimeout);
         boolean postgresExactlyOnce = sinks.postgresExactlyOnce();
         Optional<PostgresSink> continuedPostgres = postgresExactlyOnce
                 ? sinks.postgres().build().continueRun(parallelism, flinkJobId).map(RegisteredRun::sink)

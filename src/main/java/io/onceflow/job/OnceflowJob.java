@@ -121,8 +121,9 @@ public final class OnceflowJob {
                     System.err.println("onceflow: warning: " + warning);
                 });
         long checkStarted = System.nanoTime();
-        Preflight.check(config, Preflight.Purpose.RUN_JOB);
+        Preflight.Result checked = Preflight.check(config, Preflight.Purpose.RUN_JOB);
         if (arguments.flag(CHECK)) {
+            checked.notes().forEach(note -> System.out.println("onceflow: " + note + "."));
             System.out.println("onceflow: the configuration is valid and Kafka" + (config.postgres().isPresent()
                     ? " and PostgreSQL are" : " is") + " usable (checked in " + Preflight.secondsSince(checkStarted)
                     + "); nothing was started.");
@@ -136,7 +137,8 @@ public final class OnceflowJob {
         // fail before submitting, with a message that says what to fix, rather than in a restart loop
         OnceflowPipeline.Sinks sinks;
         try {
-            sinks = JobStart.start(config, env, ResumeCommand.of(mainClass, args, config));
+            sinks = JobStart.start(config, env, ResumeCommand.of(mainClass, args, config),
+                    checked.kafkaTransactionTimeout());
         } catch (JobStart.FreshStartRefused e) {
             throw new CannotRunException(List.of(Preflight.withoutSecrets(
                     "fresh.start.pending: " + Preflight.oneLine(e.getMessage()), config)));

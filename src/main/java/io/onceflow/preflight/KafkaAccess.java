@@ -5,6 +5,7 @@ import static io.onceflow.config.ConfigException.problem;
 import io.onceflow.cli.ShellWords;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.sink.kafka.KafkaSinks;
+import java.time.Duration;
 import java.util.List;
 import java.util.Optional;
 import java.util.Properties;
@@ -121,12 +122,11 @@ final class KafkaAccess {
      * {@code transactional.id.expiration.ms}); it never collides with the sinks' own ids, which end in
      * numbers.
      */
-    Optional<String> transactionalIdProblem() {
+    Optional<String> transactionalIdProblem(Duration transactionTimeout) {
         for (String sinkPrefix : KafkaSinks.transactionalIdPrefixes(config.transactionalIdPrefix())) {
             // the sinks' own producer settings and transaction timeout: the brokers refuse the probe when
             // they would refuse the sinks, a timeout above their maximum included
-            Properties properties = KafkaSinks.producerProperties(config.kafkaClientProperties(),
-                    config.kafkaTransactionTimeout());
+            Properties properties = KafkaSinks.producerProperties(config.kafkaClientProperties(), transactionTimeout);
             properties.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, brokers);
             properties.put(ProducerConfig.CLIENT_ID_CONFIG, "onceflow-preflight");
             properties.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, sinkPrefix + PROBE_SUFFIX);
@@ -145,7 +145,7 @@ final class KafkaAccess {
             } catch (KafkaException e) {
                 if (isTimeoutRefusal(e)) {
                     return Optional.of(problem("kafka.transaction.timeout", "the Kafka brokers at " + brokers
-                                    + " refuse transactions of " + config.kafkaTransactionTimeout().toSeconds()
+                                    + " refuse transactions of " + transactionTimeout.toSeconds()
                                     + " s: it exceeds their transaction.max.timeout.ms",
                             "Lower it (keeping it above its checkpoints plus restart.budget, docs/operations.md),"
                                     + " or raise transaction.max.timeout.ms on the brokers."));

@@ -39,7 +39,9 @@ import org.slf4j.LoggerFactory;
  * The Kafka part of the {@link Preflight}: the brokers answer, every topic the job reads or writes
  * exists, the job's principal may do what it needs ({@link KafkaAccess}), and (exactly-once only) the
  * brokers allow the job's transaction timeout and can keep the transaction log with as many replicas
- * as they are.
+ * as they are. It reads the brokers' transaction.max.timeout.ms, which is the job's transaction
+ * timeout when kafka.transaction.timeout is not set ({@link OnceflowConfig#kafkaTransactionTimeout(Optional)}),
+ * and refuses a timeout that survives too short an outage ({@link OnceflowConfig#kafkaTransactionTimeoutProblems}).
  */
 final class KafkaPreflight {
     private static final Logger LOG = LoggerFactory.getLogger(KafkaPreflight.class);
@@ -50,6 +52,7 @@ final class KafkaPreflight {
     private final String brokers;
     private final KafkaAccess access;
     private final List<String> problems = new ArrayList<>();
+    private Optional<Duration> brokersTransactionMaxTimeout = Optional.empty();
 
     KafkaPreflight(OnceflowConfig config, Preflight.Purpose purpose) {
         this.config = config;
@@ -100,7 +103,9 @@ final class KafkaPreflight {
                     checkTransactions(admin, nodes);
                     if (problems.size() == before) {
                         // a probe of brokers that cannot start transactions would only time out
-                        access.transactionalIdProblem().ifPresent(problems::add);
+                        access.transactionalIdProblem(config.kafkaTransactionTimeout(brokersTransactionMaxTimeout))
+                                .ifPresent(problems::add);
+                        problems.addAll(config.kafkaTransactionTimeoutProblems(brokersTransactionMaxTimeout));
                     }
                 }
             }
@@ -201,31 +206,44 @@ final class KafkaPreflight {
     }
 
     /**
-     * Reads one broker's transaction settings. A principal that may not describe the brokers'
-     * configuration is not an error: the job may still work, so the check is skipped with a log line.
+     * Reads the brokers' transaction settings: their lowest transaction.max.timeout.ms decides the
+     * sinks' transaction timeout when kafka.transaction.timeout is not set. A principal that may not
+     * describe the brokers' configuration is not an error: the job may still work, so the timeout falls
+     * back to kafka.transaction.timeout.broker.max with a log line saying why.
      */
     private void checkTransactions(Admin admin, Collection<Node> nodes) throws InterruptedException {
         if (nodes.isEmpty()) {
             return;
         }
-        ConfigResource broker = new ConfigResource(ConfigResource.Type.BROKER, nodes.iterator().next().idString());
-        Config brokerConfig;
+        List<ConfigResource> brokerResources = nodes.stream()
+                .map(node -> new ConfigResource(ConfigResource.Type.BROKER, node.idString())).toList();
+        Map<ConfigResource, Config> brokerConfigs;
         try {
-            brokerConfig = admin.describeConfigs(List.of(broker),
+            brokerConfigs = admin.describeConfigs(brokerResources,
                     new DescribeConfigsOptions().timeoutMs((int) Preflight.SERVICE_TIMEOUT.toMillis()))
-                    .all().get().get(broker);
+                    .all().get();
         } catch (ExecutionException e) {
-            LOG.info("Skipping the check of the brokers' transaction settings: {}", e.getCause().toString());
+            LOG.info("Could not read the brokers' transaction settings ({}): the Kafka transaction timeout is {},"
+                    + " and the brokers' transaction.max.timeout.ms is not checked. Grant the job's principal"
+                    + " DescribeConfigs on the cluster (docs/security.md) to let the job read and use it",
+                    e.getCause().toString(), config.kafkaTransactionTimeoutSetting().isPresent()
+                            ? "kafka.transaction.timeout" : "kafka.transaction.timeout.broker.max = "
+                                    + seconds(config.brokerTransactionMaxTimeout()));
             return;
         }
-        Duration brokerMax = Duration.ofMillis(Long.parseLong(brokerConfig.get("transaction.max.timeout.ms").value()));
-        if (config.kafkaTransactionTimeout().compareTo(brokerMax) > 0) {
+        Config brokerConfig = brokerConfigs.values().iterator().next();
+        Duration brokerMax = brokerConfigs.values().stream()
+                .map(each -> Duration.ofMillis(Long.parseLong(each.get("transaction.max.timeout.ms").value())))
+                .min(Duration::compareTo).orElseThrow();
+        brokersTransactionMaxTimeout = Optional.of(brokerMax);
+        Optional<Duration> setting = config.kafkaTransactionTimeoutSetting();
+        if (setting.isPresent() && setting.get().compareTo(brokerMax) > 0) {
             problems.add(problem("kafka.transaction.timeout",
-                    seconds(config.kafkaTransactionTimeout()) + " exceeds the brokers' transaction.max.timeout.ms ("
+                    seconds(setting.get()) + " exceeds the brokers' transaction.max.timeout.ms ("
                             + seconds(brokerMax) + " at " + brokers + "), so the brokers would refuse every transaction",
-                    "Lower kafka.transaction.timeout (keeping it above its checkpoints plus restart.budget, docs/operations.md), or"
-                            + " raise transaction.max.timeout.ms on the brokers and set"
-                            + " kafka.transaction.timeout.broker.max to match."));
+                    "Lower kafka.transaction.timeout (keeping it above its checkpoints plus restart.budget, docs/operations.md),"
+                            + " or leave it unset to use the brokers' maximum, or raise transaction.max.timeout.ms on"
+                            + " the brokers."));
         }
         int replicas = Integer.parseInt(brokerConfig.get("transaction.state.log.replication.factor").value());
         if (replicas > nodes.size() && !transactionLogExists(admin)) {
@@ -236,6 +254,16 @@ final class KafkaPreflight {
                     "Set transaction.state.log.replication.factor and transaction.state.log.min.isr to at most"
                             + " the number of brokers on the brokers and restart them, or add brokers."));
         }
+    }
+
+    /**
+     * The brokers' lowest transaction.max.timeout.ms, as {@link #problems()} read it.
+     *
+     * @return empty if not read: the job may not describe the brokers' configuration, or does not use
+     *     transactions (the audit, at-least-once)
+     */
+    Optional<Duration> brokersTransactionMaxTimeout() {
+        return brokersTransactionMaxTimeout;
     }
 
     private boolean transactionLogExists(Admin admin) throws InterruptedException {

@@ -23,8 +23,9 @@ import org.slf4j.LoggerFactory;
 /**
  * The PostgreSQL part of the {@link Preflight}: the server accepts the login, and the user may
  * write the tables that exist and create those that do not, and call the effect function, and the
- * connection is not pooled per transaction (the job), or read the event table (the audit). It warns
- * when the server streams to asynchronous replicas ({@link ServerChecks#replicationWarning}). What
+ * connection is not pooled per transaction (the job), or read the event table (the audit). It refuses
+ * a server that streams to asynchronous replicas ({@link ServerChecks#replicationRisk}) unless
+ * {@code postgres.accept.commit.loss.on.failover=true}, and then warns. What
  * postgres.url asks of TLS is {@link PostgresTls}'s.
  */
 final class PostgresPreflight {
@@ -69,8 +70,7 @@ final class PostgresPreflight {
                     EffectFunction.problem(connection, settings.effectFunction().get())
                             .ifPresent(problem -> problems.add("postgres.effect.function: at " + server + ", " + problem));
                 }
-                // a warning, not a problem: many deployments accept the risk, the sink reconciles what it can
-                ServerChecks.replicationWarning(connection).ifPresent(warning -> LOG.warn("{} ({})", warning, server));
+                checkReplication(connection);
                 String keys = settings.tables().effectKeys();
                 if (keys != null) {
                     EffectFunction.keysProblem(connection, keys)
@@ -90,6 +90,37 @@ final class PostgresPreflight {
             problems.add(connectionProblem(e, " after " + Preflight.secondsSince(started)));
         }
         return problems;
+    }
+
+    /**
+     * Replicas that a failover could promote while behind are refused, unless {@code
+     * postgres.accept.commit.loss.on.failover=true} accepts the risk: then a warning.
+     */
+    private void checkReplication(Connection connection) throws SQLException {
+        Optional<ServerChecks.ReplicationRisk> risk = ServerChecks.replicationRisk(connection);
+        if (risk.isPresent() && settings.acceptCommitLossOnFailover()) {
+            LOG.warn("{} ({}; accepted: postgres.accept.commit.loss.on.failover=true)", risk.get().warning(), server);
+        }
+        replicationProblem(risk, server, settings.acceptCommitLossOnFailover()).ifPresent(problems::add);
+    }
+
+    /**
+     * The refusal of a server with replicas that a failover could promote while behind.
+     *
+     * @param risk what {@link ServerChecks#replicationRisk} found
+     * @param accepted whether {@code postgres.accept.commit.loss.on.failover=true}
+     * @return one line naming the replicas, the fix and the opt-in; empty if nothing is at risk or the risk accepted
+     */
+    static Optional<String> replicationProblem(Optional<ServerChecks.ReplicationRisk> risk, String server,
+            boolean accepted) {
+        if (risk.isEmpty() || accepted) {
+            return Optional.empty();
+        }
+        return Optional.of(problem("postgres.url", "at " + server + ", " + risk.get().found()
+                        + ": a failover to one that is behind can lose acknowledged commits and prepared transactions"
+                        + " of completed checkpoints",
+                risk.get().fix() + " Or, to accept that loss, set postgres.accept.commit.loss.on.failover=true"
+                        + " (docs/operations.md)."));
     }
 
     private Connection connect() throws SQLException {

@@ -9,7 +9,9 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.Optional;
 import org.apache.flink.annotation.Internal;
+import org.apache.flink.connector.base.DeliveryGuarantee;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -41,23 +43,51 @@ public final class Preflight {
     private Preflight() {}
 
     /**
+     * What a passed check found out that the job needs.
+     *
+     * @param kafkaTransactionTimeout the sinks' Kafka transaction timeout: {@code kafka.transaction.timeout}, or
+     *     without it the brokers' transaction.max.timeout.ms ({@link OnceflowConfig#kafkaTransactionTimeout(Optional)})
+     * @param notes lines to show the operator, e.g. how long an outage the output survives
+     */
+    public record Result(Duration kafkaTransactionTimeout, List<String> notes) {
+        public Result {
+            notes = List.copyOf(notes);
+        }
+    }
+
+    /**
      * Runs every check that applies to {@code purpose}.
      *
      * @param config a validated configuration
      * @param purpose what it is used for
+     * @return the Kafka transaction timeout to use, and what to tell the operator (also logged)
      * @throws CannotRunException listing every problem found, one line each
      */
-    public static void check(OnceflowConfig config, Purpose purpose) {
+    public static Result check(OnceflowConfig config, Purpose purpose) {
         // a check of unreachable services takes seconds: say what is being waited for
         LOG.info("Checking the Kafka brokers at {}{}, at most {} s each", config.bootstrapServers(),
                 config.postgres().map(postgres -> " and PostgreSQL at "
                         + new PostgresPreflight(postgres, purpose).server()).orElse(""),
                 SERVICE_TIMEOUT.toSeconds());
-        List<String> problems = new ArrayList<>(new KafkaPreflight(config, purpose).problems());
+        KafkaPreflight kafka = new KafkaPreflight(config, purpose);
+        List<String> problems = new ArrayList<>(kafka.problems());
         config.postgres().ifPresent(postgres -> problems.addAll(new PostgresPreflight(postgres, purpose).problems()));
         if (!problems.isEmpty()) {
             throw new CannotRunException(problems.stream().map(problem -> withoutSecrets(oneLine(problem), config)).toList());
         }
+        Optional<Duration> brokersMaximum = kafka.brokersTransactionMaxTimeout();
+        List<String> notes = new ArrayList<>();
+        if (purpose == Purpose.RUN_JOB && config.deliveryGuarantee() == DeliveryGuarantee.EXACTLY_ONCE) {
+            String outage = config.kafkaOutageSurvivedLine(brokersMaximum);
+            if (config.kafkaOutageSurvived(brokersMaximum).compareTo(OnceflowConfig.SHORTEST_OUTAGE_TO_SURVIVE) < 0) {
+                outage += " (accepted: kafka.transaction.timeout.accept.loss.after.short.outage=true)";
+                LOG.warn(outage);
+            } else {
+                LOG.info(outage);
+            }
+            notes.add(outage);
+        }
+        return new Result(config.kafkaTransactionTimeout(brokersMaximum), notes);
     }
 
     /**

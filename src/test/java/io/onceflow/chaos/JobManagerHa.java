@@ -1,8 +1,13 @@
 package io.onceflow.chaos;
 
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.HashMap;
 import java.util.Map;
 import org.apache.curator.test.TestingServer;
+import org.apache.flink.configuration.GlobalConfiguration;
 import org.apache.flink.util.FileUtils;
 
 /**
@@ -29,18 +34,37 @@ final class JobManagerHa implements AutoCloseable {
         return new JobManagerHa(needed ? new TestingServer() : null, storage, clusterId);
     }
 
-    /** The Flink settings of this HA setup; none without ZooKeeper. */
+    /**
+     * The Flink settings of this HA setup, the documented ones (flink-conf/ha-zookeeper.yaml) with this
+     * test's quorum, storage and cluster id, and two test-only overrides; none without ZooKeeper.
+     */
     Map<String, String> flinkSettings() {
         if (zooKeeper == null) {
             return Map.of();
         }
-        return Map.of(
-                "high-availability.type", "zookeeper",
-                "high-availability.zookeeper.quorum", zooKeeper.getConnectString(),
-                "high-availability.storageDir", storage.toUri().toString(),
-                "high-availability.cluster-id", "/" + clusterId,
-                // the killed JobManager's leadership ends with its ZooKeeper session
-                "high-availability.zookeeper.client.session-timeout", "8000");
+        Map<String, String> settings = new HashMap<>(
+                GlobalConfiguration.loadConfiguration(documentedFragment().toString()).toMap());
+        settings.put("high-availability.zookeeper.quorum", zooKeeper.getConnectString());
+        settings.put("high-availability.storageDir", storage.toUri().toString());
+        settings.put("high-availability.cluster-id", "/" + clusterId);
+        // test only: several JobManagers of several tests on one host, on free ports
+        settings.put("high-availability.jobmanager.port", "0");
+        // test only: the killed JobManager's leadership ends with its ZooKeeper session, sooner than in production
+        settings.put("high-availability.zookeeper.client.session-timeout", "8000");
+        return settings;
+    }
+
+    /** A directory holding flink-conf/ha-zookeeper.yaml as its config.yaml, for Flink to read. */
+    private static Path documentedFragment() {
+        try {
+            Path directory = Files.createTempDirectory("onceflow-ha-zookeeper");
+            Files.copy(Path.of("flink-conf", "ha-zookeeper.yaml"), directory.resolve("config.yaml"));
+            directory.toFile().deleteOnExit();
+            directory.resolve("config.yaml").toFile().deleteOnExit();
+            return directory;
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
     }
 
     @Override

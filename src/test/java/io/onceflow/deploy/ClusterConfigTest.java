@@ -26,6 +26,7 @@ import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.configuration.RestartStrategyOptions;
 import org.apache.flink.configuration.StateBackendOptions;
 import org.apache.flink.configuration.WebOptions;
+import org.apache.flink.util.FileUtils;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -63,26 +64,92 @@ class ClusterConfigTest {
     }
 
     /**
-     * High availability needs a service and shared storage this file cannot name, so it is left to the
-     * deployment: the commented-out keys that say how must be Flink's own.
+     * High availability needs a service and shared storage config.yaml cannot name, so it is left to the
+     * deployment, which appends one of the fragments ha-zookeeper.yaml or ha-kubernetes.yaml.
      */
     @Test
-    void theCommentedHighAvailabilityKeysAreFlinksOwn() throws Exception {
+    void highAvailabilityIsNotSetInConfigYamlButInTheFragmentsItNames() throws Exception {
+        String configYaml = Files.readString(Path.of("flink-conf", "config.yaml"));
+
+        assertThat(ProjectFiles.clusterConfig().getOptional(HighAvailabilityOptions.HA_MODE)).isEmpty();
+        assertThat(configYaml).contains("ha-zookeeper.yaml", "ha-kubernetes.yaml");
+    }
+
+    /**
+     * The ZooKeeper fragment, appended to config.yaml, loads in Flink 2.2 (no key twice), sets only Flink's
+     * own high-availability options, and everything a standalone cluster needs: the type, the quorum, the
+     * cluster id, the storage, and the JobManagers' RPC port (with ZooKeeper HA Flink ignores
+     * jobmanager.rpc.port and picks a random one without it).
+     */
+    @Test
+    void theZooKeeperFragmentIsCompleteAndHoldsOnlyFlinksHighAvailabilityOptions(@TempDir Path directory)
+            throws Exception {
+        Configuration ha = appendedToConfigYaml("ha-zookeeper.yaml", directory);
+
+        assertThat(fragmentKeys("ha-zookeeper.yaml")).allSatisfy(key -> assertThat(highAvailabilityKeys()).contains(key));
+        assertThat(ha.get(HighAvailabilityOptions.HA_MODE)).isEqualTo("zookeeper");
+        for (ConfigOption<?> needed : List.of(HighAvailabilityOptions.HA_ZOOKEEPER_QUORUM,
+                HighAvailabilityOptions.HA_CLUSTER_ID, HighAvailabilityOptions.HA_STORAGE_PATH)) {
+            assertThat(ha.getOptional(needed)).as(needed.key()).isPresent();
+        }
+        assertThat(ha.get(HighAvailabilityOptions.HA_JOB_MANAGER_PORT_RANGE)).as("a fixed port")
+                .isEqualTo(String.valueOf(ha.get(JobManagerOptions.PORT)));
+        assertThat(ha.get(HighAvailabilityOptions.ZOOKEEPER_SESSION_TIMEOUT))
+                .as("a standby takes over after it; far below the 10min outage the start check requires")
+                .isLessThan(OnceflowConfig.SHORTEST_OUTAGE_TO_SURVIVE.minus(ProjectFiles.clusterConfig()
+                        .get(JobManagerOptions.SLOT_REQUEST_TIMEOUT)));
+    }
+
+    /**
+     * The Kubernetes fragment, appended to config.yaml, loads in Flink 2.2, and sets the type, the storage
+     * and kubernetes.cluster-id, never high-availability.cluster-id (derived from it). Its kubernetes.* keys
+     * are flink-kubernetes's KubernetesConfigOptions, which is not on the test classpath: they are compared
+     * with the names Flink 2.2 documents.
+     */
+    @Test
+    void theKubernetesFragmentIsCompleteAndHoldsOnlyFlinksOptions(@TempDir Path directory) throws Exception {
+        Configuration ha = appendedToConfigYaml("ha-kubernetes.yaml", directory);
+
+        assertThat(ha.get(HighAvailabilityOptions.HA_MODE)).isEqualTo("kubernetes");
+        assertThat(ha.getOptional(HighAvailabilityOptions.HA_STORAGE_PATH)).isPresent();
+        assertThat(ha.getOptional(HighAvailabilityOptions.HA_CLUSTER_ID)).isEmpty();
+        assertThat(ha.toMap()).containsKey("kubernetes.cluster-id");
+        assertThat(fragmentKeys("ha-kubernetes.yaml")).allSatisfy(key -> assertThat(key.startsWith("kubernetes.")
+                ? List.of("kubernetes.cluster-id", "kubernetes.namespace").contains(key)
+                : highAvailabilityKeys().contains(key)).as(key).isTrue());
+    }
+
+    private static Set<String> highAvailabilityKeys() throws IllegalAccessException {
         Set<String> flinkKeys = new HashSet<>();
         for (Field field : HighAvailabilityOptions.class.getFields()) {
             if (field.get(null) instanceof ConfigOption<?> option) {
                 flinkKeys.add(option.key());
             }
         }
-        List<String> commented = Files.readAllLines(Path.of("flink-conf", "config.yaml")).stream()
-                .map(line -> line.replaceFirst("^#\\s+", ""))
-                .filter(line -> line.startsWith("high-availability.")).map(line -> line.substring(0, line.indexOf(':')))
-                .toList();
+        return flinkKeys;
+    }
 
-        assertThat(ProjectFiles.clusterConfig().getOptional(HighAvailabilityOptions.HA_MODE)).isEmpty();
-        assertThat(commented).as("the commented high-availability keys in config.yaml").contains(
-                HighAvailabilityOptions.HA_MODE.key(), HighAvailabilityOptions.HA_STORAGE_PATH.key())
-                .allSatisfy(key -> assertThat(flinkKeys).contains(key));
+    /** The keys a fragment sets, as Flink reads them. */
+    static Set<String> fragmentKeys(String fragment) throws IOException {
+        Path alone = fragmentAlone(fragment);
+        try {
+            return GlobalConfiguration.loadConfiguration(alone.toString()).keySet();
+        } finally {
+            FileUtils.deleteDirectoryQuietly(alone.toFile());
+        }
+    }
+
+    private static Path fragmentAlone(String fragment) throws IOException {
+        Path directory = Files.createTempDirectory("onceflow-ha-fragment");
+        Files.copy(Path.of("flink-conf", fragment), directory.resolve("config.yaml"));
+        return directory;
+    }
+
+    /** config.yaml with {@code fragment} appended, as the fragment's first lines say to do, as Flink loads it. */
+    private static Configuration appendedToConfigYaml(String fragment, Path directory) throws IOException {
+        Files.writeString(directory.resolve("config.yaml"), Files.readString(Path.of("flink-conf", "config.yaml"))
+                + "\n" + Files.readString(Path.of("flink-conf", fragment)));
+        return GlobalConfiguration.loadConfiguration(directory.toString());
     }
 
     @Test

@@ -104,7 +104,9 @@ class SecuredPipelineIT {
                 "kafka.transactional.id.prefix", names.transactionalIdPrefix(),
                 "message.max.bytes", "4096", "message.id.max.length", "64",
                 "checkpoint.interval", "300ms", "checkpoint.timeout", "1min", "kafka.transaction.timeout", "5min"));
-        settings.putAll(Map.of("restart.budget", "1min", "state.backend", "hashmap", "parallelism", "2"));
+        settings.putAll(Map.of("restart.budget", "1min", "state.backend", "hashmap", "parallelism", "2",
+                // 5min less a checkpoint cycle of 2min survives a 3min outage: a test's, below the start's floor
+                "kafka.transaction.timeout.accept.loss.after.short.outage", "true"));
         TestPostgres.TestDatabase database = postgres.newDatabase();
         SecuredPostgres.Login login = postgres.newJobRole(database);
         Path password = directory.resolve("postgres-password");

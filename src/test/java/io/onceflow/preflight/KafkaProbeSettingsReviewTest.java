@@ -23,7 +23,7 @@ class KafkaProbeSettingsReviewTest {
         settings.put("kafka.properties.acks", "1");
         OnceflowConfig config = OnceflowConfig.fromMap(settings, Map.of());
 
-        Optional<String> problem = new KafkaAccess(config).transactionalIdProblem();
+        Optional<String> problem = new KafkaAccess(config).transactionalIdProblem(config.kafkaTransactionTimeout());
 
         assertThat(problem).as("the probe's client refused settings the sinks override")
                 .hasValueSatisfying(line -> assertThat(line).doesNotContain("idempotence"));

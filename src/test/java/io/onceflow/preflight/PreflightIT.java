@@ -12,6 +12,7 @@ import io.onceflow.testing.TestKafka;
 import io.onceflow.testing.TestPostgres;
 import java.sql.Connection;
 import java.sql.Statement;
+import java.time.Duration;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -73,6 +74,56 @@ class PreflightIT {
                 .startsWith("kafka.transaction.timeout: 1200 s exceeds the brokers' transaction.max.timeout.ms (900 s at "
                         + kafka.bootstrapServers());
         assertThat(problems(Preflight.Purpose.AUDIT)).as("the audit writes no transactions").isEmpty();
+    }
+
+    @Test
+    void withoutATransactionTimeoutTheJobTakesTheBrokersMaximumAndSaysWhatOutageItSurvives() {
+        // a stated maximum that is wrong: the brokers' own (the embedded broker has Kafka's default, 15 min) wins
+        settings.put("kafka.transaction.timeout.broker.max", "30min");
+
+        Preflight.Result result = Preflight.check(config(), Preflight.Purpose.RUN_JOB);
+
+        assertThat(result.kafkaTransactionTimeout()).isEqualTo(Duration.ofMinutes(15));
+        assertThat(result.notes()).containsExactly("Kafka output of a completed checkpoint survives an outage of up to"
+                + " 11min (kafka.transaction.timeout 15min (not set: the brokers' transaction.max.timeout.ms) minus"
+                + " the longest checkpoint cycle (0 + 1) x max(10s, 2min + 0ms) + 2min = 4min): after a longer one the"
+                + " brokers abort its transactions and the output is lost");
+        // a set timeout within the brokers' maximum is the job's
+        settings.put("kafka.transaction.timeout", "14min");
+        assertThat(Preflight.check(config(), Preflight.Purpose.RUN_JOB).kafkaTransactionTimeout())
+                .isEqualTo(Duration.ofMinutes(14));
+    }
+
+    @Test
+    void brokersWhoseMaximumSurvivesTooShortAnOutageAreRefusedUnlessTheRiskIsAccepted() {
+        String in = TestKafka.uniqueTopic("preflight-in");
+        String out = TestKafka.uniqueTopic("preflight-out");
+        String dlq = TestKafka.uniqueTopic("preflight-dlq");
+        // 13 min less the default checkpoint cycle of 4 min survives 9 min: above restart.budget, below the floor
+        try (TestKafka brokers = TestKafka.startOwn(Map.of("transaction.max.timeout.ms", "780000"))) {
+            brokers.createTopics(1, in, out, dlq);
+            settings.keySet().removeIf(key -> key.startsWith("postgres."));
+            settings.putAll(Map.of("kafka.bootstrap.servers", brokers.bootstrapServers(), "input.topics", in,
+                    "output.topic", out, "dead.letter.topic", dlq));
+
+            assertThat(problems(Preflight.Purpose.RUN_JOB)).containsExactly("kafka.transaction.timeout: Kafka output"
+                    + " of a completed checkpoint would survive an outage of only 9min (kafka.transaction.timeout 13min"
+                    + " (not set: the brokers' transaction.max.timeout.ms) minus the longest checkpoint cycle (0 + 1) x"
+                    + " max(10s, 2min + 0ms) + 2min = 4min), less than the 10min the start check requires: after a"
+                    + " longer outage (a JobManager failover, a node replacement) the brokers abort its transactions"
+                    + " and the output is lost. Raise the brokers' transaction.max.timeout.ms (and"
+                    + " kafka.transaction.timeout with it, or leave that unset to use the brokers' maximum), or lower"
+                    + " the checkpoint settings; or, to accept that loss, set"
+                    + " kafka.transaction.timeout.accept.loss.after.short.outage=true.");
+            assertThat(problems(Preflight.Purpose.AUDIT)).as("the audit writes no transactions").isEmpty();
+
+            settings.put("kafka.transaction.timeout.accept.loss.after.short.outage", "true");
+            Preflight.Result accepted = Preflight.check(config(), Preflight.Purpose.RUN_JOB);
+            assertThat(accepted.kafkaTransactionTimeout()).isEqualTo(Duration.ofMinutes(13));
+            assertThat(accepted.notes()).singleElement().asString()
+                    .startsWith("Kafka output of a completed checkpoint survives an outage of up to 9min")
+                    .endsWith("(accepted: kafka.transaction.timeout.accept.loss.after.short.outage=true)");
+        }
     }
 
     @Test

@@ -26,7 +26,7 @@ import org.apache.kafka.common.test.TestKitNodes;
  * (Kafka's own {@link KafkaClusterTestKit}), or an external one when the environment variable
  * {@value #EXTERNAL_BOOTSTRAP_ENV} names its bootstrap servers. One per JVM, started on first use.
  */
-public final class TestKafka {
+public final class TestKafka implements AutoCloseable {
     /** Set to {@code host:port[,host:port]} to run the suites against an external broker. */
     public static final String EXTERNAL_BOOTSTRAP_ENV = "ONCEFLOW_TEST_KAFKA_BOOTSTRAP";
 
@@ -50,7 +50,19 @@ public final class TestKafka {
         return shared;
     }
 
+    /**
+     * A broker of the caller's own, embedded in this JVM, with {@code brokerSettings} on top of the
+     * shared one's (e.g. a lower transaction.max.timeout.ms); the caller closes it.
+     */
+    public static TestKafka startOwn(Map<String, String> brokerSettings) {
+        return startEmbedded(brokerSettings);
+    }
+
     private static TestKafka startEmbedded() {
+        return startEmbedded(Map.of());
+    }
+
+    private static TestKafka startEmbedded(Map<String, String> brokerSettings) {
         try {
             TestKitNodes nodes = new TestKitNodes.Builder()
                     .setCombined(true)
@@ -58,15 +70,16 @@ public final class TestKafka {
                     .setNumControllerNodes(1)
                     .setBaseDirectory(Files.createTempDirectory("onceflow-kafka"))
                     .build();
-            KafkaClusterTestKit cluster = new KafkaClusterTestKit.Builder(nodes)
+            KafkaClusterTestKit.Builder builder = new KafkaClusterTestKit.Builder(nodes)
                     .setConfigProp("offsets.topic.replication.factor", "1")
                     .setConfigProp("transaction.state.log.replication.factor", "1")
                     .setConfigProp("transaction.state.log.min.isr", "1")
                     .setConfigProp("group.initial.rebalance.delay.ms", "0")
                     .setConfigProp("num.partitions", "4")
                     .setConfigProp("auto.create.topics.enable", "false")
-                    .setDeleteOnClose(true)
-                    .build();
+                    .setDeleteOnClose(true);
+            brokerSettings.forEach(builder::setConfigProp);
+            KafkaClusterTestKit cluster = builder.build();
             cluster.format();
             cluster.startup();
             cluster.waitForReadyBrokers();
@@ -146,7 +159,8 @@ public final class TestKafka {
         return records;
     }
 
-    private void close() {
+    @Override
+    public void close() {
         if (embedded != null) {
             try {
                 embedded.close();

@@ -2,6 +2,9 @@ package io.onceflow.sink.postgres;
 
 import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.checkpoint;
 import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.commit;
+import static io.onceflow.testing.TestStandby.awaitSyncState;
+import static io.onceflow.testing.TestStandby.primaryWithCopy;
+import static io.onceflow.testing.TestStandby.startStandby;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
@@ -12,9 +15,8 @@ import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
 import io.onceflow.sink.postgres.internal.writer.WriterStart;
 import io.onceflow.testing.Eventually;
 import io.onceflow.testing.TestPostgres;
-import java.nio.file.Files;
+import io.onceflow.testing.TestStandby;
 import java.nio.file.Path;
-import java.nio.file.StandardOpenOption;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.time.Duration;
@@ -26,9 +28,10 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * A primary with a real streaming replica (a copy of the stopped primary's data directory started
- * as a standby): the start's warning about asynchronous replicas, and a promotion, whose new
- * timeline the writers notice.
+ * A primary with a real streaming replica ({@link TestStandby}): what the start finds about
+ * asynchronous replicas (which it refuses unless accepted, and then warns about:
+ * io.onceflow.preflight.PostgresPreflightReplicationTest), and a promotion, whose new timeline the
+ * writers notice.
  */
 class ReplicationTest {
     private static final Duration REPLICATION = Duration.ofSeconds(30);
@@ -89,27 +92,6 @@ class ReplicationTest {
                 standby.close();
             }
         }
-    }
-
-    /** Starts a server, stops it, copies its data directory to {@code copy}, and starts it again. */
-    private static TestPostgres primaryWithCopy(Path data, Path copy) throws Exception {
-        TestPostgres.start(data).close();
-        TestPostgres.copyDataDirectory(data, copy);
-        return TestPostgres.start(data);
-    }
-
-    /** Starts the copy as a standby streaming from {@code primary}. */
-    private static TestPostgres startStandby(Path copy, TestPostgres primary) throws Exception {
-        Files.writeString(copy.resolve("standby.signal"), "");
-        String port = primary.jdbcUrl().replaceFirst(".*:(\\d+)/.*", "$1");
-        Files.writeString(copy.resolve("postgresql.auto.conf"), "\nprimary_conninfo = 'host=127.0.0.1 port=" + port
-                + " user=" + primary.user() + "'\n", StandardOpenOption.APPEND);
-        return TestPostgres.start(copy);
-    }
-
-    private static void awaitSyncState(TestPostgres primary, String state) throws Exception {
-        Eventually.await("the replica streams, " + state, REPLICATION, () -> primary.rows(
-                "SELECT sync_state FROM pg_stat_replication WHERE state = 'streaming'").equals(List.of(state)));
     }
 
     private static Optional<String> warning(TestPostgres server, String user) throws Exception {
