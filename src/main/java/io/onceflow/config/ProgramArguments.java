@@ -33,7 +33,7 @@ public final class ProgramArguments {
      * @param flags the command's flags, without {@code --}
      * @param options the command's options that take a value, without {@code --}
      * @return the parsed arguments; problems are reported by {@link #config} or {@link
-     *     #postgresSettings}
+     *     #postgresTables}
      */
     public static ProgramArguments parse(String[] args, Set<String> flags, Set<String> options) {
         return parse(args, flags, options, Set.of());
