@@ -75,18 +75,17 @@ final class KafkaAccess {
      * @param authorized what the brokers allow on it; null if they did not say (no authorizer, old broker)
      */
     Optional<String> topicProblem(String key, String topic, Preflight.Purpose purpose, Set<AclOperation> authorized) {
-        AclOperation needed = neededOnTopic(key, purpose);
-        if (authorized == null || allows(authorized, needed)) {
+        if (authorized == null || allows(authorized, neededOnTopic(key, purpose))) {
             return Optional.empty();
         }
-        return Optional.of(refused(key, needed, "the topic '" + topic + "'", "--topic " + ShellWords.quoted(topic)));
+        return Optional.of(topicRefused(key, topic, purpose));
     }
 
     /**
-     * The problem for a topic the brokers would not even describe to the principal: it lacks what the
-     * topic needs, since Read and Write both include Describe.
+     * The problem for a topic the principal lacks what it needs on; also for one the brokers would not
+     * even describe to it, since Read and Write both include Describe.
      */
-    String undescribableTopic(String key, String topic, Preflight.Purpose purpose) {
+    String topicRefused(String key, String topic, Preflight.Purpose purpose) {
         return refused(key, neededOnTopic(key, purpose), "the topic '" + topic + "'",
                 "--topic " + ShellWords.quoted(topic));
     }

@@ -185,7 +185,7 @@ final class KafkaPreflight {
                 if (e.getCause() instanceof UnknownTopicOrPartitionException) {
                     missing.add(topic);
                 } else if (e.getCause() instanceof TopicAuthorizationException) {
-                    problems.add(access.undescribableTopic(topicAndKey.getValue(), topic, purpose));
+                    problems.add(access.topicRefused(topicAndKey.getValue(), topic, purpose));
                 } else {
                     problems.add(problem(topicAndKey.getValue(),
                             "cannot describe the topic '" + topic + "' on " + brokers + " (" + e.getCause().getMessage() + ")",
