@@ -4,17 +4,24 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.json.JsonMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.onceflow.api.Event;
 import io.onceflow.api.EventProcessor;
 import io.onceflow.api.EventRejectedException;
+import io.onceflow.api.Payloads;
 import io.onceflow.sink.kafka.OnceflowHeaders;
+import java.io.IOException;
+import java.math.BigDecimal;
 import java.util.Map;
 import org.apache.flink.util.Collector;
 import org.junit.jupiter.api.Test;
 
 /**
  * The kit on one small run of a wrong processor: it reports each id's outcome (output, dead letter
- * with its reason, row with the effect's result) and catches the id the processor emits twice.
+ * with its reason, row with the effect's result) and catches the id the processor emits twice; and on
+ * the README's enriching processor, whose numbers reach the output as written.
  */
 class OnceflowTestKitIT {
     private static final String EFFECT = "CREATE FUNCTION kit_effect(message_id text, payload jsonb) RETURNS jsonb"
@@ -34,6 +41,38 @@ class OnceflowTestKitIT {
                 out.collect(event);
             }
         }
+    }
+
+    /** The README's processor, as written there: validates, then enriches with Payloads' mapper. */
+    static final class PaymentProcessor implements EventProcessor {
+        private static final long serialVersionUID = 1L;
+        private static final JsonMapper JSON = Payloads.jsonMapper();
+        private static final BigDecimal FEE_RATE = new BigDecimal("0.025");
+
+        @Override
+        public void flatMap(Event event, Collector<Event> out) throws IOException {
+            if (!(JSON.readTree(event.payload) instanceof ObjectNode payment)) {
+                throw new EventRejectedException("a payment is a JSON object");
+            }
+            JsonNode amount = payment.path("amount");
+            if (!amount.isNumber() || amount.decimalValue().signum() < 0) {
+                throw new EventRejectedException("amount must be a number >= 0");
+            }
+            payment.put("fee", amount.decimalValue().multiply(FEE_RATE));
+            event.payload = JSON.writeValueAsBytes(payment);
+            out.collect(event);
+        }
+    }
+
+    @Test
+    void theReadmesEnrichmentKeepsNumbersAsWritten() throws Exception {
+        Outcomes outcomes = OnceflowTestKit.start().run(new PaymentProcessor(),
+                TestRecord.of("pay-1", "{\"amount\": 10.00, \"refund\": -0.50}"),
+                TestRecord.of("pay-2", "{\"amount\": -0.5}"));
+
+        assertThat(outcomes.outputOf("pay-1")).isEqualTo("{\"amount\":10.00,\"refund\":-0.50,\"fee\":0.25000}");
+        assertThat(outcomes.deadLetterOf("pay-2").reason()).isEqualTo("REJECTED_BY_PROCESSOR");
+        outcomes.assertExactlyOnce();
     }
 
     @Test
