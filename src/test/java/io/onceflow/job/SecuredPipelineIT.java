@@ -94,15 +94,12 @@ class SecuredPipelineIT {
         acls = kafka.grantDocumentedAcls(names);
         // the audit reads the job's outputs too (docs/security.md)
         kafka.grantRead(names.output(), names.deadLetter());
-        settings.putAll(kafka.jobSettings(kafka.jobPassword()));
+        settings.putAll(kafka.jobSettings(names, kafka.jobPassword()));
         // the JAAS configuration as a Kubernetes Secret mounted as a file gives it (docs/security.md)
         Path jaas = directory.resolve("kafka-jaas");
         Files.writeString(jaas, settings.get("kafka.properties.sasl.jaas.config") + "\n");
         settings.put("kafka.properties.sasl.jaas.config", "${file:" + jaas + "}");
-        settings.putAll(Map.of("input.topics", names.input(), "output.topic", names.output(),
-                "dead.letter.topic", names.deadLetter(), "input.group.id", names.group(),
-                "kafka.transactional.id.prefix", names.transactionalIdPrefix(),
-                "message.max.bytes", "4096", "message.id.max.length", "64",
+        settings.putAll(Map.of("message.max.bytes", "4096", "message.id.max.length", "64",
                 "checkpoint.interval", "300ms", "checkpoint.timeout", "1min", "kafka.transaction.timeout", "5min"));
         settings.putAll(Map.of("restart.budget", "1min", "state.backend", "hashmap", "parallelism", "2",
                 // 5min less a checkpoint cycle of 2min survives a 3min outage: a test's, below the start's floor

@@ -10,7 +10,6 @@ import java.nio.file.Path;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.UUID;
 import org.apache.kafka.common.acl.AclBinding;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -28,15 +27,9 @@ class SecuredKafkaPreflightIT {
     private SecuredKafka.JobNames names;
 
     @BeforeEach
-    void topics() {
-        String suffix = UUID.randomUUID().toString().substring(0, 8);
-        names = new SecuredKafka.JobNames("in-" + suffix, "out-" + suffix, "dlq-" + suffix, "group-" + suffix,
-                "prefix-" + suffix);
-        kafka.createTopics(2, names.input(), names.output(), names.deadLetter());
-        settings.putAll(kafka.jobSettings(kafka.jobPassword()));
-        settings.putAll(Map.of("input.topics", names.input(), "output.topic", names.output(),
-                "dead.letter.topic", names.deadLetter(), "input.group.id", names.group(),
-                "kafka.transactional.id.prefix", names.transactionalIdPrefix()));
+    void job() {
+        names = kafka.newJob();
+        settings.putAll(kafka.jobSettings(names, kafka.jobPassword()));
     }
 
     private List<String> problems(Preflight.Purpose purpose) {

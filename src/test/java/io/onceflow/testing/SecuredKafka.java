@@ -10,6 +10,7 @@ import java.util.Collection;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -114,6 +115,27 @@ public final class SecuredKafka implements AutoCloseable {
         settings.put("kafka.properties.ssl.truststore.location", authority.trustStore().toString());
         settings.put("kafka.properties.ssl.truststore.type", "PKCS12");
         settings.put("kafka.properties.ssl.truststore.password", TestCertificates.STORE_PASSWORD);
+        return settings;
+    }
+
+    /**
+     * A job of the test's own: a unique input, output and dead-letter topic (created, 2 partitions
+     * each), group and transactional id prefix, so that tests share the broker, never names or ACLs.
+     */
+    public JobNames newJob() {
+        String suffix = UUID.randomUUID().toString().substring(0, 8);
+        JobNames names = new JobNames("in-" + suffix, "out-" + suffix, "dlq-" + suffix, "group-" + suffix,
+                "prefix-" + suffix);
+        createTopics(2, names.input(), names.output(), names.deadLetter());
+        return names;
+    }
+
+    /** {@link #jobSettings(String)} with {@code names}' topics, group and prefix: every required key. */
+    public Map<String, String> jobSettings(JobNames names, String password) {
+        Map<String, String> settings = jobSettings(password);
+        settings.putAll(Map.of("input.topics", names.input(), "output.topic", names.output(),
+                "dead.letter.topic", names.deadLetter(), "input.group.id", names.group(),
+                "kafka.transactional.id.prefix", names.transactionalIdPrefix()));
         return settings;
     }
 
