@@ -13,14 +13,19 @@ import org.junit.jupiter.api.io.TempDir;
 
 /** The fresh-start refusal names the job's real jar and arguments, never a secret. */
 class ResumeCommandTest {
-    @Test
-    void namesTheMainClassesJarAndTheArgumentsQuotedWithSecretsRedacted() {
+    /** The required settings and a PostgreSQL sink with {@code password}. */
+    private static OnceflowConfig withPostgresPassword(String password) {
         Map<String, String> settings = new HashMap<>(OnceflowJobTest.REQUIRED);
         settings.put("postgres.url", "jdbc:postgresql://db:5432/payments");
         settings.put("postgres.user", "onceflow");
-        settings.put("postgres.password", "s3cret-pw");
+        settings.put("postgres.password", password);
         settings.put("postgres.sink.prefix", "payments");
-        OnceflowConfig config = OnceflowConfig.fromMap(settings, Map.of());
+        return OnceflowConfig.fromMap(settings, Map.of());
+    }
+
+    @Test
+    void namesTheMainClassesJarAndTheArgumentsQuotedWithSecretsRedacted() {
+        OnceflowConfig config = withPostgresPassword("s3cret-pw");
         String[] args = {"--config", "/etc/onceflow/job one.properties", "--postgres.password", "s3cret-pw",
                 "--input.group.id=it's-mine"};
 
@@ -57,12 +62,7 @@ class ResumeCommandTest {
     /** Redacted before quoting: quoted, it's-s3cret would become 'it'\''s-s3cret' and no longer match. */
     @Test
     void aPasswordWithASingleQuoteIsRedacted() {
-        Map<String, String> settings = new HashMap<>(OnceflowJobTest.REQUIRED);
-        settings.put("postgres.url", "jdbc:postgresql://db:5432/payments");
-        settings.put("postgres.user", "onceflow");
-        settings.put("postgres.password", "it's-s3cret");
-        settings.put("postgres.sink.prefix", "payments");
-        OnceflowConfig config = OnceflowConfig.fromMap(settings, Map.of());
+        OnceflowConfig config = withPostgresPassword("it's-s3cret");
         String[] args = {"--postgres.password", "it's-s3cret"};
 
         String command = ResumeCommand.of(Test.class, args, config).flinkRunFrom("/checkpoints/abc/chk-7");
