@@ -18,7 +18,10 @@ import org.apache.flink.util.Collector;
  * the dead-letter topic as {@code REJECTED_BY_PROCESSOR}, never retried. Any other exception is
  * retried in place ({@code processor.max.attempts}, with a doubling pause), then the event is
  * dead-lettered as {@code PROCESSOR_FAILED}; a {@link TransientProcessingException} is retried
- * without limit. An attempt that throws has its output discarded, and each attempt gets its own copy
+ * without limit. Emit nothing (return normally) to drop an event on purpose: it is filtered, and
+ * recorded as such in the dead-letter topic ({@code FILTERED_BY_PROCESSOR}, the source key and
+ * coordinates, no value), so that the audit counts it as an outcome, not a loss. An attempt that
+ * throws has its output discarded, and each attempt gets its own copy
  * of the event, so changing the event given is fine; do not change an event after emitting it, as
  * output is forwarded only once {@code flatMap} returns.
  *

@@ -52,10 +52,17 @@ public enum DeadLetterReason {
      * The job's {@code EventProcessor} threw on every attempt ({@code processor.max.attempts}); the
      * error names the last exception's class and message.
      */
-    PROCESSOR_FAILED;
+    PROCESSOR_FAILED,
+    /**
+     * The job's {@code EventProcessor} returned normally and emitted nothing: it dropped the event on
+     * purpose. Not a failure: the record says that the event was filtered, so that an audit counts it
+     * as an outcome rather than a loss. It has no value (the input record is found by its source
+     * coordinates), so it stays small when a processor filters most of a stream.
+     */
+    FILTERED_BY_PROCESSOR;
 
     /** Tells whether the job's {@code EventProcessor} gives this reason; every other one is found at ingest. */
     public boolean fromProcessor() {
-        return this == REJECTED_BY_PROCESSOR || this == PROCESSOR_FAILED;
+        return this == REJECTED_BY_PROCESSOR || this == PROCESSOR_FAILED || this == FILTERED_BY_PROCESSOR;
     }
 }

@@ -8,9 +8,13 @@ import io.onceflow.config.ProcessorRetries;
 import io.onceflow.ingest.DeadLetter;
 import io.onceflow.ingest.DeadLetterReason;
 import io.onceflow.ingest.ErrorText;
+import io.onceflow.sink.kafka.OnceflowHeaders;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.functions.RichFunction;
@@ -36,7 +40,11 @@ import org.slf4j.LoggerFactory;
  * an {@link EventRejectedException} sends the event to the dead-letter side output as {@code
  * REJECTED_BY_PROCESSOR}; any other exception is retried in place, {@code maxAttempts} attempts in
  * all with a doubling pause, then dead-lettered as {@code PROCESSOR_FAILED}; a {@link
- * TransientProcessingException} is retried without limit. Internal to the job.
+ * TransientProcessingException} is retried without limit. An event for which the processor
+ * returns normally having emitted nothing is filtered: a record with reason {@code
+ * FILTERED_BY_PROCESSOR}, its source key and coordinates and no value, goes to the same side
+ * output, so that a deliberate drop is an outcome on record and never looks like a loss. Internal to
+ * the job.
  *
  * <p>Each attempt works on its own copy of the event and emits into a buffer, forwarded only when
  * the attempt succeeds: a failed attempt leaves no output and no trace on the next attempt or on
@@ -53,6 +61,8 @@ final class RunEventProcessor extends ProcessFunction<Event, Event>
 
     /** The most characters of the processor's message a dead letter keeps, so that dead letters stay small. */
     static final int MAX_ERROR_CHARS = 1000;
+    /** The error text of a filtered event's record. */
+    static final String FILTERED_ERROR = "the processor emitted nothing for the event";
     /** The most characters of a message id a log line quotes. */
     private static final int MAX_LOGGED_ID_CHARS = 100;
     /** At most one warning per subtask in this time, so that an outage does not flood the log. */
@@ -175,10 +185,29 @@ final class RunEventProcessor extends ProcessFunction<Event, Event>
                 Thread.sleep(pause.toMillis());
             }
         }
+        if (attemptOutput.isEmpty()) {
+            filtered(ctx, event);
+            return;
+        }
         for (Event emitted : attemptOutput) {
             out.collect(emitted);
         }
         attemptOutput.clear();
+    }
+
+    /**
+     * Records that the processor dropped {@code event}: no value (the input record is found by its
+     * coordinates, and a filter record must stay small when most of a stream is filtered), the
+     * message id as a header so that a reader of the dead-letter topic sees which id it was.
+     */
+    private void filtered(Context ctx, Event event) {
+        Map<String, byte[]> headers = new HashMap<>(2);
+        headers.put(OnceflowHeaders.MESSAGE_ID, event.messageId.getBytes(StandardCharsets.UTF_8));
+        DeadLetter record = new DeadLetter(event.sourceKey, null, DeadLetterReason.FILTERED_BY_PROCESSOR,
+                FILTERED_ERROR, event.sourceTopic, event.sourcePartition, event.sourceOffset, event.sourceTimestamp,
+                headers);
+        deadLetters.count(record);
+        ctx.output(DEAD_LETTERS, record);
     }
 
     /** Dead-letters {@code event} as received, with its source record's key (as ingest's dead letters). */

@@ -7,6 +7,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
 import io.onceflow.api.Onceflow;
 import io.onceflow.config.OnceflowConfig;
+import io.onceflow.ingest.DeadLetterReason;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -143,6 +144,30 @@ class AlertingRulesTest {
         });
 
         assertThat(wrong).isEmpty();
+    }
+
+    /**
+     * A processor's filter records go to the dead-letter topic too, one per event it drops on purpose, so
+     * a processor that filters most of a stream would keep a rule over every reason firing: each rule on
+     * the dead-letter counter leaves that reason out, by the code the job gives it.
+     */
+    @Test
+    void rulesOnDeadLettersLeaveOutFilteredEvents() {
+        Pattern deadLetters = Pattern.compile("reason_deadLetters(\\{[^}]*})?");
+        String filtered = "reason!=\"" + DeadLetterReason.FILTERED_BY_PROCESSOR.name() + "\"";
+        List<String> counting = new ArrayList<>();
+        ALERTS.forEach((name, rule) -> {
+            Matcher selector = deadLetters.matcher(expr(rule));
+            while (selector.find()) {
+                if (selector.group(1) == null || !selector.group(1).contains(filtered)) {
+                    counting.add(name + ": " + selector.group());
+                }
+            }
+        });
+
+        assertThat(ALERTS.values()).as("a rule on dead letters").anySatisfy(rule ->
+                assertThat(expr(rule)).contains("reason_deadLetters"));
+        assertThat(counting).as("rules that count filtered events as dead letters").isEmpty();
     }
 
     /** Each alert's threshold is stated in the rule; the docs' table names every alert, and only those. */

@@ -6,6 +6,7 @@ import io.onceflow.api.EventRejectedException;
 import io.onceflow.api.TransientProcessingException;
 import io.onceflow.config.ProcessorRetries;
 import io.onceflow.ingest.DeadLetter;
+import io.onceflow.sink.kafka.OnceflowHeaders;
 import java.io.IOException;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -138,6 +139,32 @@ class RunEventProcessorTest {
                 .hasSizeLessThan(RunEventProcessor.MAX_ERROR_CHARS + 50);
         assertThat(counter("deadLetters.REJECTED_BY_PROCESSOR")).isEqualTo(1);
         assertThat(counter("processorRetries")).isZero();
+    }
+
+    @Test
+    void anEventTheProcessorEmitsNothingForIsRecordedAsFilteredWithoutItsPayload() throws Exception {
+        var harness = opened((event, out) -> {
+            if (!event.messageId.startsWith("drop-")) {
+                out.collect(event);
+            }
+        }, THREE_FAST_ATTEMPTS);
+
+        harness.processElement(event("drop-1"), 0);
+        harness.processElement(event("keep-1"), 0);
+
+        assertThat(harness.extractOutputValues()).extracting(output -> output.messageId).containsExactly("keep-1");
+        assertThat(deadLetters(harness)).singleElement().satisfies(filtered -> {
+            assertThat(filtered.reason).isEqualTo("FILTERED_BY_PROCESSOR");
+            assertThat(filtered.value).as("no payload: the input record is found by its coordinates").isNull();
+            assertThat(filtered.key).as("the source record's key, as every dead letter").isEqualTo(SOURCE_KEY);
+            assertThat(filtered.sourceTopic + "-" + filtered.sourcePartition + "@" + filtered.sourceOffset)
+                    .isEqualTo("payments-3@42");
+            assertThat(filtered.headers).as("only the message id, not the input's headers")
+                    .containsOnlyKeys(OnceflowHeaders.MESSAGE_ID);
+            assertThat(new String(filtered.headers.get(OnceflowHeaders.MESSAGE_ID), UTF_8)).isEqualTo("drop-1");
+            assertThat(filtered.errorMessage).isEqualTo(RunEventProcessor.FILTERED_ERROR);
+        });
+        assertThat(counter("deadLetters.FILTERED_BY_PROCESSOR")).isEqualTo(1);
     }
 
     @Test
