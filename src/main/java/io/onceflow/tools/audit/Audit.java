@@ -11,12 +11,10 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Properties;
-import java.util.Set;
 import org.apache.flink.util.Collector;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.common.header.Header;
@@ -26,15 +24,20 @@ import org.apache.kafka.common.header.Header;
  * exactly as the job judges them) against what it wrote (the output and dead-letter topics as a
  * {@code read_committed} consumer sees them, and the PostgreSQL tables). Every accepted id must have
  * exactly one outcome: one output record (and, with PostgreSQL, one row, or one row in the rejects
- * table), or one dead letter of the processor ({@code REJECTED_BY_PROCESSOR}, {@code
- * PROCESSOR_FAILED}); every poison record must have one dead letter with the reason the job gives
- * it. An id with no outcome is lost, an id with two is duplicated: both are findings.
+ * table), one dead letter of the processor ({@code REJECTED_BY_PROCESSOR}, {@code
+ * PROCESSOR_FAILED}), or one filter record ({@code FILTERED_BY_PROCESSOR}); every poison record
+ * must have one dead letter with the reason the job gives it. An id with no outcome is lost, an id
+ * with two is duplicated: both are findings, but for an id whose second output came from a record
+ * farther from the first than {@code dedup.ttl} (a redelivery after the TTL, a documented limit).
  *
  * <p>Dead letters are matched to input records by their source coordinates (topic, partition,
  * offset headers), never by their key, so a processor's dead letter is attributed to the id of the
  * record it came from. An output record whose id is not an input id is derived by the processor
  * (e.g. {@code id + ":refund"}): it is accounted for when its source coordinates name an accepted
  * input record, and that id's outcome is then "output"; any other is unexpected.
+ *
+ * <p>A stopped or drained job is audited whole ({@link #run(Duration)}); a running one up to its
+ * last completed checkpoint ({@link #runLive}, see {@link AuditScope}).
  *
  * <p>Totals alone would hide a lost id and a duplicated id that cancel out, so the audit keeps a
  * count per id. Memory: every unique id (a second set of them with PostgreSQL, the ids that must
@@ -47,41 +50,114 @@ public final class Audit {
     private final String deadLetterTopic;
     private final IngestDeserializer classifier;
     private final Optional<PostgresTableAudit> postgres;
+    private final Duration dedupTtl;
+
+    /** How a live audit waits before it looks again. */
+    interface Pause {
+        void pause(Duration duration) throws InterruptedException;
+    }
 
     /**
      * @param clientProperties bootstrap.servers plus any security settings
      * @param classifier the job's own deserializer (same id source and limits), so the audit judges
      *     each input record the way the job must have
      * @param postgres the job's PostgreSQL sink settings, if it has one
+     * @param dedupTtl the job's {@code dedup.ttl}
      */
     public Audit(Properties clientProperties, List<String> inputTopics, String outputTopic, String deadLetterTopic,
-            IngestDeserializer classifier, Optional<PostgresSettings> postgres) {
+            IngestDeserializer classifier, Optional<PostgresSettings> postgres, Duration dedupTtl) {
         this.reader = new CommittedTopicReader(clientProperties);
         this.inputTopics = List.copyOf(inputTopics);
         this.outputTopic = outputTopic;
         this.deadLetterTopic = deadLetterTopic;
         this.classifier = classifier;
         this.postgres = postgres.map(PostgresTableAudit::new);
+        this.dedupTtl = dedupTtl;
     }
 
-    /** Reads everything committed now on the three kinds of topic and compares per id. */
+    /**
+     * Audits a stopped or drained job: everything committed now, the whole input topics. Warns when
+     * the job looks running (a transaction open on its output or dead-letter topic, prepared
+     * PostgreSQL transactions): what it has in flight would look lost.
+     */
     public AuditReport run(Duration readTimeout) {
-        AuditReport report = new AuditReport();
+        List<String> warnings = new ArrayList<>();
+        for (String topic : List.of(outputTopic, deadLetterTopic)) {
+            List<Integer> open = reader.partitionsWithOpenTransactions(topic, readTimeout);
+            if (!open.isEmpty()) {
+                warnings.add("a transaction is open on " + topic + " (partitions " + open + "): the job is running,"
+                        + " or stopped with output not yet committed. This audit sees only what is committed now,"
+                        + " and reports what is in flight as lost. To audit a running job, use --live.");
+            }
+        }
+        AuditReport report = run(readTimeout, AuditScope.wholeTopics());
+        if (report.preparedTransactionsLeft.count > 0) {
+            warnings.add("the job has prepared PostgreSQL transactions: it is running, or stopped before they"
+                    + " committed. To audit a running job, use --live.");
+        }
+        report.warnings.addAll(warnings);
+        return report;
+    }
+
+    /**
+     * Audits a running job up to {@code scope}'s bound, the offsets of its last completed checkpoint.
+     * The sinks commit that checkpoint's output in the same notification as the offsets, in no fixed
+     * order (and a read_committed reader sees a partition's committed records only once every older
+     * transaction on it ended): so while it finds problems, it looks again, {@code pause} later, for
+     * up to {@code recheckFor}, and reports what persists.
+     */
+    public AuditReport runLive(Duration readTimeout, AuditScope scope, Duration recheckFor, Duration pause) {
+        return runLive(readTimeout, scope, recheckFor, pause, duration -> Thread.sleep(duration.toMillis()));
+    }
+
+    AuditReport runLive(Duration readTimeout, AuditScope scope, Duration recheckFor, Duration pause, Pause pauser) {
+        AuditReport report = run(readTimeout, scope);
+        long firstPassDone = System.nanoTime();
+        long deadline = firstPassDone + recheckFor.toNanos();
+        int rechecks = 0;
+        while (!report.clean() && System.nanoTime() < deadline) {
+            try {
+                pauser.pause(Duration.ofNanos(Math.min(pause.toNanos(), deadline - System.nanoTime())));
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
+            }
+            rechecks++;
+            report = run(readTimeout, scope);
+        }
+        report.rechecks = rechecks;
+        report.recheckedFor = rechecks == 0 ? Duration.ZERO : Duration.ofNanos(System.nanoTime() - firstPassDone);
+        return report;
+    }
+
+    /** One reading of everything, for the input {@code scope} covers. */
+    AuditReport run(Duration readTimeout, AuditScope scope) {
+        AuditReport report = new AuditReport(scope, dedupTtl);
         // read first, so that each input record is matched with its dead letters as it is judged
         Map<String, List<String>> deadLetterReasons = readDeadLetters(readTimeout, report);
         IdOutcomes ids = new IdOutcomes();
         for (String topic : inputTopics) {
             reader.read(topic, readTimeout, record -> judgeInput(record, deadLetterReasons.remove(coordinates(record)),
-                    ids, report));
+                    scope, ids, report));
         }
+        IdOutcomes.Forgotten forgotten = ids.forgetUncovered();
+        report.inFlightIds = forgotten.ids();
+        report.inFlightDeadLetters += forgotten.deadLetters();
         report.uniqueIds = ids.size();
-        deadLetterReasons.forEach((source, reasons) -> reasons.forEach(reason ->
-                report.unexpectedDeadLetters.add(source + " " + reason)));
+        deadLetterReasons.forEach((source, reasons) -> {
+            if (scope.covers(source)) {
+                reasons.forEach(reason -> report.unexpectedDeadLetters.add(source + " " + reason));
+            } else {
+                report.inFlightDeadLetters += reasons.size();
+            }
+        });
 
-        Map<String, DerivedOutput> derived = readOutput(readTimeout, ids, report);
-        Set<String> derivedIds = attributeDerived(derived, readTimeout, ids, report);
-        ids.classify(report);
-        postgres.ifPresent(table -> table.audit(ids.rowExpected(derivedIds), ids.deadLettered(), report));
+        OutputReconciliation output = new OutputReconciliation(reader, outputTopic, inputTopics, this::classify,
+                dedupTtl, readTimeout);
+        Map<String, String> derivedFrom = output.reconcile(scope, ids, report);
+        ids.classify(report, output.ownIdsRedeliveredAfterTtl(ids), dedupTtl);
+        postgres.ifPresent(table -> weighRedeliveries(table.audit(ids.rowExpected(derivedFrom.keySet()),
+                ids.deadLettered(), report), derivedFrom, output, ids, report));
         return report;
     }
 
@@ -97,24 +173,43 @@ public final class Audit {
         return reasons;
     }
 
-    /** @param deadLetters the reasons of the dead letters written for this record, or null if none */
-    private void judgeInput(ConsumerRecord<byte[], byte[]> record, List<String> deadLetters, IdOutcomes ids,
-            AuditReport report) {
-        report.inputRecords++;
-        String source = coordinates(record);
+    /**
+     * Counts the record for its id, with its processor dead letters, or checks a poison record's
+     * dead letter. A record after a live audit's bound is only counted for its id, in case another
+     * record of the id is before the bound.
+     *
+     * @param deadLetters the reasons of the dead letters written for this record, or null if none
+     */
+    private void judgeInput(ConsumerRecord<byte[], byte[]> record, List<String> deadLetters, AuditScope scope,
+            IdOutcomes ids, AuditReport report) {
+        boolean covered = scope.covers(record.topic(), record.partition(), record.offset());
         IngestResult result = classify(record);
         List<String> reasons = deadLetters == null ? List.of() : deadLetters;
+        if (covered) {
+            report.inputRecords++;
+        } else {
+            report.inFlightInputRecords++;
+        }
+        String source = coordinates(record);
         if (result.isAccepted()) {
-            report.acceptedRecords++;
             String id = result.event.messageId;
-            ids.accepted(id);
+            ids.accepted(id, covered);
+            if (covered) {
+                report.acceptedRecords++;
+            }
             for (String reason : reasons) {
                 if (fromProcessor(reason)) {
-                    ids.processorDeadLetter(id, reason);
-                } else {
+                    ids.processorDeadLetter(id, reason, record.timestamp());
+                } else if (covered) {
                     report.wrongReasonDeadLetters.add(source + " " + reason + " (the job accepts the record)");
+                } else {
+                    report.inFlightDeadLetters++;
                 }
             }
+            return;
+        }
+        if (!covered) {
+            report.inFlightDeadLetters += reasons.size();
             return;
         }
         String expected = result.deadLetter.reason;
@@ -128,61 +223,28 @@ public final class Audit {
                 report.wrongReasonDeadLetters.add(source + " " + reason + " (expected " + expected + ")"));
     }
 
-    /** Output records by key; those whose key is no input id are returned, to be attributed. */
-    private Map<String, DerivedOutput> readOutput(Duration readTimeout, IdOutcomes ids, AuditReport report) {
-        Map<String, DerivedOutput> derived = new HashMap<>();
-        reader.read(outputTopic, readTimeout, record -> {
-            report.outputRecords++;
-            String id = record.key() == null ? "<null key>" : new String(record.key(), UTF_8);
-            if (!ids.output(id)) {
-                derived.computeIfAbsent(id, key -> new DerivedOutput(sourceCoordinates(record))).records++;
-            }
-        });
-        return derived;
-    }
-
     /**
-     * Finds the input id each derived output came from by reading again the input records its
-     * coordinates name: a second pass, made only when the processor emitted ids of its own.
+     * Weighs each row that counts more than one delivery against the input: a row written more
+     * often than its id came in is a replay that reached the sink; with one output record, the row
+     * absorbed real redeliveries.
      *
-     * @return the derived ids accounted for
+     * @param redelivered the deliveries of each expected id whose row counts more than one
+     * @param derivedFrom the input id of each derived id
      */
-    private Set<String> attributeDerived(Map<String, DerivedOutput> derived, Duration readTimeout, IdOutcomes ids,
-            AuditReport report) {
-        Set<String> sources = new HashSet<>();
-        derived.values().forEach(output -> sources.add(output.source));
-        Map<String, String> idAtSource = new HashMap<>();
-        for (String topic : inputTopics) {
-            if (sources.stream().anyMatch(source -> source.startsWith(topic + "/"))) {
-                reader.read(topic, readTimeout, record -> {
-                    String source = coordinates(record);
-                    if (sources.contains(source)) {
-                        IngestResult result = classify(record);
-                        if (result.isAccepted()) {
-                            idAtSource.put(source, result.event.messageId);
-                        }
-                    }
-                });
-            }
-        }
-        Set<String> accounted = new HashSet<>();
-        derived.forEach((id, output) -> {
-            String sourceId = idAtSource.get(output.source);
-            if (sourceId == null) {
-                report.unexpectedIds.add(id);
-                return;
-            }
-            accounted.add(id);
-            ids.derivedOutput(sourceId);
-            report.derivedIds.add(id + " (from " + sourceId + ")");
-            if (output.records > 1) {
-                report.duplicatedIds.add(id + " x" + output.records);
+    private static void weighRedeliveries(Map<String, Integer> redelivered, Map<String, String> derivedFrom,
+            OutputReconciliation output, IdOutcomes ids, AuditReport report) {
+        redelivered.forEach((id, deliveries) -> {
+            int records = ids.records(derivedFrom.getOrDefault(id, id));
+            int outputs = derivedFrom.containsKey(id) ? output.derivedRecords(id) : ids.outputs(id);
+            if (deliveries > records) {
+                report.overDeliveredRows.add(id + " x" + deliveries + " (" + records + " input records)");
+            } else if (outputs == 1) {
+                report.absorbedRedeliveries.add(id + " x" + deliveries);
             }
         });
-        return accounted;
     }
 
-    private IngestResult classify(ConsumerRecord<byte[], byte[]> record) {
+    IngestResult classify(ConsumerRecord<byte[], byte[]> record) {
         OneResult classified = new OneResult();
         try {
             classifier.deserialize(record, classified);
@@ -196,12 +258,12 @@ public final class Audit {
         return Arrays.stream(DeadLetterReason.values()).anyMatch(known -> known.fromProcessor() && known.name().equals(reason));
     }
 
-    private static String coordinates(ConsumerRecord<?, ?> record) {
+    static String coordinates(ConsumerRecord<?, ?> record) {
         return record.topic() + "/" + record.partition() + "/" + record.offset();
     }
 
     /** The coordinates of the input record an output or dead-letter record names in its headers. */
-    private static String sourceCoordinates(ConsumerRecord<?, ?> record) {
+    static String sourceCoordinates(ConsumerRecord<?, ?> record) {
         return header(record, OnceflowHeaders.SOURCE_TOPIC) + "/" + header(record, OnceflowHeaders.SOURCE_PARTITION)
                 + "/" + header(record, OnceflowHeaders.SOURCE_OFFSET);
     }
@@ -209,16 +271,6 @@ public final class Audit {
     private static String header(ConsumerRecord<?, ?> record, String name) {
         Header header = record.headers().lastHeader(name);
         return header == null ? null : new String(header.value(), UTF_8);
-    }
-
-    /** Output records of one id that is no input id, and the input record the first one names. */
-    private static final class DerivedOutput {
-        final String source;
-        int records;
-
-        DerivedOutput(String source) {
-            this.source = source;
-        }
     }
 
     /** The deserializer emits exactly one result per record; this holds it. */

@@ -1,5 +1,6 @@
 package io.onceflow.tools.audit;
 
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -12,9 +13,15 @@ import java.util.TreeMap;
  * number of times other than once. {@link #clean()} is the verdict.
  */
 public final class AuditReport {
-    /** How many of a finding's examples a line of the text report shows. */
-    private static final int TEXT_EXAMPLES = 3;
-
+    /** What the audit covers: the whole input topics, or a live job's input up to its last checkpoint. */
+    final AuditScope scope;
+    /** The TTL of the job's dedup, which tells a redelivery after it from a duplicate. */
+    final Duration dedupTtl;
+    /** Lines for whoever runs the audit, before the report: what may make it wrong. Not problems. */
+    final List<String> warnings = new ArrayList<>();
+    /** How often a live audit looked again because it found problems, and for how long in all. */
+    int rechecks;
+    Duration recheckedFor = Duration.ZERO;
     long inputRecords;
     long acceptedRecords;
     long uniqueIds;
@@ -23,9 +30,23 @@ public final class AuditReport {
     final Finding outputIds = new Finding();
     final Finding derivedOnlyIds = new Finding();
     final Map<String, Finding> processorDeadLetters = new TreeMap<>();
+    /** Ids the processor dropped on purpose (a FILTERED_BY_PROCESSOR record): an outcome. */
+    final Finding filteredIds = new Finding();
     /** Ids with no outcome at all: lost. */
     final Finding missingIds = new Finding();
     final Finding outputAndDeadLetterIds = new Finding();
+    /** Ids whose outputs (or processor dead letters) came from records farther apart than the dedup TTL. */
+    final Finding redeliveredAfterTtl = new Finding();
+    /** Ids with one output record and a row whose deliveries count redeliveries: the row absorbed them. */
+    final Finding absorbedRedeliveries = new Finding();
+    /** Rows delivered more often than their id came in the input: a replay that reached the sink. */
+    final Finding overDeliveredRows = new Finding();
+    /** What a live audit left alone as possibly in flight: after the bound, of no audited id. */
+    long inFlightInputRecords;
+    long inFlightIds;
+    long inFlightOutputRecords;
+    long inFlightDeadLetters;
+    long inFlightRows;
     long outputRecords;
     /** Output ids that are no input id, each named with the input id it was derived from. */
     final Finding derivedIds = new Finding();
@@ -44,7 +65,6 @@ public final class AuditReport {
     final Finding postgresMissingIds = new Finding();
     final Finding postgresUnexpectedIds = new Finding();
     final Finding postgresDeadLetteredIds = new Finding();
-    final Finding postgresRepeatedDeliveries = new Finding();
     /** Rows the database refused: accounted for (in the rejects table), so not a problem. */
     final Finding postgresRejectedIds = new Finding();
     final Map<String, Long> postgresRejectsBySqlState = new TreeMap<>();
@@ -58,6 +78,26 @@ public final class AuditReport {
     final Finding effectsFailed = new Finding();
     /** Rows without a result although an effect is configured: the effect never ran for them. */
     final Finding effectsMissing = new Finding();
+
+    AuditReport(AuditScope scope, Duration dedupTtl) {
+        this.scope = scope;
+        this.dedupTtl = dedupTtl;
+    }
+
+    /** Whether this is a live audit, of the input up to the job's last completed checkpoint. */
+    public boolean live() {
+        return scope.live();
+    }
+
+    /** What may make this report wrong, one line each (e.g. a job still running under a whole-topic audit). */
+    public List<String> warnings() {
+        return Collections.unmodifiableList(warnings);
+    }
+
+    /** How often a live audit looked again because it had found problems. */
+    public int rechecks() {
+        return rechecks;
+    }
 
     public long inputRecords() {
         return inputRecords;
@@ -95,6 +135,26 @@ public final class AuditReport {
         Map<String, Long> counts = new TreeMap<>();
         processorDeadLetters.forEach((reason, ids) -> counts.put(reason, ids.count));
         return counts;
+    }
+
+    /** Unique ids the processor filtered: it emitted nothing for them, and the job recorded that. */
+    public long filteredIds() {
+        return filteredIds.count;
+    }
+
+    /** Ids output (or dead-lettered) again by a redelivery after the dedup TTL: a known limit, not a problem. */
+    public long redeliveredAfterTtl() {
+        return redeliveredAfterTtl.count;
+    }
+
+    /** Ids with one output record whose row counts more than one delivery: absorbed, not a problem. */
+    public long absorbedRedeliveries() {
+        return absorbedRedeliveries.count;
+    }
+
+    /** Rows delivered more often than their id came in the input. */
+    public long overDeliveredRows() {
+        return overDeliveredRows.count;
     }
 
     /** Unique ids without any outcome: no output record, no dead letter. */
@@ -200,35 +260,12 @@ public final class AuditReport {
         return effectsMissing.count;
     }
 
-    /** Every problem found, one line each; empty when the audit is clean. */
+    /**
+     * Every problem found, one line each; empty when the audit is clean. A live audit does not count
+     * what a running job has in flight: its prepared transactions and the effects still queued.
+     */
     public List<String> problems() {
-        List<String> problems = new ArrayList<>();
-        describe(problems, missingIds, "ids lost: no output record and no dead letter");
-        describe(problems, duplicatedIds, "ids more than once in the output topic");
-        describe(problems, outputAndDeadLetterIds, "ids both in the output topic and dead-lettered by the processor");
-        describe(problems, duplicatedProcessorDeadLetters, "ids dead-lettered by the processor more than once");
-        describe(problems, unexpectedIds, "ids in the output topic that are no accepted input id and do not name"
-                + " an accepted input record as their source");
-        describe(problems, missingDeadLetters, "poison records missing from the dead-letter topic");
-        describe(problems, duplicatedDeadLetters, "poison records more than once in the dead-letter topic");
-        describe(problems, unexpectedDeadLetters, "dead letters whose source record is not in the input topics");
-        describe(problems, wrongReasonDeadLetters, "dead letters with a reason other than the expected one");
-        describe(problems, postgresMissingIds, "ids with output missing from the PostgreSQL table");
-        describe(problems, postgresUnexpectedIds, "rows in the PostgreSQL table that no output id has");
-        describe(problems, postgresUnexpectedRejects, "rows in the rejects table that no output id has");
-        describe(problems, postgresDeadLetteredIds, "rows in PostgreSQL of ids the processor dead-lettered");
-        describe(problems, postgresRepeatedDeliveries,
-                "rows delivered more than once (a duplicate passed dedup, e.g. after its TTL expired)");
-        describe(problems, preparedTransactionsLeft, "prepared PostgreSQL transactions of this job left behind");
-        describe(problems, effectsMissing, "rows in the PostgreSQL table whose effect is still pending"
-                + " (committed, no result yet)");
-        return problems;
-    }
-
-    private static void describe(List<String> problems, Finding finding, String what) {
-        if (finding.count > 0) {
-            problems.add(finding.count + " " + what + ", e.g. " + finding.examples);
-        }
+        return AuditProblems.of(this);
     }
 
     public boolean clean() {
@@ -237,73 +274,7 @@ public final class AuditReport {
 
     /** The report for people. */
     public String toText() {
-        StringBuilder text = new StringBuilder();
-        line(text, "input records", inputRecords);
-        line(text, "  accepted", acceptedRecords);
-        line(text, "  unique ids", uniqueIds);
-        line(text, "  duplicates (to drop)", duplicateRecords());
-        text.append("outcome of each unique id (exactly one)\n");
-        line(text, "  output", withExamples(outputIds));
-        if (derivedOnlyIds.count > 0) {
-            line(text, "  output, derived ids only", withExamples(derivedOnlyIds));
-        }
-        if (postgresAudited) {
-            line(text, "    row refused", postgresRejectedIds.count + " (in the rejects table)");
-            if (effectsAudited) {
-                line(text, "    effect rejected", effectsRejected.count + " (business rejection, in the row's result)");
-            }
-        }
-        line(text, "  dead letter by processor",
-                processorDeadLetters.values().stream().mapToLong(ids -> ids.count).sum());
-        processorDeadLetters.forEach((reason, ids) -> line(text, "    " + reason, withExamples(ids)));
-        line(text, "  lost (no outcome)", missingIds.count);
-        line(text, "  output + dead letter", outputAndDeadLetterIds.count);
-        line(text, "dead letter by ingest", expectedDeadLettersByReason.values().stream().mapToLong(Long::longValue).sum()
-                + " poison records " + expectedDeadLettersByReason);
-        text.append("output topic (read_committed)\n");
-        line(text, "  records", outputRecords);
-        line(text, "  derived ids", withExamples(derivedIds));
-        line(text, "  ids duplicated", duplicatedIds.count);
-        line(text, "  ids unexpected", unexpectedIds.count);
-        text.append("dead-letter topic (read_committed)\n");
-        line(text, "  records", deadLetterRecords);
-        line(text, "  by reason", deadLettersByReason);
-        line(text, "  poison missing", missingDeadLetters.count);
-        line(text, "  poison duplicated", duplicatedDeadLetters.count);
-        line(text, "  processor duplicated", duplicatedProcessorDeadLetters.count);
-        if (postgresAudited) {
-            text.append("PostgreSQL table\n");
-            line(text, "  rows", postgresRows);
-            line(text, "  ids refused", postgresRejectedIds.count
-                    + (postgresRejectsBySqlState.isEmpty() ? "" : " by SQLSTATE " + postgresRejectsBySqlState)
-                    + " (in the rejects table)");
-            line(text, "  ids missing", postgresMissingIds.count);
-            line(text, "  ids unexpected", postgresUnexpectedIds.count);
-            line(text, "  ids dead-lettered", postgresDeadLetteredIds.count);
-            line(text, "  max(deliveries)", maxDeliveries);
-            line(text, "  prepared txns left", preparedTransactionsLeft.count);
-            if (effectsAudited) {
-                line(text, "  effects applied", effectsApplied);
-                line(text, "  effects rejected", withExamples(effectsRejected));
-                line(text, "  effects failed", withExamples(effectsFailed));
-                line(text, "  effects missing", effectsMissing.count);
-            }
-        }
-        List<String> problems = problems();
-        text.append(problems.isEmpty() ? "VERDICT: clean, every id has exactly one outcome\n" : "VERDICT: FAILED\n");
-        problems.forEach(problem -> text.append("  - ").append(problem).append('\n'));
-        return text.toString();
-    }
-
-    /** One line of the text report, its values aligned in a column. */
-    private static void line(StringBuilder text, String label, Object value) {
-        text.append(String.format("%-28s", label)).append(value).append('\n');
-    }
-
-    /** The count and the first few examples, so that a line for people stays short (the JSON has more). */
-    private static String withExamples(Finding finding) {
-        return finding.count + (finding.count == 0 ? ""
-                : ", e.g. " + finding.examples.subList(0, Math.min(TEXT_EXAMPLES, finding.examples.size())));
+        return AuditReportText.render(this);
     }
 
     /** The report for machines. */

@@ -13,6 +13,8 @@ final class AuditReportJson {
 
     static String render(AuditReport report) {
         Map<String, Object> json = new LinkedHashMap<>();
+        json.put("warnings", report.warnings);
+        json.put("scope", scope(report));
         Map<String, Object> input = new LinkedHashMap<>();
         input.put("records", report.inputRecords);
         input.put("accepted", report.acceptedRecords);
@@ -25,10 +27,16 @@ final class AuditReportJson {
         outcomes.put("outputDerivedIdsOnly", report.derivedOnlyIds.toMap());
         Map<String, Object> deadLettered = new TreeMap<>();
         report.processorDeadLetters.forEach((reason, ids) -> deadLettered.put(reason, ids.toMap()));
+        outcomes.put("filtered", report.filteredIds.toMap());
         outcomes.put("processorDeadLetters", deadLettered);
         outcomes.put("lost", report.missingIds.toMap());
         outcomes.put("outputAndDeadLetter", report.outputAndDeadLetterIds.toMap());
         json.put("outcomes", outcomes);
+        Map<String, Object> redeliveries = new LinkedHashMap<>();
+        redeliveries.put("absorbed", report.absorbedRedeliveries.toMap());
+        redeliveries.put("afterDedupTtl", report.redeliveredAfterTtl.toMap());
+        redeliveries.put("dedupTtlSeconds", report.dedupTtl.toSeconds());
+        json.put("redeliveries", redeliveries);
         Map<String, Object> output = new LinkedHashMap<>();
         output.put("records", report.outputRecords);
         output.put("derivedIds", report.derivedIds.toMap());
@@ -56,6 +64,29 @@ final class AuditReportJson {
         }
     }
 
+    /** Whole topics, or a live audit's bound, what it left in flight and how often it looked again. */
+    private static Map<String, Object> scope(AuditReport report) {
+        Map<String, Object> scope = new LinkedHashMap<>();
+        scope.put("live", report.live());
+        if (report.live()) {
+            scope.put("group", report.scope.group());
+            Map<String, Object> bound = new LinkedHashMap<>();
+            report.scope.bound().forEach((partition, offset) -> bound.put(partition.topic() + "-" + partition.partition(),
+                    report.scope.uncommitted().contains(partition) ? null : offset));
+            scope.put("offsets", bound);
+            Map<String, Object> inFlight = new LinkedHashMap<>();
+            inFlight.put("inputRecords", report.inFlightInputRecords);
+            inFlight.put("ids", report.inFlightIds);
+            inFlight.put("outputRecords", report.inFlightOutputRecords);
+            inFlight.put("deadLetters", report.inFlightDeadLetters);
+            inFlight.put("rows", report.inFlightRows);
+            scope.put("inFlight", inFlight);
+            scope.put("rechecks", report.rechecks);
+            scope.put("recheckedSeconds", report.recheckedFor.toSeconds());
+        }
+        return scope;
+    }
+
     private static Map<String, Object> postgres(AuditReport report) {
         Map<String, Object> postgres = new LinkedHashMap<>();
         postgres.put("rows", report.postgresRows);
@@ -66,14 +97,15 @@ final class AuditReportJson {
         postgres.put("rejectsBySqlState", report.postgresRejectsBySqlState);
         postgres.put("unexpectedRejects", report.postgresUnexpectedRejects.toMap());
         postgres.put("maxDeliveries", report.maxDeliveries);
-        postgres.put("repeatedDeliveries", report.postgresRepeatedDeliveries.toMap());
-        postgres.put("preparedTransactionsLeft", report.preparedTransactionsLeft.toMap());
+        postgres.put("overDelivered", report.overDeliveredRows.toMap());
+        postgres.put(report.live() ? "preparedTransactionsInFlight" : "preparedTransactionsLeft",
+                report.preparedTransactionsLeft.toMap());
         if (report.effectsAudited) {
             Map<String, Object> effects = new LinkedHashMap<>();
             effects.put("applied", report.effectsApplied);
             effects.put("rejected", report.effectsRejected.toMap());
             effects.put("failed", report.effectsFailed.toMap());
-            effects.put("missing", report.effectsMissing.toMap());
+            effects.put(report.live() ? "queuedInFlight" : "missing", report.effectsMissing.toMap());
             postgres.put("effects", effects);
         }
         return postgres;

@@ -11,15 +11,18 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.util.HashMap;
 import java.util.HashSet;
+import java.util.Map;
 import java.util.Set;
 
 /**
  * The PostgreSQL part of an {@link Audit}: one row per id with output (none for an id the processor
- * dead-lettered), {@code deliveries = 1} on every row (of the event table and of the rejects table),
- * and no prepared transaction of this job's sink prefix left behind. An id that the database refused
- * is accounted for by its row in the rejects table (reported, not a problem). Run it once the job has
- * stopped or drained: a running job legitimately has the transaction of its next checkpoint prepared.
+ * dead-lettered or filtered), and no prepared transaction of this job's sink prefix left behind. An
+ * id that the database refused is accounted for by its row in the rejects table (reported, not a
+ * problem). The rows whose {@code deliveries} count more than one write are handed back for the
+ * audit to weigh against the input. A live audit leaves alone the rows of no audited id written
+ * from records after its bound, and takes the job's prepared transactions for what it has in flight.
  *
  * <p>With an effect function configured ({@code postgres.effect.function}), every row written with it
  * must have a result: the effects applied, rejected and failed are counted (the last two are
@@ -58,9 +61,11 @@ final class PostgresTableAudit {
 
     /**
      * @param expectedIds the ids that must have a row: every accepted id of the input with an output
-     * @param deadLetteredIds the ids the processor dead-lettered: a row of theirs is a second outcome
+     * @param deadLetteredIds the ids the processor dead-lettered or filtered: a row of theirs is a second outcome
+     * @return the deliveries of each expected id whose row (or refused row) counts more than one
      */
-    void audit(Set<String> expectedIds, Set<String> deadLetteredIds, AuditReport report) {
+    Map<String, Integer> audit(Set<String> expectedIds, Set<String> deadLetteredIds, AuditReport report) {
+        Map<String, Integer> redelivered = new HashMap<>();
         report.postgresAudited = true;
         try (Connection connection = DriverManager.getConnection(settings.url(), settings.user(), settings.password())) {
             pinSessionSettings(connection);
@@ -74,14 +79,17 @@ final class PostgresTableAudit {
                 try (ResultSet rows = statement.executeQuery(scanEvents)) {
                     while (rows.next()) {
                         String id = rows.getString(1);
+                        if (inFlight(id, rows, 6, expectedIds, deadLetteredIds, report)) {
+                            continue;
+                        }
                         int deliveries = rows.getInt(2);
                         countEffect(report, id, rows.getBoolean(3), rows.getString(4),
                                 effectConfigured && rows.getBoolean(5));
                         report.postgresRows++;
                         report.maxDeliveries = Math.max(report.maxDeliveries, deliveries);
                         unexpected(id, expectedIds, deadLetteredIds, report.postgresUnexpectedIds, report);
-                        if (deliveries > 1) {
-                            report.postgresRepeatedDeliveries.add(id + " x" + deliveries);
+                        if (deliveries > 1 && expectedIds.contains(id)) {
+                            redelivered.put(id, deliveries);
                         }
                         seen.add(id);
                     }
@@ -89,13 +97,16 @@ final class PostgresTableAudit {
                 try (ResultSet rejects = statement.executeQuery(rejectsTable.auditStatement())) {
                     while (rejects.next()) {
                         String id = rejects.getString(1);
+                        if (inFlight(id, rejects, 4, expectedIds, deadLetteredIds, report)) {
+                            continue;
+                        }
                         int deliveries = rejects.getInt(3);
                         report.postgresRejectedIds.add(id);
                         report.postgresRejectsBySqlState.merge(rejects.getString(2), 1L, Long::sum);
-                        // a refused row is written exactly once too: a second delivery is a replay that escaped
+                        // a refused row counts its deliveries as a row does, and is weighed the same way
                         report.maxDeliveries = Math.max(report.maxDeliveries, deliveries);
-                        if (deliveries > 1) {
-                            report.postgresRepeatedDeliveries.add(id + " x" + deliveries + " (rejects table)");
+                        if (deliveries > 1 && expectedIds.contains(id)) {
+                            redelivered.put(id, deliveries);
                         }
                         unexpected(id, expectedIds, deadLetteredIds, report.postgresUnexpectedRejects, report);
                         seen.add(id);
@@ -119,9 +130,27 @@ final class PostgresTableAudit {
                     report.postgresMissingIds.add(id);
                 }
             }
+            return redelivered;
         } catch (SQLException e) {
             throw new IllegalStateException("could not audit PostgreSQL table " + settings.table() + ": " + e.getMessage(), e);
         }
+    }
+
+    /**
+     * Whether a row is one a live audit leaves alone: of no id it knows, written from a record after
+     * its bound. Counted as in flight.
+     *
+     * @param sourceColumn the column of the row's source topic; partition and offset follow it
+     */
+    private static boolean inFlight(String id, ResultSet row, int sourceColumn, Set<String> expectedIds,
+            Set<String> deadLetteredIds, AuditReport report) throws SQLException {
+        if (expectedIds.contains(id) || deadLetteredIds.contains(id)
+                || report.scope.covers(row.getString(sourceColumn), row.getInt(sourceColumn + 1),
+                        row.getLong(sourceColumn + 2))) {
+            return false;
+        }
+        report.inFlightRows++;
+        return true;
     }
 
     /** Reports a row of an id that should have none: dead-lettered by the processor, or no input id at all. */

@@ -48,7 +48,7 @@ public final class OnceflowCli {
                 return OnceflowJob.execute(withFlag(OnceflowJob.PRINT_POSTGRES_DDL, args), Optional.empty());
             }
         },
-        AUDIT("audit", "Reconcile a stopped or drained deployment's input and output (exit 1 on findings).") {
+        AUDIT("audit", "Reconcile the input and output per id; --live for a running job (exit 1 on findings).") {
             @Override
             ExitCode execute(String[] args) {
                 return AuditCommand.execute(args);

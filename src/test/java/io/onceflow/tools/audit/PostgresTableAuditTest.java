@@ -8,6 +8,7 @@ import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
 import io.onceflow.testing.TestPostgres.TestDatabase;
 import io.onceflow.testing.TestPostgres;
 import java.sql.SQLException;
+import java.time.Duration;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.Set;
@@ -79,7 +80,7 @@ class PostgresTableAuditTest {
     }
 
     private static AuditReport audit(PostgresSettings settings) {
-        AuditReport report = new AuditReport();
+        AuditReport report = new AuditReport(AuditScope.wholeTopics(), Duration.ofDays(7));
         new PostgresTableAudit(settings).audit(IDS, Set.of(), report);
         return report;
     }

@@ -181,7 +181,7 @@ public final class EventsTable {
 
     /**
      * The audit's scan: per row its id, deliveries, whether it has no result, the result's status,
-     * and whether its effect is awaited (queued).
+     * whether its effect is awaited (queued), and its source topic, partition and offset.
      *
      * @param hasResultColumn false for a table from before effects: as if no row had a result, and
      *     none awaits its effect
@@ -190,7 +190,7 @@ public final class EventsTable {
         String result = hasResultColumn ? "result" : "NULL::jsonb";
         // rows written before the effect was configured are not queued for it
         String awaitsEffect = hasResultColumn ? queue.isQueued("e") : "false";
-        return "SELECT id, deliveries, " + result + " IS NULL, " + result + "->>'status', " + awaitsEffect + " FROM "
-                + name + " e";
+        return "SELECT id, deliveries, " + result + " IS NULL, " + result + "->>'status', " + awaitsEffect
+                + ", source_topic, source_partition, source_offset FROM " + name + " e";
     }
 }

@@ -30,7 +30,7 @@ public final class RejectsTable {
                 + " (id, payload, source_topic, source_partition, source_offset, deliveries, sql_state, error)"
                 + " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
                 + " ON CONFLICT (id_hash) DO UPDATE SET deliveries = existing.deliveries + EXCLUDED.deliveries";
-        this.auditSql = "SELECT id, sql_state, deliveries FROM " + name;
+        this.auditSql = "SELECT id, sql_state, deliveries, source_topic, source_partition, source_offset FROM " + name;
     }
 
     /** The table's name, as configured. */
@@ -62,7 +62,7 @@ public final class RejectsTable {
         return rejectSql;
     }
 
-    /** The audit's scan: per row its id, SQLSTATE and deliveries. */
+    /** The audit's scan: per row its id, SQLSTATE, deliveries, and its source topic, partition and offset. */
     public String auditStatement() {
         return auditSql;
     }
