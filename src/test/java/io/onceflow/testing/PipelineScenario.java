@@ -12,6 +12,7 @@ import java.time.Duration;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.UUID;
+import java.util.stream.Stream;
 import org.apache.flink.core.execution.JobClient;
 import org.apache.kafka.clients.producer.KafkaProducer;
 
@@ -112,6 +113,12 @@ public final class PipelineScenario {
 
     public OnceflowConfig config() {
         return OnceflowConfig.fromMap(settings, Map.of());
+    }
+
+    /** The settings as a command's arguments ({@code --key value ...}), for a command-line tool's {@code execute}. */
+    public String[] arguments() {
+        return settings.entrySet().stream().flatMap(setting -> Stream.of("--" + setting.getKey(), setting.getValue()))
+                .toArray(String[]::new);
     }
 
     /** Produces {@code records} generated records (10% duplicates, 2% poison) with the given seed. */
