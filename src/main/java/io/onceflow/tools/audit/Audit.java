@@ -126,7 +126,9 @@ public final class Audit {
             report = run(readTimeout, scope);
         }
         report.rechecks = rechecks;
-        report.recheckedFor = rechecks == 0 ? Duration.ZERO : Duration.ofNanos(System.nanoTime() - firstPassDone);
+        long recheckedNanos = rechecks == 0 ? 0 : System.nanoTime() - firstPassDone;
+        // whole seconds, rounded up: a time for people, not a measurement
+        report.recheckedFor = Duration.ofSeconds((recheckedNanos + 999_999_999L) / 1_000_000_000L);
         return report;
     }
 
