@@ -20,14 +20,15 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The kit on one small run of a wrong processor: it reports each id's outcome (output, dead letter
- * with its reason, row with the effect's result) and catches the id the processor emits twice; and on
+ * with its reason, a filtered event's record, row with the effect's result) and catches the id the
+ * processor emits twice; and on
  * the README's enriching processor, whose numbers reach the output as written.
  */
 class OnceflowTestKitIT {
     private static final String EFFECT = "CREATE FUNCTION kit_effect(message_id text, payload jsonb) RETURNS jsonb"
             + " LANGUAGE sql AS $$ SELECT jsonb_build_object('status', 'applied', 'id', message_id) $$";
 
-    /** Rejects ids starting with "reject", emits "dup-" ids twice (the bug), passes the rest. */
+    /** Rejects ids starting with "reject", drops "drop-" ids, emits "dup-" ids twice (the bug), passes the rest. */
     static final class EmitsDuplicates implements EventProcessor {
         private static final long serialVersionUID = 1L;
 
@@ -35,6 +36,9 @@ class OnceflowTestKitIT {
         public void flatMap(Event event, Collector<Event> out) {
             if (event.messageId.startsWith("reject")) {
                 throw new EventRejectedException("no " + event.messageId + " here");
+            }
+            if (event.messageId.startsWith("drop-")) {
+                return; // filtered: emits nothing
             }
             out.collect(event);
             if (event.messageId.startsWith("dup-")) {
@@ -82,6 +86,7 @@ class OnceflowTestKitIT {
                 .withSql(EFFECT).withEffect("kit_effect")
                 .run(ok, ok, // a redelivery: still one outcome
                         TestRecord.of("reject-1", "{}"),
+                        TestRecord.of("drop-1", "{}"),
                         TestRecord.of("dup-1", "{}"),
                         TestRecord.raw("not-json", null, "{oops".getBytes(UTF_8),
                                 Map.of(OnceflowHeaders.MESSAGE_ID, "not-json".getBytes(UTF_8))));
@@ -93,7 +98,11 @@ class OnceflowTestKitIT {
         assertThat(outcomes.deadLetterOf("reject-1").error()).contains("no reject-1 here");
         assertThat(outcomes.deadLetterOf("not-json").reason()).isEqualTo("MALFORMED_JSON");
         assertThat(outcomes.outputIds()).containsExactlyInAnyOrder("ok-1", "dup-1");
-        assertThat(outcomes.deadLetterLabels()).containsExactlyInAnyOrder("reject-1", "not-json");
+        assertThat(outcomes.deadLetterOf("drop-1")).as("a filtered event is recorded, without its payload")
+                .isEqualTo(new Outcomes.DeadLetter("FILTERED_BY_PROCESSOR", "the processor emitted nothing for the event",
+                        null));
+        assertThat(outcomes.deadLetterLabels()).containsExactlyInAnyOrder("reject-1", "drop-1", "not-json");
+        assertThat(outcomes.rowIds()).as("a filtered id has no row").doesNotContain("drop-1");
 
         assertThat(outcomes.problems()).containsExactlyInAnyOrder("id dup-1: 2 output records",
                 "id dup-1: its row was delivered 2 times");

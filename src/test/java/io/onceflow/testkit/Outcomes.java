@@ -39,7 +39,11 @@ public final class Outcomes {
         this.database = database;
     }
 
-    /** A dead letter: its {@code onceflow.dlq.reason} code, its {@code onceflow.dlq.error} text, its value. */
+    /**
+     * A dead letter: its {@code onceflow.dlq.reason} code, its {@code onceflow.dlq.error} text, its
+     * value. An event your processor emitted nothing for has one too: reason {@code
+     * FILTERED_BY_PROCESSOR}, a null payload.
+     */
     public record DeadLetter(String reason, String error, String payload) {}
 
     /**
@@ -65,6 +69,8 @@ public final class Outcomes {
     /**
      * The dead letter of the input record labelled {@code label} (its message id for {@link
      * TestRecord#of}); the first, if the record was sent more than once and is poison each time.
+     * A record your processor filtered (emitted nothing for) has its {@code FILTERED_BY_PROCESSOR}
+     * record here.
      *
      * @throws AssertionError if that record has no dead letter
      */
@@ -96,7 +102,7 @@ public final class Outcomes {
         return Collections.unmodifiableSet(outputsById.keySet());
     }
 
-    /** The labels of the input records that have at least one dead letter. */
+    /** The labels of the input records that have at least one dead letter (a filter record included). */
     public Set<String> deadLetterLabels() {
         return Collections.unmodifiableSet(deadLettersByLabel.keySet());
     }
