@@ -39,7 +39,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * for exactly-once, Write on the transactional ids starting with {@code kafka.transactional.id.prefix}
  * (Write implies Describe, which the fresh-start check's listing of open transactions needs: without
  * it the brokers leave those transactions out of the list instead of refusing). The audit needs Read
- * on all three topics and no group. A broker without an authorizer allows everything.
+ * on all three topics, and a live audit Describe on the group (asked when it reads the group's
+ * offsets). A broker without an authorizer allows everything.
  */
 final class KafkaAccess {
     /** The login name in a PLAIN or SCRAM JAAS configuration, which is not a secret. */
