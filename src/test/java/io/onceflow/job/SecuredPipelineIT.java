@@ -163,6 +163,19 @@ class SecuredPipelineIT {
                                 + names.transactionalIdPrefix() + " --resource-pattern-type prefixed"));
     }
 
+    @Test
+    void withoutDescribeOnTheGroupALiveAuditNamesTheGrant() {
+        kafka.revoke(acls.stream().filter(binding -> binding.pattern().resourceType() == ResourceType.GROUP).toList());
+
+        assertThatThrownBy(() -> AuditCommand.execute(arguments("--live")))
+                .isInstanceOfSatisfying(CannotRunException.class, e -> assertThat(e.problems()).containsExactly(
+                        "input.group.id: the Kafka principal may not Describe the consumer group '" + names.group()
+                                + "' at " + kafka.bootstrapServers() + ", whose committed offsets bound a live audit."
+                                + " Grant it: kafka-acls.sh --bootstrap-server " + kafka.bootstrapServers()
+                                + " --command-config <admin client properties> --add --allow-principal <the audit's"
+                                + " principal> --operation Describe --group " + names.group()));
+    }
+
     /** The command line of the job or the audit with the test's settings, after {@code flags}. */
     private String[] arguments(String... flags) {
         List<String> args = new ArrayList<>(List.of(flags));

@@ -3,8 +3,10 @@ package io.onceflow.tools.audit;
 import static io.onceflow.config.ConfigException.problem;
 
 import io.onceflow.cli.CannotRunException;
+import io.onceflow.cli.ShellWords;
 import java.time.Duration;
 import java.util.Collections;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
@@ -80,7 +82,7 @@ public final class AuditScope {
             Duration timeout) {
         String brokers = String.valueOf(clientProperties.get("bootstrap.servers"));
         try (Admin admin = Admin.create(clientProperties)) {
-            Set<TopicPartition> partitions = new java.util.HashSet<>();
+            Set<TopicPartition> partitions = new HashSet<>();
             for (TopicDescription topic : admin.describeTopics(inputTopics).allTopicNames()
                     .get(timeout.toMillis(), TimeUnit.MILLISECONDS).values()) {
                 topic.partitions().forEach(info -> partitions.add(new TopicPartition(topic.name(), info.partition())));
@@ -104,9 +106,9 @@ public final class AuditScope {
             if (e.getCause() instanceof GroupAuthorizationException) {
                 throw new CannotRunException(List.of(problem("input.group.id", "the Kafka principal may not Describe"
                         + " the consumer group '" + group + "' at " + brokers + ", whose committed offsets bound a"
-                        + " live audit", "Grant it: kafka-acls.sh --bootstrap-server <brokers> --command-config <admin"
-                        + " client properties> --add --allow-principal <the audit's principal> --operation Describe"
-                        + " --group <input.group.id>")));
+                        + " live audit", "Grant it: kafka-acls.sh --bootstrap-server " + ShellWords.quoted(brokers)
+                        + " --command-config <admin client properties> --add --allow-principal <the audit's principal>"
+                        + " --operation Describe --group " + ShellWords.quoted(group))));
             }
             throw new IllegalStateException("could not read the committed offsets of group " + group + ": "
                     + e.getCause().getMessage(), e.getCause());
@@ -129,8 +131,8 @@ public final class AuditScope {
      * for a topic that is no input topic (a record naming it is judged, and found unexpected).
      */
     boolean covers(String topic, int partition, long offset) {
-        if (topic == null) {
-            return true; // a row from before the source columns: judged, as the whole topics are
+        if (!live() || topic == null) {
+            return true; // a row without source columns is judged, as the whole topics are
         }
         Long end = bound.get(new TopicPartition(topic, partition));
         if (end == null) {
