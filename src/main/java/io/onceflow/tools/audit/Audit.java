@@ -41,7 +41,7 @@ import org.apache.kafka.common.header.Header;
  *
  * <p>Totals alone would hide a lost id and a duplicated id that cancel out, so the audit keeps a
  * count per id. Memory: every unique id (a second set of them with PostgreSQL, the ids that must
- * have a row), plus the dead letters' coordinates.
+ * have a row), plus the coordinates of the dead letters and filter records.
  */
 public final class Audit {
     private final CommittedTopicReader reader;

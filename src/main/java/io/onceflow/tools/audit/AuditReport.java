@@ -8,9 +8,11 @@ import java.util.Map;
 import java.util.TreeMap;
 
 /**
- * The result of an {@link Audit}: what went in, the outcome of each accepted id (an output, a dead
- * letter of the processor), what came out, and every message id (or poison record) that came out a
- * number of times other than once. {@link #clean()} is the verdict.
+ * The result of an {@link Audit}: what it covered (the whole topics, or a live job's input up to its
+ * last completed checkpoint, and what it left in flight), what went in, the outcome of each accepted
+ * id (an output, a dead letter or a filter record of the processor), the redeliveries reported apart,
+ * what came out, and every message id (or poison record) that came out a number of times other than
+ * once. {@link #clean()} is the verdict; {@link #warnings()} say what may make it wrong.
  */
 public final class AuditReport {
     /** What the audit covers: the whole input topics, or a live job's input up to its last checkpoint. */
