@@ -70,6 +70,30 @@ class FlinkLoggingConfigTest {
                 .isFalse();
     }
 
+    @Test
+    void theCommandLineToolsLocalRunShowsTheJobsStatesAndTaskFailuresButNotEachTasksSteps() {
+        String executionGraph = "org.apache.flink.runtime.executiongraph.ExecutionGraph";
+        LoggerConfig jobStates = loggerConfig("bin/log4j-onceflow.properties", executionGraph);
+
+        assertThat(jobStates.getName()).isEqualTo(executionGraph);
+        assertThat(jobStates.isFiltered(info(executionGraph,
+                "Source: Kafka source (1/2) (1a2b_0_0) switched from DEPLOYING to INITIALIZING."))).isTrue();
+        assertThat(jobStates.isFiltered(info(executionGraph,
+                "Sink: Output topic: Writer (2/2) (1a2b_3_0) switched from RUNNING to FINISHED."))).isTrue();
+        assertThat(List.of(
+                info(executionGraph, "Job onceflow: a -> b (5d1f) switched from state CREATED to RUNNING."),
+                info(executionGraph, "Job onceflow: a -> b (5d1f) switched from state RUNNING to FAILING."),
+                info(executionGraph, "Source: Kafka source (1/2) (1a2b_0_0) switched from RUNNING to FAILED on"
+                        + " localhost:1 (dataPort=-1).")))
+                .allSatisfy(event -> assertThat(jobStates.isFiltered(event)).as(event.getMessage().getFormattedMessage())
+                        .isFalse());
+    }
+
+    private static LogEvent info(String logger, String message) {
+        return Log4jLogEvent.newBuilder().setLoggerName(logger).setLevel(Level.INFO)
+                .setMessage(new SimpleMessage(message)).build();
+    }
+
     /** The configuration {@code file} gives {@code logger}, built as log4j builds it (its file appender in a temporary directory). */
     private LoggerConfig loggerConfig(String file, String logger) {
         String previous = System.getProperty("log.file");
