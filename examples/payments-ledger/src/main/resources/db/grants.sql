@@ -5,7 +5,7 @@
 --
 --   CREATE ROLE ledger_job LOGIN PASSWORD '...';   -- once, by an administrator
 
--- onceflow's tables (default names, in schema public), as onceflow's docs/operations.md lists them:
+-- onceflow's tables (default names, in schema public), as onceflow's docs/deploy.md lists them:
 -- upserted (INSERT ... ON CONFLICT DO UPDATE) and locked (SELECT ... FOR UPDATE) ...
 GRANT USAGE ON SCHEMA public TO ledger_job;
 GRANT SELECT, INSERT, UPDATE ON onceflow_events, onceflow_rejects, onceflow_writers TO ledger_job;

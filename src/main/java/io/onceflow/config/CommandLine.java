@@ -17,7 +17,8 @@ import java.util.Set;
 
 /**
  * Settings from {@code --key value} or {@code --key=value} arguments, on top of the properties
- * file named by {@code --config FILE} if any; the command's own flags (e.g. {@code --help}),
+ * files named by {@code --config FILE} if any (each file's keys override those of the files before
+ * it, e.g. a local overlay on the job's own file); the command's own flags (e.g. {@code --help}),
  * options (e.g. the audit's {@code --format}) and repeatable options (e.g. {@code --id} of {@code
  * effects retry-failed}, each value in the order given); and the problems found reading them.
  *
@@ -46,6 +47,7 @@ record CommandLine(
         Set<String> flags = new LinkedHashSet<>();
         Map<String, String> commandOptions = new LinkedHashMap<>();
         Map<String, List<String>> repeatedOptions = new LinkedHashMap<>();
+        List<String> configFiles = new ArrayList<>();
         int index = 0;
         while (index < args.length) {
             String argument = args[index];
@@ -89,6 +91,10 @@ record CommandLine(
                         problem(key, "has no value", "Pass it as --" + key + " followed by a value."));
                 break;
             }
+            if (key.equals(CONFIG_FILE_OPTION)) {
+                configFiles.add(value);
+                continue;
+            }
             if (repeatableNames.contains(key)) {
                 repeatedOptions.computeIfAbsent(key, name -> new ArrayList<>()).add(value);
                 continue;
@@ -100,8 +106,7 @@ record CommandLine(
         }
 
         Map<String, String> settings = new HashMap<>();
-        String configFile = fromArguments.remove(CONFIG_FILE_OPTION);
-        if (configFile != null) {
+        for (String configFile : configFiles) {
             settings.putAll(readPropertiesFile(configFile, problems));
         }
         settings.putAll(fromArguments);

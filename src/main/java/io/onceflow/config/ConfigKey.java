@@ -254,7 +254,7 @@ enum ConfigKey {
             "true or false: whether the start check accepts a PostgreSQL server that streams to replicas"
                     + " its commits do not wait for (asynchronous, or synchronous_commit = local): a failover to"
                     + " one that is behind can lose acknowledged commits and prepared transactions of completed"
-                    + " checkpoints (docs/operations.md); by default such a server is refused.");
+                    + " checkpoints (docs/failover.md); by default such a server is refused.");
 
     /** Prefix of keys passed unchecked to the Kafka clients. */
     static final String KAFKA_PROPERTIES_PREFIX = "kafka.properties.";

@@ -55,8 +55,8 @@ import org.apache.flink.connector.base.DeliveryGuarantee;
 /**
  * The validated, immutable configuration of an onceflow job.
  *
- * <p>Settings come from {@code --key value} arguments, optionally on top of a Java properties file
- * ({@code --config FILE}). {@code ${VAR}} and {@code ${VAR:-default}} in values are replaced from
+ * <p>Settings come from {@code --key value} arguments, optionally on top of Java properties files
+ * ({@code --config FILE}, repeatable: a later file overrides an earlier one). {@code ${VAR}} and {@code ${VAR:-default}} in values are replaced from
  * the environment, and {@code ${file:/absolute/path}} by the file's content, so secrets need not be
  * written down. Values are trimmed, and an empty value
  * counts as not set. All problems are collected and reported together in one {@link
@@ -255,8 +255,9 @@ public final class OnceflowConfig implements Serializable {
     /**
      * Reads the configuration from command-line arguments.
      *
-     * @param args {@code --key value} or {@code --key=value} pairs; {@code --config FILE} first
-     *     loads a Java properties file, whose keys the other arguments override
+     * @param args {@code --key value} or {@code --key=value} pairs; {@code --config FILE} (repeatable)
+     *     first loads Java properties files, a later file's keys overriding an earlier one's, and the
+     *     other arguments override them all
      * @param environment environment variables for {@code ${VAR}} substitution, usually {@link
      *     System#getenv()}; {@code ${file:PATH}} reads the files of this machine
      * @return the validated configuration
@@ -881,10 +882,11 @@ public final class OnceflowConfig implements Serializable {
         StringBuilder usage =
                 new StringBuilder(
                         """
-                        Settings: [--config FILE] [--key value | --key=value ...]
+                        Settings: [--config FILE ...] [--key value | --key=value ...]
 
-                        Settings are read from the Java properties FILE, then from the --key value
-                        (or --key=value) arguments, which override the file. ${VAR} or ${VAR:-default}
+                        Settings are read from the Java properties FILEs, each overriding the ones
+                        before it, then from the --key value (or --key=value) arguments, which
+                        override the files. ${VAR} or ${VAR:-default}
                         in a value is replaced from the environment, and ${file:/absolute/path} by the
                         file's content (less one trailing line break): pass secrets that way. Values are
                         trimmed; an empty value counts as not set. postgres.* keys apply only when

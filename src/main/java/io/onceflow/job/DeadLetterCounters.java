@@ -16,7 +16,7 @@ import org.apache.flink.metrics.SimpleCounter;
  * ({@code flink_taskmanager_job_task_operator_reason_deadLetters{reason="MALFORMED_JSON"}}), and a new reason
  * needs no new name in a query. The same counter is also registered under the name used up to 0.1
  * ({@code deadLetters.<REASON>}, the reason in the name), deprecated, to be removed in the next release
- * (docs/operations.md). Internal to the job.
+ * (docs/alerts.md). Internal to the job.
  */
 final class DeadLetterCounters {
     /** The group key whose value, the reason, becomes the label. */

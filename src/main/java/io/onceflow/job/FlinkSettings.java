@@ -45,7 +45,7 @@ public final class FlinkSettings {
             flink.set(StateBackendOptions.STATE_BACKEND, "rocksdb");
             flink.set(CheckpointingOptions.INCREMENTAL_CHECKPOINTS, true);
             // RocksDB's estimate of the keys in each state: for dedup, the ids it tracks (what the
-            // "ids in dedup state" panel and docs/operations.md show), at the cost of one property read
+            // "ids in dedup state" panel and docs/alerts.md show), at the cost of one property read
             // per column family and reporter interval. The state's name is a label, not part of the name.
             flink.set(RocksDBNativeMetricOptions.ESTIMATE_NUM_KEYS, true);
             flink.set(RocksDBNativeMetricOptions.COLUMN_FAMILY_AS_VARIABLE, true);

@@ -147,7 +147,7 @@ final class KafkaAccess {
                     return Optional.of(problem("kafka.transaction.timeout", "the Kafka brokers at " + brokers
                                     + " refuse transactions of " + transactionTimeout.toSeconds()
                                     + " s: it exceeds their transaction.max.timeout.ms",
-                            "Lower it (keeping it above its checkpoints plus restart.budget, docs/operations.md),"
+                            "Lower it (keeping it above its checkpoints plus restart.budget, docs/deploy.md),"
                                     + " or raise transaction.max.timeout.ms on the brokers."));
                 }
                 return Optional.of(problem("kafka.transactional.id.prefix",

@@ -241,7 +241,7 @@ final class KafkaPreflight {
             problems.add(problem("kafka.transaction.timeout",
                     seconds(setting.get()) + " exceeds the brokers' transaction.max.timeout.ms ("
                             + seconds(brokerMax) + " at " + brokers + "), so the brokers would refuse every transaction",
-                    "Lower kafka.transaction.timeout (keeping it above its checkpoints plus restart.budget, docs/operations.md),"
+                    "Lower kafka.transaction.timeout (keeping it above its checkpoints plus restart.budget, docs/deploy.md),"
                             + " or leave it unset to use the brokers' maximum, or raise transaction.max.timeout.ms on"
                             + " the brokers."));
         }

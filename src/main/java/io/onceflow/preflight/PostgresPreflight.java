@@ -120,7 +120,7 @@ final class PostgresPreflight {
                         + ": a failover to one that is behind can lose acknowledged commits and prepared transactions"
                         + " of completed checkpoints",
                 risk.get().fix() + " Or, to accept that loss, set postgres.accept.commit.loss.on.failover=true"
-                        + " (docs/operations.md)."));
+                        + " (docs/failover.md)."));
     }
 
     private Connection connect() throws SQLException {

@@ -103,6 +103,29 @@ class FromArgsTest {
         assertThat(OnceflowConfig.fromArgs(args, Map.of()).groupId()).isEqualTo("zahlungen-ä");
     }
 
+    @Test
+    void aLaterConfigFileOverridesAnEarlierOneAndArgumentsOverrideBoth() throws IOException {
+        Path job = writeConfigFile("""
+                kafka.bootstrap.servers = ${KAFKA_BOOTSTRAP_SERVERS}
+                input.topics = payments
+                input.group.id = from-job-file
+                output.topic = out
+                dead.letter.topic = dlq
+                kafka.transactional.id.prefix = from-job-file
+                """);
+        Path local = directory.resolve("local.properties");
+        Files.writeString(local, "kafka.bootstrap.servers = localhost:9092\ninput.group.id = from-local-file\n");
+
+        OnceflowConfig config = OnceflowConfig.fromArgs(new String[] {"--config", job.toString(), "--config",
+            local.toString(), "--kafka.transactional.id.prefix", "from-arguments"}, Map.of());
+
+        assertThat(config.bootstrapServers()).as("the job file's ${...} is overridden before it is resolved")
+                .isEqualTo("localhost:9092");
+        assertThat(config.groupId()).isEqualTo("from-local-file");
+        assertThat(config.inputTopics()).containsExactly("payments");
+        assertThat(config.transactionalIdPrefix()).isEqualTo("from-arguments");
+    }
+
     private static Map<String, String> withoutGroupId() {
         Map<String, String> settings = ValidSettings.required();
         settings.remove("input.group.id");

@@ -10,7 +10,7 @@ import java.util.Map;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
 
-/** The commented sample {@code examples/job.properties} that the README and the operations guide point to. */
+/** The commented sample {@code examples/job.properties} that the README and docs/deploy.md point to. */
 class SampleJobPropertiesTest {
     private static final Path SAMPLE = Path.of("examples", "job.properties");
 

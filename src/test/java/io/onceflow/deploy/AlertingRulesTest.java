@@ -26,7 +26,7 @@ import org.junit.jupiter.api.Test;
  * {@code deploy/monitoring/onceflow-alerts.yaml} read as Prometheus reads it, against what a rule on a
  * dead job or on a duration gets wrong silently: a rule over a job's series says nothing when the series are
  * gone, and {@code humanizeDuration} takes seconds. Whether the names exist is PrometheusMetricsIT's (a real
- * scrape); what the alerts mean is docs/operations.md's table, which must list exactly these alerts.
+ * scrape); what the alerts mean is docs/alerts.md's table, which must list exactly these alerts.
  */
 class AlertingRulesTest {
     private static final Path MONITORING = Path.of("deploy", "monitoring");
@@ -172,8 +172,8 @@ class AlertingRulesTest {
 
     /** Each alert's threshold is stated in the rule; the docs' table names every alert, and only those. */
     @Test
-    void theOperationsGuideListsExactlyTheseAlerts() throws IOException {
-        String guide = Files.readString(Path.of("docs", "operations.md"));
+    void theAlertsPageListsExactlyTheseAlerts() throws IOException {
+        String guide = Files.readString(Path.of("docs", "alerts.md"));
         Set<String> documented = new TreeSet<>();
         Matcher row = Pattern.compile("(?m)^\\| ((?:`Onceflow[A-Za-z]+`(?:, )?)+)").matcher(guide);
         while (row.find()) {

@@ -19,7 +19,7 @@ import org.junit.jupiter.api.Test;
 class DocumentationLinksTest {
     /** A relative Markdown link target, without an anchor. */
     private static final Pattern LINK = Pattern.compile("\\]\\((?!https?:|#)([^)#\\s]+)[^)]*\\)");
-    /** A repository path in backticks, e.g. `flink-conf/config.yaml` or `docs/operations.md`. */
+    /** A repository path in backticks, e.g. `flink-conf/config.yaml` or `docs/deploy.md`. */
     private static final Pattern QUOTED_PATH = Pattern.compile(
             "`((?:docs|flink-conf|examples|docker|deploy|src)/[A-Za-z0-9_./-]*[A-Za-z0-9_])`");
 

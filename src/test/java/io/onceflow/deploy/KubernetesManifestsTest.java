@@ -247,15 +247,18 @@ class KubernetesManifestsTest {
         List<String> dockerfile = Files.readAllLines(DIRECTORY.resolve("Dockerfile")).stream().map(String::strip)
                 .filter(line -> !line.isEmpty() && !line.startsWith("#")).toList();
         List<String> copies = dockerfile.stream().filter(line -> line.startsWith("COPY ")).toList();
+        List<String> jarArguments = dockerfile.stream().filter(line -> line.startsWith("ARG JOB_JAR=")).toList();
         JobSpec job = deployment.getSpec().getJob();
         String image = deployment.getSpec().getImage();
 
         assertThat(dockerfile.stream().filter(line -> line.startsWith("FROM "))).as("the Dockerfile's base image: Flink's classes are provided")
                 .containsExactly("FROM flink:" + flink + "-java" + pom.get("maven.compiler.release"));
+        assertThat(jarArguments).as("the build argument JOB_JAR, by default the jar mvn package builds")
+                .containsExactly("ARG JOB_JAR=target/" + ProjectFiles.jobJarName());
         assertThat(copies).as("the Dockerfile copies the job jar, once").hasSize(1);
         assertThat(Arrays.stream(copies.get(0).split("\\s+")).skip(1).filter(word -> !word.startsWith("--")))
-                .as("COPY <the jar mvn package builds> <where job.jarURI points>")
-                .containsExactly("target/" + ProjectFiles.jobJarName(), job.getJarURI().replaceFirst("^local://", ""));
+                .as("COPY <the jar JOB_JAR names> <where job.jarURI points>")
+                .containsExactly("${JOB_JAR}", job.getJarURI().replaceFirst("^local://", ""));
         assertThat(job.getJarURI()).as("jarURI: the jar inside the image").startsWith("local:///");
         assertThat(image.substring(image.lastIndexOf(':') + 1)).as("the image tag <onceflow version>-flink<Flink version>")
                 .isEqualTo(ProjectFiles.projectVersion() + "-flink" + flink);

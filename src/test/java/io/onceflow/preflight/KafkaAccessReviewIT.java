@@ -92,7 +92,7 @@ class KafkaAccessReviewIT {
         assertThat(problems()).as("the start check refuses the job").containsExactly("kafka.transaction.timeout: the"
                 + " Kafka brokers at " + kafka.bootstrapServers() + " refuse transactions of 1200 s: it exceeds their"
                 + " transaction.max.timeout.ms. Lower it (keeping it above its checkpoints plus restart.budget,"
-                + " docs/operations.md), or raise transaction.max.timeout.ms on the brokers.");
+                + " docs/deploy.md), or raise transaction.max.timeout.ms on the brokers.");
     }
 
     /**

@@ -15,7 +15,7 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /**
- * The checks before a start ask for exactly the privileges docs/operations.md grants the job's role
+ * The checks before a start ask for exactly the privileges docs/deploy.md grants the job's role
  * ({@link DocumentedGrants}): none is missing with the block as written, and each table privilege and the
  * function's EXECUTE, revoked alone, is reported in one line that names it and the GRANT to run.
  */

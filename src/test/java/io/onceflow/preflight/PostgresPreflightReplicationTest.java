@@ -23,7 +23,7 @@ import org.junit.jupiter.api.io.TempDir;
 class PostgresPreflightReplicationTest {
     private static final ReplicationRisk ASYNC = new ReplicationRisk(
             "the PostgreSQL server streams to 1 asynchronous replica(s) of 1 (replica_b at 10.0.0.2)",
-            "A failover ... see docs/operations.md.",
+            "A failover ... see docs/failover.md.",
             "Make the replicas a failover may promote synchronous: name them in synchronous_standby_names (now '')"
                     + " and keep synchronous_commit = on or remote_apply.");
 
@@ -38,7 +38,7 @@ class PostgresPreflightReplicationTest {
                         + " prepared transactions of completed checkpoints. Make the replicas a failover may promote"
                         + " synchronous: name them in synchronous_standby_names (now '') and keep synchronous_commit ="
                         + " on or remote_apply. Or, to accept that loss, set"
-                        + " postgres.accept.commit.loss.on.failover=true (docs/operations.md).");
+                        + " postgres.accept.commit.loss.on.failover=true (docs/failover.md).");
     }
 
     @Test
@@ -70,7 +70,7 @@ class PostgresPreflightReplicationTest {
                     .startsWith("postgres.url: at " + server + ", the PostgreSQL server streams to 1 asynchronous"
                             + " replica(s) of 1 (walreceiver at 127.0.0.1): a failover")
                     .endsWith("Or, to accept that loss, set postgres.accept.commit.loss.on.failover=true"
-                            + " (docs/operations.md).");
+                            + " (docs/failover.md).");
 
             settings.put("postgres.accept.commit.loss.on.failover", "true");
             assertThat(problems(settings)).as("accepted: a warning only").isEmpty();

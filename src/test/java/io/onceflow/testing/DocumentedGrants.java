@@ -15,7 +15,7 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
- * A database as a DBA sets it up for the job from docs/operations.md: a role that owns the tables of
+ * A database as a DBA sets it up for the job from docs/deploy.md: a role that owns the tables of
  * {@code --print-postgres-ddl} (default names, a CHECK constraint that refuses payloads with a
  * {@code refuse} member) and the effect function {@link #EFFECT} (not executable by PUBLIC), and the
  * job's login role given exactly the GRANT block of the page, read from it.
@@ -23,7 +23,7 @@ import java.util.regex.Pattern;
 public final class DocumentedGrants {
     /** The effect function the block grants EXECUTE on: returns {"status": "applied"}, touches nothing. */
     public static final String EFFECT = "apply_payment";
-    private static final Path GUIDE = Path.of("docs", "operations.md");
+    private static final Path GUIDE = Path.of("docs", "deploy.md");
     private static final String MARKER =
             "<!-- DocumentedGrants (LeastPrivilegeGrantsTest, PostgresPreflightGrantsTest) runs the sql block below -->";
     private static final Pattern BLOCK = Pattern.compile(Pattern.quote(MARKER) + "\\s*```sql\\n(.*?)```", Pattern.DOTALL);

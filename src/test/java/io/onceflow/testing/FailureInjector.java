@@ -11,6 +11,8 @@ import org.apache.flink.runtime.state.FunctionInitializationContext;
 import org.apache.flink.runtime.state.FunctionSnapshotContext;
 import org.apache.flink.streaming.api.checkpoint.CheckpointedFunction;
 import org.apache.flink.util.Collector;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * An {@link EventProcessor} that passes events through (or to a processor under test) and fails
@@ -21,6 +23,7 @@ import org.apache.flink.util.Collector;
  */
 public final class FailureInjector implements EventProcessor, CheckpointedFunction, CheckpointListener {
     private static final long serialVersionUID = 1L;
+    private static final Logger LOG = LoggerFactory.getLogger(FailureInjector.class);
 
     /** Where in the checkpoint protocol the failure happens. */
     public enum Moment {
@@ -117,6 +120,12 @@ public final class FailureInjector implements EventProcessor, CheckpointedFuncti
         boolean due = seen >= afterEvents && !FIRED.get(scenario).get();
         if (due && atMoment() && FIRED.get(scenario).compareAndSet(false, true)) {
             COMPLETED_WHEN_FIRED.get(scenario).set(lastCompleted);
+            // before the failure, so that this line comes first, not the errors it causes
+            LOG.warn("Injecting a failure now ({} after {} events; last snapshot {}, last completed {}): the job"
+                    + " restarts from its last completed checkpoint. Kafka's committer may then log"
+                    + " ProducerFencedException errors saying 'most likely signals data loss' for transactions that"
+                    + " were already committed: expected here; the audit is the judge.", moment, seen, lastSnapshot,
+                    lastCompleted);
             throw new InjectedFailure(moment + " after " + seen + " events (last snapshot " + lastSnapshot
                     + ", last completed " + lastCompleted + ")");
         }

@@ -81,7 +81,7 @@ public final class SecuredPostgres implements AutoCloseable {
 
     /**
      * Creates in {@code database} the tables and the job's role with exactly the grants of
-     * docs/operations.md ({@link DocumentedGrants}), and gives the role a password (stored as a SCRAM
+     * docs/deploy.md ({@link DocumentedGrants}), and gives the role a password (stored as a SCRAM
      * verifier).
      *
      * @return the role and its password

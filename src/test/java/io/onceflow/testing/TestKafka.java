@@ -1,7 +1,10 @@
 package io.onceflow.testing;
 
 import io.onceflow.tools.audit.CommittedTopicReader;
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -55,20 +58,33 @@ public final class TestKafka implements AutoCloseable {
      * shared one's (e.g. a lower transaction.max.timeout.ms); the caller closes it.
      */
     public static TestKafka startOwn(Map<String, String> brokerSettings) {
-        return startEmbedded(brokerSettings);
+        return startEmbedded(temporaryDirectory(), brokerSettings);
+    }
+
+    /** As {@link #startOwn(Map)}, with the broker's data in {@code baseDirectory}. */
+    public static TestKafka startOwn(Path baseDirectory, Map<String, String> brokerSettings) {
+        return startEmbedded(baseDirectory, brokerSettings);
     }
 
     private static TestKafka startEmbedded() {
-        return startEmbedded(Map.of());
+        return startEmbedded(temporaryDirectory(), Map.of());
     }
 
-    private static TestKafka startEmbedded(Map<String, String> brokerSettings) {
+    private static Path temporaryDirectory() {
+        try {
+            return Files.createTempDirectory("onceflow-kafka");
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    private static TestKafka startEmbedded(Path baseDirectory, Map<String, String> brokerSettings) {
         try {
             TestKitNodes nodes = new TestKitNodes.Builder()
                     .setCombined(true)
                     .setNumBrokerNodes(1)
                     .setNumControllerNodes(1)
-                    .setBaseDirectory(Files.createTempDirectory("onceflow-kafka"))
+                    .setBaseDirectory(baseDirectory)
                     .build();
             KafkaClusterTestKit.Builder builder = new KafkaClusterTestKit.Builder(nodes)
                     .setConfigProp("offsets.topic.replication.factor", "1")
@@ -142,6 +158,11 @@ public final class TestKafka implements AutoCloseable {
      * up for the throughput.
      */
     public KafkaProducer<byte[], byte[]> newProducer() {
+        return newProducer(bootstrapServers);
+    }
+
+    /** As {@link #newProducer()}, for the broker at {@code bootstrapServers}. */
+    public static KafkaProducer<byte[], byte[]> newProducer(String bootstrapServers) {
         Properties props = new Properties();
         props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrapServers);
         props.put(ProducerConfig.ACKS_CONFIG, "all");

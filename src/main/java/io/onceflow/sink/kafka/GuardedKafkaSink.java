@@ -51,8 +51,8 @@ import org.slf4j.LoggerFactory;
  * failed while the task was frozen ({@code checkAsyncException}: "One or more Kafka Producer send
  * requests have encountered exception", caused by an {@code InvalidProducerEpochException}). An
  * exception in that handler is "FATAL - exception in exception handler": the whole TaskManager
- * exits (issue #24, item 7, stack trace seen in {@code WokenTaskManagerIT}; docs/operations.md,
- * section 6). {@code ExactlyOnceKafkaWriter.abortCurrentProducer()} likewise catches a {@code
+ * exits (stack trace seen in {@code WokenTaskManagerIT}; docs/failover.md, "What a woken
+ * zombie logs"). {@code ExactlyOnceKafkaWriter.abortCurrentProducer()} likewise catches a {@code
  * ProducerFencedException} but not an {@code InvalidProducerEpochException}. No upstream ticket
  * covers it (FLINK-31305 and FLINK-35749 changed how {@code checkAsyncException} surfaces send
  * errors, not the close during cleanup): check again before upgrading the connector.
@@ -184,7 +184,7 @@ public final class GuardedKafkaSink<IN>
                 LOG.warn("{}: closing a stale Kafka writer whose producer a newer attempt fenced ({}): its open"
                         + " transaction is aborted and the newer attempt replays its records from the restored"
                         + " checkpoint, so nothing is lost. Not rethrown: in the task's cleanup it would take the"
-                        + " whole TaskManager down (see 'Zombie attempts' in docs/operations.md)", description,
+                        + " whole TaskManager down (see 'What a woken zombie logs' in docs/failover.md)", description,
                         fenced.get().toString(), e);
             }
         }

@@ -13,8 +13,8 @@ import org.apache.flink.annotation.VisibleForTesting;
  * The runs of one sink prefix in its database, from {@link PostgresSinkBuilder#build()}: what a job
  * does once per submission, before its graph is built. An exactly-once {@link PostgresSink} is
  * obtained only from a {@link RegisteredRun}, so a job cannot write without the start checks, and
- * its writers are fenced against every earlier run and attempt (see the operations guide on zombie
- * attempts).
+ * its writers are fenced against every earlier run and attempt (see "Zombie attempts" in
+ * docs/failover.md).
  *
  * <p>Keep the sink prefix stable across restarts and upgrades of a job, and unique among the jobs
  * writing to one database: on a start without a checkpoint the sink rolls back every prepared

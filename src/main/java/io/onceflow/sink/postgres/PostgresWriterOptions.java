@@ -20,8 +20,8 @@ import java.util.Map;
  * @param lockTimeout the longest wait for a row lock (PostgreSQL {@code lock_timeout})
  * @param statementTimeout the longest statement (PostgreSQL {@code statement_timeout})
  * @param writerLease how long a writer's session may stay silent before another attempt may presume
- *     it paused or dead and end it, where Flink's attempt order cannot decide (see the operations
- *     guide on zombie attempts); writers renew it every third of it
+ *     it paused or dead and end it, where Flink's attempt order cannot decide (see "Zombie
+ *     attempts" in docs/failover.md); writers renew it every third of it
  */
 public record PostgresWriterOptions(int batchSize, Duration lockTimeout, Duration statementTimeout,
         Duration writerLease) implements Serializable {
@@ -70,7 +70,7 @@ public record PostgresWriterOptions(int batchSize, Duration lockTimeout, Duratio
 
     /**
      * The lock timeout of a writer's claim transaction: it may wait for a paused holder's lease to
-     * run out (twice, see the operations guide on zombie attempts) before its own lock timeout.
+     * run out (twice, see "Zombie attempts" in docs/failover.md) before its own lock timeout.
      */
     public Duration claimLockTimeout() {
         return writerLease.multipliedBy(2).plus(lockTimeout);

@@ -18,7 +18,8 @@ import java.util.stream.Stream;
  * {@code bin/onceflow} runs with the project's whole classpath (Flink's included), so that they run
  * on a machine without a Flink installation. Each command is the job's main method with the flag
  * that selects it, or the main method of a tool (audit, retention, effects); starting the job
- * inside this JVM is the explicit {@code run}.
+ * inside this JVM is the explicit {@code run}, and {@code run --jar JAR} starts a team's job jar
+ * ({@link JobJar}), which {@code bin/onceflow} then puts before Flink's jars instead of onceflow's.
  */
 public final class OnceflowCli {
     /** What {@code bin/onceflow help} prints. */
@@ -27,9 +28,12 @@ public final class OnceflowCli {
 
             Commands (each takes the job's settings; bin/onceflow <command> --help lists them):
             %s
+              local-services [--topic NAME]... [--sql FILE]...
+                        Start a Kafka broker and a PostgreSQL on this machine for run, until Ctrl-C
+                        (bin/onceflow only; bin/onceflow local-services --help).
               help      Print this help.
 
-            The job itself is submitted to a Flink cluster: flink run onceflow-<version>-job.jar [settings...].
+            The job itself is submitted to a Flink cluster: flink run <your job jar> [settings...].
             Exit status: 0 done; 1 the audit found missing or duplicated ids; 2 nothing done (invalid
             configuration, a service that cannot be used, an unknown command), one line per problem.
             """;
@@ -66,10 +70,12 @@ public final class OnceflowCli {
                 return EffectsCommand.execute(args);
             }
         },
-        RUN("run", "Run the job inside this JVM on a local Flink (development; checks first).") {
+        RUN("run", "Run the job inside this JVM on a local Flink (development; checks first); --jar JAR: your job jar.") {
             @Override
             ExitCode execute(String[] args) throws Exception {
-                return OnceflowJob.execute(withFlag(OnceflowJob.RUN_LOCAL, args), Optional.empty());
+                Optional<JobJar> jar = JobJar.named(args);
+                String[] jobArgs = withFlag(OnceflowJob.RUN_LOCAL, JobJar.withoutOption(args));
+                return jar.isPresent() ? jar.get().run(jobArgs) : OnceflowJob.execute(jobArgs, Optional.empty());
             }
         };
 

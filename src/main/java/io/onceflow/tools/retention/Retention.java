@@ -23,7 +23,7 @@ import java.util.List;
  * batches, each its own transaction, while the job runs. One window serves both tables: a row goes
  * only when it is older than {@code keep}, which must cover the longest time after which a message
  * may be delivered again and the age of the oldest checkpoint or savepoint anyone may restore, and
- * is refused when shorter than {@code dedup.ttl} (docs/operations.md, "Retention", says why).
+ * is refused when shorter than {@code dedup.ttl} (docs/retention.md says why).
  *
  * <ul>
  *   <li>Events: an id whose row is gone is, when delivered again after its dedup state expired or

@@ -34,7 +34,7 @@ public final class RetentionCommand {
             Deletes, in batches of 1000 rows, the rows of the PostgreSQL events table first processed
             longer ago than --keep (never one whose effect is still to be called) and the commit-log
             rows of postgres.sink.prefix logged longer ago than --keep. Safe while the job runs.
-            docs/operations.md, "Retention", says how to choose the window.
+            docs/retention.md says how to choose the window.
 
               --help, -h
                   Print this help and exit; anywhere among the arguments.

@@ -74,7 +74,7 @@ class FencingReviewTest {
      * what C replays). Every start of C reconciles so, for the rest of the run.
      */
     @Test
-    @Disabled("a known limit of the reconciliation after a failover (docs/operations.md, section 9): fails today")
+    @Disabled("a known limit of the reconciliation after a failover (docs/known-limits.md): fails today")
     void aServerChangeDoesNotCommitTheTransactionOfADiscardedBranch() throws Exception {
         PostgresWriterState atCheckpoint2;
         try (PostgresExactlyOnceWriter a = db.freshWriter(config)) {
@@ -116,7 +116,7 @@ class FencingReviewTest {
      * promotion, still shows the older timeline.
      */
     @Test
-    @Disabled("a known limit of the reconciliation after a failover (docs/operations.md, section 9): fails today")
+    @Disabled("a known limit of the reconciliation after a failover (docs/known-limits.md): fails today")
     void aRunLostWithAFailoverIsAdoptedAlsoWhenTheCounterHasPassedIt() throws Exception {
         PostgresSinkConfig lost = SinkDatabase.newRun(config);
         // the promoted replica: no row of run 2, run 1's row from before the promotion (older timeline)
@@ -167,7 +167,7 @@ class FencingReviewTest {
      * on the new timeline, after the failover: it is newer than anything the old primary issued.
      */
     @Test
-    @Disabled("a known limit of the reconciliation after a failover (docs/operations.md, section 9): fails today")
+    @Disabled("a known limit of the reconciliation after a failover (docs/known-limits.md): fails today")
     void aRunLostWithAFailoverIsNotAdoptedOverANewerSubmission() throws Exception {
         PostgresSinkConfig lost = config.withRun(config.run() + 1_000_000);
         // the promotion: run 1's row (the only one the replica has) is from the older timeline

@@ -16,7 +16,7 @@ import java.util.List;
 import org.junit.jupiter.api.Test;
 
 /**
- * The grants docs/operations.md gives the job's role, run as written ({@link DocumentedGrants}): that role
+ * The grants docs/deploy.md gives the job's role, run as written ({@link DocumentedGrants}): that role
  * starts an exactly-once sink and writes, prepares and commits a checkpoint with a refused row and an
  * effect call, as the job does, on tables and a function another role owns.
  */

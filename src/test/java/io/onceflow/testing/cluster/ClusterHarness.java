@@ -7,7 +7,6 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.onceflow.testing.TestPostgres;
 import java.io.File;
 import java.io.IOException;
-import java.io.InputStream;
 import java.io.Writer;
 import java.net.URI;
 import java.nio.file.FileSystem;
@@ -35,45 +34,18 @@ import org.apache.commons.io.FileUtils;
 public final class ClusterHarness implements AutoCloseable {
     /** Where {@code mvn package} puts the job jar, relative to the project directory (failsafe's working directory). */
     private static final Path TARGET = Path.of("target");
-    private static final Path PROJECT_FLINK_CONF = Path.of("flink-conf");
-    /** The same files in the test jar (the pom copies them there), for a project built on onceflow. */
-    private static final String BUNDLED_FLINK_CONF = "flink-conf/";
-    private static final List<String> FLINK_CONF_FILES =
-            List.of("config.yaml", "log4j.properties", "log4j-cli.properties", "log4j-console.properties");
+    /** The project's Flink configuration, relative to the project directory. */
+    private static final Path FLINK_CONF = Path.of("flink-conf");
 
     private final Path directory;
-    private final Path flinkConf;
     private final Thread cleanupOnExit = new Thread(this::cleanUp, "cluster-harness-cleanup");
     private final List<AutoCloseable> services = new ArrayList<>();
     private KafkaBrokerProcess kafka;
     private TestPostgres postgres;
     private FlinkStandaloneCluster flink;
 
-    private ClusterHarness(Path directory) throws IOException {
+    private ClusterHarness(Path directory) {
         this.directory = directory;
-        this.flinkConf = flinkConfiguration(directory);
-    }
-
-    /**
-     * The project's {@code flink-conf/} when the test runs in onceflow's own directory; otherwise (a
-     * project built on onceflow, such as examples/payments-ledger) the copy in onceflow's test jar,
-     * written to {@code directory}.
-     */
-    private static Path flinkConfiguration(Path directory) throws IOException {
-        if (Files.isDirectory(PROJECT_FLINK_CONF)) {
-            return PROJECT_FLINK_CONF;
-        }
-        Path copy = Files.createDirectories(directory.resolve("bundled-flink-conf"));
-        for (String file : FLINK_CONF_FILES) {
-            try (InputStream in = ClusterHarness.class.getResourceAsStream(BUNDLED_FLINK_CONF + file)) {
-                if (in == null) {
-                    throw new IllegalStateException("neither " + PROJECT_FLINK_CONF.toAbsolutePath() + " nor "
-                            + BUNDLED_FLINK_CONF + file + " in onceflow's test jar");
-                }
-                Files.copy(in, copy.resolve(file));
-            }
-        }
-        return copy;
     }
 
     /** Starts Kafka, PostgreSQL and a Flink cluster of one JobManager and {@code taskManagers} TaskManagers. */
@@ -87,7 +59,7 @@ public final class ClusterHarness implements AutoCloseable {
         ClusterHarness harness = startServices();
         try {
             harness.flink = harness.register(FlinkStandaloneCluster.start(harness.directory.resolve("flink"),
-                    harness.flinkConf, settings, taskManagers, slotsPerTaskManager));
+                    FLINK_CONF, settings, taskManagers, slotsPerTaskManager));
             return harness;
         } catch (RuntimeException | Error e) {
             harness.close();
@@ -104,7 +76,7 @@ public final class ClusterHarness implements AutoCloseable {
         Runtime.getRuntime().addShutdownHook(harness.cleanupOnExit);
         try {
             harness.kafka = harness.register(KafkaBrokerProcess.start(harness.directory.resolve("kafka"),
-                    harness.flinkConf.resolve("log4j.properties")));
+                    FLINK_CONF.resolve("log4j.properties")));
             harness.postgres = harness.register(TestPostgres.start(harness.directory.resolve("postgres")));
             return harness;
         } catch (RuntimeException | Error e) {
@@ -119,7 +91,7 @@ public final class ClusterHarness implements AutoCloseable {
         if (flink != null) {
             throw new IllegalStateException("the Flink cluster runs already");
         }
-        flink = register(FlinkStandaloneCluster.startApplication(directory.resolve("flink"), flinkConf,
+        flink = register(FlinkStandaloneCluster.startApplication(directory.resolve("flink"), FLINK_CONF,
                 settings, application, taskManagers, slotsPerTaskManager));
         return flink;
     }

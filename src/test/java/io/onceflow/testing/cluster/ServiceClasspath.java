@@ -24,13 +24,9 @@ public final class ServiceClasspath {
      * Jars that the job jar bundles and a Flink distribution's {@code lib/} does not have. On the
      * cluster's classpath as well they would be loaded twice (Flink's child-first user class loader
      * and the parent) and fail with loader constraint violations, which a user's cluster never sees.
-     * onceflow's own jars are on a test's classpath as dependencies when a project built on onceflow
-     * (examples/) runs the harness: its job jar brings onceflow, and the cluster must not, or a job
-     * jar without it would pass.
      */
     private static final List<String> BUNDLED_IN_JOB_JAR = List.of(
-            "/org/apache/kafka/", "/flink-connector-kafka/", "/org/postgresql/", "/com/fasterxml/jackson/",
-            "/io/onceflow/");
+            "/org/apache/kafka/", "/flink-connector-kafka/", "/org/postgresql/", "/com/fasterxml/jackson/");
 
     /** The test JVM's classpath minus the project's own build output: what the Kafka broker needs. */
     public static String dependencies() {

@@ -37,7 +37,7 @@ class OnceflowCliTest {
 
         assertThat(help).startsWith("Usage: bin/onceflow <command>")
                 .contains("  check     ", "  ddl       ", "  audit     ", "  retention ", "  effects   retry-failed",
-                        "  run       ", "flink run");
+                        "  run       ", "  local-services ", "flink run");
         assertThat(stdoutOf(() -> OnceflowCli.execute(new String[0]))).isEqualTo(help);
         assertThat(stdoutOf(() -> OnceflowCli.execute(new String[] {"--help"}))).isEqualTo(help);
     }

@@ -1,10 +1,14 @@
 package io.onceflow.tools.demo;
 
+import static java.nio.charset.StandardCharsets.UTF_8;
+
 import io.onceflow.api.Event;
 import io.onceflow.api.EventProcessor;
 import io.onceflow.api.EventRejectedException;
 import io.onceflow.api.Onceflow;
 import io.onceflow.config.OnceflowConfig;
+import io.onceflow.ingest.DeadLetterReason;
+import io.onceflow.sink.kafka.OnceflowHeaders;
 import io.onceflow.testing.FailureInjector;
 import io.onceflow.testing.Ledger;
 import io.onceflow.testing.PipelineScenario;
@@ -20,7 +24,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicLong;
+import java.util.stream.Stream;
 import org.apache.flink.api.common.JobStatus;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.RestartStrategyOptions;
@@ -28,8 +32,11 @@ import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.util.Collector;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 /**
@@ -91,22 +98,20 @@ public final class Demo {
                 + " injected after a checkpoint's snapshot and before its completion notice");
         JobClient job = env.executeAsync(Onceflow.jobName(config));
         CompletableFuture<?> done = job.getJobExecutionResult();
-        try (CommittedCounter output = new CommittedCounter(scenario.kafka().bootstrapServers(), scenario.outputTopic)) {
-            boolean failureReported = false;
+        long uniqueIds = truth.uniqueIds().size();
+        try (CommittedOutcomes outcomes = new CommittedOutcomes(scenario.kafka().bootstrapServers(),
+                scenario.outputTopic, scenario.deadLetterTopic)) {
             while (!done.isDone()) {
                 waitUpTo(done, Duration.ofSeconds(2));
-                if (!failureReported && FailureInjector.fired(failureScenario)) {
-                    say("!! injected failure: the job restarts from its last completed checkpoint");
-                    failureReported = true;
-                }
-                say(String.format("job %-10s committed output records: %,d of %,d unique ids",
-                        statusOf(job), output.poll(), truth.uniqueIds().size()));
+                say(String.format("job %-10s %s", statusOf(job), outcomes.poll(uniqueIds)));
             }
             done.get();
             // the final checkpoint's commit is visible by now; show it before the audit
-            say(String.format("job finished; committed output records: %,d of %,d unique ids",
-                    output.poll(), truth.uniqueIds().size()));
+            say("job finished; " + outcomes.poll(uniqueIds));
         }
+        say(FailureInjector.restartedAfterFiring(failureScenario)
+                ? "the injected failure fired and the job restarted from its last completed checkpoint"
+                : "!! the injected failure did not fire: this run proves less than it should");
         say("auditing every id (read_committed)...");
         AuditReport report = scenario.audit();
         System.out.println();
@@ -161,30 +166,53 @@ public final class Demo {
         System.out.println("[demo] " + line);
     }
 
-    /** Counts the records a read_committed consumer sees on a topic, as they become visible. */
-    private static final class CommittedCounter implements AutoCloseable {
+    /**
+     * The outcomes a read_committed consumer sees so far: output records, and the dead letters the
+     * processor gave (its rejections and failures are outcomes too); ingest's dead letters are poison
+     * records, which have no id.
+     */
+    private static final class CommittedOutcomes implements AutoCloseable {
         private final KafkaConsumer<byte[], byte[]> consumer;
-        private final AtomicLong seen = new AtomicLong();
+        private final String outputTopic;
+        private long outputRecords;
+        private long processorDeadLetters;
 
-        CommittedCounter(String bootstrapServers, String topic) {
+        CommittedOutcomes(String bootstrapServers, String outputTopic, String deadLetterTopic) {
             Properties props = new Properties();
             props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrapServers);
             props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
             consumer = new KafkaConsumer<>(props, new ByteArrayDeserializer(), new ByteArrayDeserializer());
-            List<TopicPartition> partitions = consumer.partitionsFor(topic).stream()
-                    .map(p -> new TopicPartition(topic, p.partition())).toList();
+            this.outputTopic = outputTopic;
+            List<TopicPartition> partitions = Stream.of(outputTopic, deadLetterTopic)
+                    .flatMap(topic -> consumer.partitionsFor(topic).stream()
+                            .map(p -> new TopicPartition(topic, p.partition())))
+                    .toList();
             consumer.assign(partitions);
             consumer.seekToBeginning(partitions);
         }
 
         /** Reads what became visible since the last call, until a poll comes back empty. */
-        long poll() {
-            int batch;
+        String poll(long uniqueIds) {
+            ConsumerRecords<byte[], byte[]> batch;
             do {
-                batch = consumer.poll(Duration.ofMillis(200)).count();
-                seen.addAndGet(batch);
-            } while (batch > 0);
-            return seen.get();
+                batch = consumer.poll(Duration.ofMillis(200));
+                for (ConsumerRecord<byte[], byte[]> record : batch) {
+                    if (record.topic().equals(outputTopic)) {
+                        outputRecords++;
+                    } else if (fromProcessor(record)) {
+                        processorDeadLetters++;
+                    }
+                }
+            } while (!batch.isEmpty());
+            return String.format("committed outcomes: %,d of %,d unique ids (%,d output records, %,d dead letters"
+                    + " of the processor)", outputRecords + processorDeadLetters, uniqueIds, outputRecords,
+                    processorDeadLetters);
+        }
+
+        private static boolean fromProcessor(ConsumerRecord<byte[], byte[]> deadLetter) {
+            Header reason = deadLetter.headers().lastHeader(OnceflowHeaders.DEAD_LETTER_REASON);
+            return reason != null && Stream.of(DeadLetterReason.values())
+                    .anyMatch(known -> known.fromProcessor() && known.name().equals(new String(reason.value(), UTF_8)));
         }
 
         @Override

@@ -40,7 +40,7 @@ import org.apache.flink.annotation.Internal;
  * nothing, prepare nothing), and after its first barrier claim (a higher claim checkpoint). What it
  * leaves open: a new JobManager that restarts the job more often, before its first completed
  * checkpoint, than the old one had, and a frozen attempt of the old JobManager with a still higher
- * number waking after that: docs/operations.md, section 6.
+ * number waking after that: docs/failover.md, "JobManager failover".
  *
  * <p>Why this fences zombies: a zombie of a dead JobManager that restored N and wakes up late finds
  * a claim of N or higher and defers; it never receives a barrier from the new JobManager, so it never

@@ -195,7 +195,7 @@ final class IndexClaims {
         return "PostgreSQL sink prefix '" + config.sinkPrefix() + "' subtask " + index + " is claimed by a newer attempt ("
                 + current + ") than this one (" + token + "): this attempt is a zombie (it was paused or cut off"
                 + " while Flink restarted the job) and stops without touching the database. Nothing to do, unless"
-                + " this repeats on a job that is not restarting: see 'Zombie attempts' in docs/operations.md.";
+                + " this repeats on a job that is not restarting: see 'What a woken zombie logs' in docs/failover.md.";
     }
 
     private void requireOwnSession(LockHolder holder) {

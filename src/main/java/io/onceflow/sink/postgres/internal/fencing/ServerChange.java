@@ -62,7 +62,7 @@ public final class ServerChange {
                 + " and rolls back the later ones; a completed checkpoint whose PREPARE the server lost is reported"
                 + " by the committer as LOST. Writers of this run reconcile so at every start; a new submission"
                 + " records the new server (after a counter that went back: once it passes the newest run)."
-                + " Use synchronous replication to avoid this (docs/operations.md).", writerName, config.run(),
+                + " Use synchronous replication to avoid this (docs/failover.md).", writerName, config.run(),
                 config.sinkPrefix(), server, String.join("; ", signs),
                 restoredCheckpointId.isPresent() ? restoredCheckpointId.getAsLong() : "none");
         if (server.nextXid() <= config.run() && !recorded(connection, config).exists()

@@ -65,7 +65,7 @@ public final class EventsTable {
      * row whose effect is still to be called (no result, a transaction that calls it), and skipping
      * rows a running writer holds locked (its prepared transaction's redelivery). Returns the count.
      * A purged id that is delivered again makes a new row (and calls its effect again): see
-     * docs/operations.md, "Retention", for the window this needs.
+     * docs/retention.md for the window this needs.
      */
     public String purgeBatchStatement() {
         return "DELETE FROM " + name + " WHERE id IN (SELECT id FROM " + name + " e WHERE first_processed_at < ?"

@@ -82,7 +82,7 @@ public final class ServerChecks {
             + " of a completed checkpoint (reported as LOST: its input must be replayed), and lose what an"
             + " at-least-once sink committed. Synchronous replication (synchronous_standby_names naming the"
             + " replicas a failover may promote, and synchronous_commit = on or remote_apply) prevents both;"
-            + " see docs/operations.md.";
+            + " see docs/failover.md.";
 
     /**
      * Whether the server streams to replicas that a failover could promote while they are behind

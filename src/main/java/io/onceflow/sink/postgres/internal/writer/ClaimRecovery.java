@@ -87,7 +87,7 @@ final class ClaimRecovery {
 
     /**
      * When {@code failure} is the fence refusing a stale attempt, says so where operators look
-     * (docs/operations.md, section 6): the fence did its job.
+     * (docs/failover.md, "What a woken zombie logs"): the fence did its job.
      */
     static void reportIfRefused(Exception failure, PostgresSinkMetrics metrics, String writerName) {
         if (failure instanceof StaleWriterException) {

@@ -239,7 +239,7 @@ public final class PostgresExactlyOnceWriter
         }
         throw new StaleWriterException("its subtask index " + start.subtaskIndex() + " is no longer claimed by this"
                 + " writer (epoch " + fence.epoch() + "): a newer attempt took it over, so this attempt is a zombie"
-                + " and must not prepare. See 'Zombie attempts' in docs/operations.md.");
+                + " and must not prepare. See 'Zombie attempts' in docs/failover.md.");
     }
 
     /**

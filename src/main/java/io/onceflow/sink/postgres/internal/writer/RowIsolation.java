@@ -22,7 +22,7 @@ import org.postgresql.util.ServerErrorMessage;
  * table) and the messages an effect fails on ({@link EffectCalls}, a failed result).
  *
  * <p>Savepoints are subtransactions: more than 64 batches in one checkpoint's transaction overflow
- * PostgreSQL's per-backend subtransaction cache (see docs/operations.md on sizing).
+ * PostgreSQL's per-backend subtransaction cache (see docs/alerts.md, "Rows the database refuses").
  */
 @Internal
 public final class RowIsolation {

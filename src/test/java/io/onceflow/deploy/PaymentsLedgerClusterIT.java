@@ -1,14 +1,16 @@
-package io.onceflow.examples.ledger;
+package io.onceflow.deploy;
 
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.onceflow.testing.Ledger;
 import io.onceflow.testing.cluster.ClusterHarness;
 import io.onceflow.testing.cluster.FlinkRestClient;
 import io.onceflow.testing.cluster.FlinkStandaloneCluster;
 import io.onceflow.testing.cluster.ServiceClasspath;
 import java.io.File;
+import java.io.IOException;
 import java.math.BigDecimal;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -25,6 +27,7 @@ import java.util.Properties;
 import java.util.Random;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
 import org.apache.flink.configuration.CoreOptions;
 import org.apache.flink.configuration.GlobalConfiguration;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -34,18 +37,22 @@ import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.Test;
 
 /**
- * The example as a team deploys it, on onceflow's multi-process harness (a Flink standalone cluster,
+ * The example project as a team deploys it, on the multi-process harness (a Flink standalone cluster,
  * a Kafka broker and PostgreSQL, each its own process): a DBA creates the ledger and onceflow's tables
- * (printed by the job jar's {@code --print-postgres-ddl}) as their owner and runs
- * {@code db/grants.sql}; the shaded jar is submitted with Flink's CLI ({@code flink run -d}) and the
- * example's own {@code job.properties}, so its {@code main} runs as the least-privilege
- * {@code ledger_job}; Flink's classpath has no onceflow on it, so the jar must bring it. A
- * TaskManager running the job is killed mid-run and a new one started. Every message id then has one
- * inbox row and one result, each applied payment or transfer two journal lines, and each balance is
- * its opening balance moved by that account's unique messages, to the cent.
+ * (printed by the job jar's {@code --print-postgres-ddl}) as their owner and runs the example's
+ * {@code db/grants.sql}; the example's shaded jar, as this build's invocation of its project built it
+ * (maven-invoker-plugin, before the integration tests), is submitted with Flink's CLI ({@code flink
+ * run -d}) and the example's own {@code job.properties}, so its {@code main} runs as the
+ * least-privilege {@code ledger_job}; Flink's classpath has no onceflow on it, so the jar must bring
+ * it. A TaskManager running the job is killed mid-run and a new one started. Every message id then
+ * has one inbox row and one result, each applied payment or transfer two journal lines, and each
+ * balance is its opening balance moved by that account's unique messages, to the cent.
  */
 class PaymentsLedgerClusterIT {
-    private static final Path JOB_PROPERTIES = Path.of("job.properties").toAbsolutePath();
+    private static final Path EXAMPLE = Path.of("examples/payments-ledger");
+    /** Where the invoker builds the example (the pom's cloneProjectsTo). */
+    private static final Path EXAMPLE_BUILD = Path.of("target/examples/payments-ledger/target");
+    private static final Path JOB_PROPERTIES = EXAMPLE.resolve("job.properties").toAbsolutePath();
     private static final String MAIN_CLASS = "io.onceflow.examples.ledger.PaymentsLedgerJob";
     private static final int ACCOUNTS = 20;
     private static final BigDecimal OPENING = new BigDecimal("1000000.00");
@@ -71,7 +78,7 @@ class PaymentsLedgerClusterIT {
             produce(cluster, records.subList(0, MESSAGES / 2));
 
             Run submit = run(cluster, environment, "org.apache.flink.client.cli.CliFrontend",
-                    ServiceClasspath.flink(), List.of("run", "-d", ClusterHarness.jobJar().toAbsolutePath().toString(),
+                    ServiceClasspath.flink(), List.of("run", "-d", exampleJobJar().toAbsolutePath().toString(),
                             "--config", JOB_PROPERTIES.toString(), "--checkpoint.interval", "1s"));
             assertThat(submit.exitCode()).as("flink run: %s", submit.stderr()).isZero();
 
@@ -94,10 +101,12 @@ class PaymentsLedgerClusterIT {
                 for (long account = 1; account <= ACCOUNTS; account++) {
                     expected.put(account, OPENING.add(movedByAccount.getOrDefault(account, BigDecimal.ZERO)));
                 }
-                assertThat(LedgerChecks.balances(ledger)).isEqualTo(expected);
-                assertThat(LedgerChecks.journalProblems(ledger)).isEmpty();
-                assertThat(LedgerChecks.journalLines(ledger)).hasSize(applied.size()).allSatisfy((id, lines) ->
-                        assertThat(lines).as(id).isEqualTo(2));
+                assertThat(Ledger.balances(ledger)).isEqualTo(expected);
+                Ledger.Report audit = Ledger.audit(ledger, "onceflow_events");
+                assertThat(audit.clean()).as(audit.toString()).isTrue();
+                assertThat(rows(ledger, "SELECT count(*) FILTER (WHERE lines = 2) || ' ' || count(*) FROM"
+                        + " (SELECT count(*) AS lines FROM ledger.journal GROUP BY message_id) m"))
+                        .as("messages with two journal lines, messages with any").containsExactly(applied.size() + " " + applied.size());
                 assertThat(rows(ledger, "SELECT DISTINCT usename FROM pg_stat_activity WHERE application_name LIKE 'onceflow%'"))
                         .as("the job's sessions").isNotEmpty().containsOnly("ledger_job");
             }
@@ -109,20 +118,33 @@ class PaymentsLedgerClusterIT {
         }
     }
 
+    /** The example's job jar; the invoker builds it before the integration tests run. */
+    private static Path exampleJobJar() throws IOException {
+        try (Stream<Path> files = Files.exists(EXAMPLE_BUILD) ? Files.list(EXAMPLE_BUILD) : Stream.empty()) {
+            return files.filter(file -> file.getFileName().toString().endsWith("-job.jar")).findFirst()
+                    .orElseThrow(() -> new IllegalStateException("no *-job.jar in " + EXAMPLE_BUILD.toAbsolutePath()
+                            + ": mvn verify builds the example before the integration tests (not with -Dinvoker.skip)"));
+        }
+    }
+
+    private static String example(String file) throws IOException {
+        return Files.readString(EXAMPLE.resolve(file));
+    }
+
     /**
      * Roles, then as the owner: the ledger, onceflow's tables as the job jar prints them, accounts, and
      * db/grants.sql as it is. The job's role has no password here: the test server trusts local logins.
      */
     private static void setUpDatabaseAsTheDba(ClusterHarness cluster, Map<String, String> environment) throws Exception {
-        Run ddl = run(cluster, environment, MAIN_CLASS, ClusterHarness.jobJar().toAbsolutePath() + File.pathSeparator
+        Run ddl = run(cluster, environment, MAIN_CLASS, exampleJobJar().toAbsolutePath() + File.pathSeparator
                 + ServiceClasspath.flink(), List.of("--print-postgres-ddl", "--config", JOB_PROPERTIES.toString()));
         assertThat(ddl.exitCode()).as("--print-postgres-ddl: %s", ddl.stderr()).isZero();
         cluster.postgres().execute("CREATE ROLE ledger_owner NOLOGIN", "CREATE ROLE ledger_job LOGIN",
                 "GRANT CREATE ON DATABASE postgres TO ledger_owner", "GRANT CREATE ON SCHEMA public TO ledger_owner",
-                "SET ROLE ledger_owner; " + LedgerChecks.resource("db/ledger.sql") + "; " + ddl.stdout()
+                "SET ROLE ledger_owner; " + example("src/main/resources/db/ledger.sql") + "; " + ddl.stdout()
                         + "; INSERT INTO ledger.accounts (id, opening_balance, balance) SELECT id, " + OPENING + ", "
                         + OPENING + " FROM generate_series(1, " + ACCOUNTS + ") id; "
-                        + LedgerChecks.resource("db/grants.sql") + "; RESET ROLE");
+                        + example("src/main/resources/db/grants.sql") + "; RESET ROLE");
     }
 
     /**
