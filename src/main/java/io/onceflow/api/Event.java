@@ -13,7 +13,7 @@ import java.util.Objects;
  * key of the source record.
  */
 public class Event {
-    /** The message id, as found by the configured {@link io.onceflow.ingest.MessageIdSource}; never null or empty. */
+    /** The message id, found where the {@code message.id.source} setting says; never null or empty. */
     public String messageId;
     /** The record value as received: UTF-8 bytes. */
     public byte[] payload;

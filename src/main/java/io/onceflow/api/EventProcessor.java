@@ -25,8 +25,8 @@ import org.apache.flink.util.Collector;
  * of the event, so changing the event given is fine; do not change an event after emitting it, as
  * output is forwarded only once {@code flatMap} returns.
  *
- * <p>Plug it in with the {@code processor.class} setting or {@link Onceflow#run(String[],
- * EventProcessor)}. Implementations may also implement {@link
+ * <p>Plug it in with the {@code processor.class} setting or a main method of your own
+ * that calls {@code Onceflow.run(args, processor)}. Implementations may also implement {@link
  * org.apache.flink.api.common.functions.RichFunction}, {@link
  * org.apache.flink.streaming.api.checkpoint.CheckpointedFunction} (operator state; the stream is not
  * keyed) or {@link org.apache.flink.api.common.state.CheckpointListener}, as any Flink function

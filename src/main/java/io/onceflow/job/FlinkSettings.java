@@ -14,8 +14,8 @@ import org.apache.flink.state.rocksdb.RocksDBNativeMetricOptions;
 
 /**
  * What Flink is told about a job: the settings of its execution environment and its name. Public
- * through {@link io.onceflow.api.Onceflow#flinkConfiguration} and {@link
- * io.onceflow.api.Onceflow#jobName}.
+ * through {@link io.onceflow.job.Onceflow#flinkConfiguration} and {@link
+ * io.onceflow.job.Onceflow#jobName}.
  */
 @Internal
 public final class FlinkSettings {

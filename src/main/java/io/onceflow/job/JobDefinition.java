@@ -18,7 +18,7 @@ import org.apache.kafka.clients.consumer.OffsetResetStrategy;
 /**
  * The whole job a configuration and a processor describe: the Kafka source, the start of the sinks
  * ({@link JobStart}) and the {@link OnceflowPipeline} between them. Obtained from {@link
- * io.onceflow.api.Onceflow#job}; {@link OnceflowJob#main} defines its job with it too.
+ * io.onceflow.job.Onceflow#job}; {@link OnceflowJob#main} defines its job with it too.
  *
  * <pre>{@code
  * StreamExecutionEnvironment env =

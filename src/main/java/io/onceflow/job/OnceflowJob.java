@@ -75,7 +75,7 @@ public final class OnceflowJob {
 
     /**
      * Runs the job as {@link #main} does, with {@code processor} as its business logic when given
-     * (then {@code processor.class} must not be set): what {@link io.onceflow.api.Onceflow#run}
+     * (then {@code processor.class} must not be set): what {@link io.onceflow.job.Onceflow#run}
      * does for a main method of the user's own.
      *
      * @param mainClass the class whose main method runs the job: the process ends as its main's

@@ -3,7 +3,7 @@ package io.onceflow.deploy;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import io.onceflow.api.Onceflow;
+import io.onceflow.job.Onceflow;
 import io.onceflow.config.OnceflowConfig;
 import java.io.IOException;
 import java.lang.reflect.Field;

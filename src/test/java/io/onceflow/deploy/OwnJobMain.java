@@ -1,7 +1,7 @@
 package io.onceflow.deploy;
 
 import io.onceflow.api.EventProcessor;
-import io.onceflow.api.Onceflow;
+import io.onceflow.job.Onceflow;
 
 /** A team's own main method, as a jar holding onceflow and the team's processor would have it. */
 public final class OwnJobMain {

@@ -1,7 +1,7 @@
 package io.onceflow.job;
 
 import io.onceflow.api.EventProcessor;
-import io.onceflow.api.Onceflow;
+import io.onceflow.job.Onceflow;
 import io.onceflow.config.ConfigException;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.config.ProgramArguments;

@@ -3,7 +3,7 @@ package io.onceflow.testkit;
 import static java.nio.charset.StandardCharsets.UTF_8;
 
 import io.onceflow.api.EventProcessor;
-import io.onceflow.api.Onceflow;
+import io.onceflow.job.Onceflow;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.sink.kafka.OnceflowHeaders;
 import io.onceflow.testing.FailureInjector;

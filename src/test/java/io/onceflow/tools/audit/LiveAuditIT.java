@@ -5,7 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.onceflow.api.Event;
 import io.onceflow.api.EventProcessor;
-import io.onceflow.api.Onceflow;
+import io.onceflow.job.Onceflow;
 import io.onceflow.cli.ExitCode;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.sink.kafka.OnceflowHeaders;

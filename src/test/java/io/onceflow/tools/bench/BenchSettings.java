@@ -1,6 +1,6 @@
 package io.onceflow.tools.bench;
 
-import io.onceflow.api.Onceflow;
+import io.onceflow.job.Onceflow;
 import io.onceflow.config.OnceflowConfig;
 import java.nio.file.Path;
 import java.time.Duration;

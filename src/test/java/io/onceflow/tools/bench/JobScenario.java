@@ -3,7 +3,7 @@ package io.onceflow.tools.bench;
 import static java.nio.charset.StandardCharsets.UTF_8;
 
 import io.onceflow.api.EventProcessor;
-import io.onceflow.api.Onceflow;
+import io.onceflow.job.Onceflow;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.config.PostgresSettings;
 import io.onceflow.job.JobDefinition;

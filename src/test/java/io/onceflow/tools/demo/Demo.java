@@ -5,7 +5,7 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 import io.onceflow.api.Event;
 import io.onceflow.api.EventProcessor;
 import io.onceflow.api.EventRejectedException;
-import io.onceflow.api.Onceflow;
+import io.onceflow.job.Onceflow;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.ingest.DeadLetterReason;
 import io.onceflow.sink.kafka.OnceflowHeaders;

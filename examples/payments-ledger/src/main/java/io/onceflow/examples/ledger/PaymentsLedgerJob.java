@@ -1,6 +1,6 @@
 package io.onceflow.examples.ledger;
 
-import io.onceflow.api.Onceflow;
+import io.onceflow.job.Onceflow;
 
 /**
  * The team's job: onceflow's configuration, checks and wiring, with {@link PaymentScreening} as

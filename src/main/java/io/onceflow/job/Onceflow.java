@@ -1,10 +1,8 @@
-package io.onceflow.api;
+package io.onceflow.job;
 
 import io.onceflow.cli.CommandLineTool;
+import io.onceflow.api.EventProcessor;
 import io.onceflow.config.OnceflowConfig;
-import io.onceflow.job.FlinkSettings;
-import io.onceflow.job.JobDefinition;
-import io.onceflow.job.OnceflowJob;
 import java.util.Objects;
 import java.util.Optional;
 import org.apache.flink.configuration.Configuration;
