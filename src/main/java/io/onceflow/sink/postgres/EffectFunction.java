@@ -100,11 +100,11 @@ public final class EffectFunction {
      * What keeps {@code function} from being called as an effect by the current user, with the fix.
      *
      * @param function {@code name} or {@code schema.name}, a validated identifier
-     * @return empty if {@code function(text, jsonb)} is a function returning one {@code jsonb} that
-     *     the user may execute; else one line starting with the function's signature
+     * @return empty if {@code function(text, jsonb)} is a {@code VOLATILE} function returning one
+     *     {@code jsonb} that the user may execute; else one line starting with the function's signature
      */
     public static Optional<String> problem(Connection connection, String function) throws SQLException {
-        return problem(connection, function, "jsonb", "RETURN jsonb_build_object('status', 'applied')");
+        return problem(connection, function, "jsonb", "RETURN jsonb_build_object('status', 'applied')", true);
     }
 
     /**
@@ -112,17 +112,23 @@ public final class EffectFunction {
      * postgres.effect.keys}), as {@link #problem}: it must return {@code text[]}.
      */
     public static Optional<String> keysProblem(Connection connection, String function) throws SQLException {
-        return problem(connection, function, "text[]", "RETURN ARRAY[payload->>'account']");
+        return problem(connection, function, "text[]", "RETURN ARRAY[payload->>'account']", false);
     }
 
-    private static Optional<String> problem(Connection connection, String function, String returns, String body)
-            throws SQLException {
+    /**
+     * @param mustBeVolatile whether it must be {@code VOLATILE}: an effect changes the database, and
+     *     PostgreSQL may call an {@code IMMUTABLE} or {@code STABLE} function fewer times than asked (or
+     *     fold it into a constant), and runs it with a read-only snapshot
+     */
+    private static Optional<String> problem(Connection connection, String function, String returns, String body,
+            boolean mustBeVolatile) throws SQLException {
         SqlIdentifiers.requireFunctionName("function", function);
         String signature = function + "(text, jsonb)";
         String template = createTemplate(function, returns, body);
         try (PreparedStatement query = connection.prepareStatement("SELECT p.prokind,"
                 + " p.prorettype = ?::regtype AND NOT p.proretset, pg_get_function_result(p.oid),"
-                + " has_function_privilege(p.oid, 'EXECUTE') FROM pg_proc p WHERE p.oid = to_regprocedure(?)")) {
+                + " has_function_privilege(p.oid, 'EXECUTE'), p.provolatile FROM pg_proc p"
+                + " WHERE p.oid = to_regprocedure(?)")) {
             query.setString(1, returns);
             query.setString(2, function + "(text,jsonb)");
             try (ResultSet found = query.executeQuery()) {
@@ -138,6 +144,12 @@ public final class EffectFunction {
                     return Optional.of(signature + " returns " + found.getString(3) + ", not " + returns + ": CREATE OR"
                             + " REPLACE cannot change the result type, so DROP FUNCTION " + signature
                             + " and create it as " + template);
+                }
+                if (mustBeVolatile && !"v".equals(found.getString(5))) {
+                    return Optional.of(signature + " is " + ("i".equals(found.getString(5)) ? "IMMUTABLE" : "STABLE")
+                            + ", but an effect changes the database, which only a VOLATILE function may do reliably"
+                            + " (PostgreSQL may skip or cache calls of the others): ALTER FUNCTION " + signature
+                            + " VOLATILE");
                 }
                 if (!found.getBoolean(4)) {
                     return Optional.of("the user may not execute " + signature + ": GRANT EXECUTE ON FUNCTION "

@@ -117,6 +117,8 @@ public final class FailedEffects {
                     Array array = asked.isEmpty() ? null : session.createArrayOf("text", asked.toArray());
                     requeue.setArray(1, array);
                     requeue.setArray(2, array);
+                    requeue.setString(3, sink.sinkPrefix());
+                    requeue.setString(4, effectFunction);
                     try (ResultSet rows = requeue.executeQuery()) {
                         while (rows.next()) {
                             queued.add(rows.getString(1));

@@ -54,12 +54,22 @@ public final class PostgresSchema {
     private final String effectFunction;
     /** Null without effect keys. */
     private final String effectKeys;
+    /** The sink that queues and applies this schema's effects; null for a schema only created or read. */
+    private final String sinkPrefix;
 
     /**
      * @throws IllegalArgumentException if a name is not a plain SQL identifier, or two name the same
      *     table
      */
     public PostgresSchema(PostgresTableOptions tables) {
+        this(tables, null);
+    }
+
+    /**
+     * As {@link #PostgresSchema(PostgresTableOptions)}, for the sink of {@code sinkPrefix}, which
+     * {@link #prepare} binds the effect queue to.
+     */
+    public PostgresSchema(PostgresTableOptions tables, String sinkPrefix) {
         tables.validated();
         this.events = new EventsTable(tables.events());
         this.rejects = new RejectsTable(tables.rejects());
@@ -68,6 +78,7 @@ public final class PostgresSchema {
         this.writers = new WritersTable(tables.writers());
         this.effectFunction = tables.effectFunction();
         this.effectKeys = tables.effectKeys();
+        this.sinkPrefix = sinkPrefix;
     }
 
     /** The tables of these names, without an effect; as {@link #PostgresSchema(PostgresTableOptions)}. */
@@ -117,7 +128,8 @@ public final class PostgresSchema {
      * What a sink does before it writes: {@link #createIfMissing}, and with an effect function,
      * adds the {@code result} column to an events table from before the effect (as
      * {@link #createIfMissing} does, under a lock that serialises subtasks) and checks that the
-     * function can be called ({@link EffectFunction#problem}).
+     * function can be called ({@link EffectFunction#problem}), and that the queued effects are this
+     * sink's and this function's ({@link EffectQueueBinding}).
      *
      * @param connection in autocommit mode; left in autocommit mode
      * @throws IllegalStateException naming the fix, if the column cannot be added or the function
@@ -134,7 +146,12 @@ public final class PostgresSchema {
             EffectQueueStartChecks.refuseStrandedEffects(connection, events.queue());
             return;
         }
-        EffectQueueStartChecks.migrateLegacyPendingIndex(connection, events);
+        if (sinkPrefix == null) {
+            throw new IllegalStateException("an effect function (postgres.effect.function) needs the sink's prefix"
+                    + " (postgres.sink.prefix): the queued effects are bound to it");
+        }
+        EffectQueueBinding.addColumnsIfMissing(connection, events.queue());
+        EffectQueueStartChecks.migrateLegacyPendingIndex(connection, events, sinkPrefix, effectFunction);
         if (columnType(connection, events.name(), EventsTable.RESULT_COLUMN) == null) {
             addResultColumn(connection);
         }
@@ -145,6 +162,7 @@ public final class PostgresSchema {
                     + " column, then start again (the sink adds its own)");
         }
         EffectFunction.check(connection, effectFunction, effectKeys);
+        EffectQueueBinding.requireOwnEffectsOnly(connection, events.queue(), events.name(), sinkPrefix, effectFunction);
     }
 
     private void addResultColumn(Connection connection) throws SQLException {
@@ -200,7 +218,7 @@ public final class PostgresSchema {
     }
 
     /** The type of {@code table}'s {@code column}, or null if it has none. */
-    private static String columnType(Connection connection, String table, String column) throws SQLException {
+    static String columnType(Connection connection, String table, String column) throws SQLException {
         try (PreparedStatement query = connection.prepareStatement("SELECT format_type(atttypid, atttypmod)"
                 + " FROM pg_attribute WHERE attrelid = to_regclass(?) AND attname = ? AND NOT attisdropped")) {
             query.setString(1, table);
