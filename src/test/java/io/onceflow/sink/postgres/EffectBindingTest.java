@@ -12,7 +12,8 @@ import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
 import io.onceflow.testing.TestPostgres;
-import java.util.Map;
+import io.onceflow.tools.effects.FailedEffects;
+import java.util.List;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.BeforeEach;
@@ -60,6 +61,28 @@ class EffectBindingTest {
         assertThat(SinkDatabase.drainEffects(jobA, PostgresSinkMetrics.unregistered())).isEqualTo(1);
         assertThat(db.ledgerBalances()).containsOnly(entry("alice", 90), entry("bob", 10));
         assertThat(calls()).isZero();
+    }
+
+    @Test
+    void aFailedEffectIsRedrivenOnlyByTheSinkItFailedIn() throws Exception {
+        PostgresSinkConfig jobA = db.config(db.builder("job_a").setEffectFunction(FUNCTION));
+        db.commitFreshCheckpoint(jobA, BusinessEffectsTest.event("px", "{\"poison\":true}"));
+        SinkDatabase.drainEffects(jobA, PostgresSinkMetrics.unregistered());
+        PostgresSinkConfig jobB = db.builder("job_b").setEffectFunction("ledger.log_call").build().config();
+
+        FailedEffects.Requeued byB = redrive(jobB, "px");
+        FailedEffects.Requeued allByB = redrive(jobB);
+
+        assertThat(byB.queued()).isEmpty();
+        assertThat(byB.notQueued()).containsOnly(entry("px", "failed in the sink job_a: only that sink's re-drive"
+                + " queues it again, run the command with its settings (postgres.sink.prefix=job_a)"));
+        assertThat(allByB.queued()).isEmpty();
+        assertThat(db.effectStatuses()).containsOnly(entry("px", "failed"));
+        assertThat(redrive(jobA).queued()).containsExactly("px");
+    }
+
+    private static FailedEffects.Requeued redrive(PostgresSinkConfig sink, String... ids) throws Exception {
+        return new FailedEffects(sink.connection(), sink.tables(), sink.writer(), sink.sinkPrefix()).requeue(List.of(ids));
     }
 
     @Test

@@ -48,7 +48,7 @@ public final class EffectBatch {
         this.effectFunction = effectFunction;
         this.lockBatchSql = queue.lockBatchStatement();
         this.dequeueSql = queue.dequeueStatement();
-        this.calls = new EffectCalls(events, effectFunction, metrics);
+        this.calls = new EffectCalls(events, sinkPrefix, effectFunction, metrics);
         this.keys = keysFunction == null ? null : new EffectKeys(events, keysFunction);
     }
 
