@@ -64,6 +64,20 @@ class EffectBindingTest {
     }
 
     @Test
+    void twoSinksThatStartedOnAnEmptyQueueEachApplyOnlyTheirOwnAndNeitherStopsTheOther() throws Exception {
+        PostgresSinkConfig jobA = db.config(db.builder("job_a").setEffectFunction(FUNCTION));
+        PostgresSinkConfig jobB = db.config(db.builder("job_b").setEffectFunction("ledger.log_call"));
+
+        db.commitFreshCheckpoint(jobB, payment("b1", "alice", "bob", 10));
+        db.commitFreshCheckpoint(jobA, payment("a1", "alice", "bob", 10)); // a writer (re)start with B's effect queued
+
+        assertThat(SinkDatabase.drainEffects(jobA, PostgresSinkMetrics.unregistered())).isEqualTo(1);
+        assertThat(SinkDatabase.drainEffects(jobB, PostgresSinkMetrics.unregistered())).isEqualTo(1);
+        assertThat(db.ledgerBalances()).containsOnly(entry("alice", 90), entry("bob", 10));
+        assertThat(calls()).isEqualTo(1);
+    }
+
+    @Test
     void aFailedEffectIsRedrivenOnlyByTheSinkItFailedIn() throws Exception {
         PostgresSinkConfig jobA = db.config(db.builder("job_a").setEffectFunction(FUNCTION));
         db.commitFreshCheckpoint(jobA, BusinessEffectsTest.event("px", "{\"poison\":true}"));

@@ -128,8 +128,7 @@ public final class PostgresSchema {
      * What a sink does before it writes: {@link #createIfMissing}, and with an effect function,
      * adds the {@code result} column to an events table from before the effect (as
      * {@link #createIfMissing} does, under a lock that serialises subtasks) and checks that the
-     * function can be called ({@link EffectFunction#problem}), and that the queued effects are this
-     * sink's and this function's ({@link EffectQueueBinding}).
+     * function can be called ({@link EffectFunction#problem}).
      *
      * @param connection in autocommit mode; left in autocommit mode
      * @throws IllegalStateException naming the fix, if the column cannot be added or the function
@@ -162,7 +161,23 @@ public final class PostgresSchema {
                     + " column, then start again (the sink adds its own)");
         }
         EffectFunction.check(connection, effectFunction, effectKeys);
-        EffectQueueBinding.requireOwnEffectsOnly(connection, events.queue(), events.name(), sinkPrefix, effectFunction);
+    }
+
+    /**
+     * What a run's start does before the job runs: {@link #prepare}, and with an effect function,
+     * refuses effects queued by another sink or for another function ({@link EffectQueueBinding}).
+     * Not a writer's (re)start: a sink's prefix and function cannot change within a run, and another
+     * sink that started meanwhile must not stop this one (its effects are not this one's to apply).
+     *
+     * @param connection in autocommit mode; left in autocommit mode
+     * @throws IllegalStateException naming the fix, as {@link #prepare} and {@link EffectQueueBinding}
+     */
+    public void prepareRunStart(Connection connection) throws SQLException {
+        prepare(connection);
+        if (effectFunction != null) {
+            EffectQueueBinding.requireOwnEffectsOnly(connection, events.queue(), events.name(), sinkPrefix,
+                    effectFunction);
+        }
     }
 
     private void addResultColumn(Connection connection) throws SQLException {
