@@ -51,7 +51,7 @@ import java.util.Optional;
  *       metric.
  *   <li>anything else means applied; {@code {"status":"applied", ...}} is recommended. Counted by
  *       {@code effectsApplied}.
- *   <li>{@code {"status":"failed","sqlstate":"...","error":"..."}} is written by the sink, not the
+ *   <li>{@code {"status":"failed","sqlstate":"...","error":"...","sink":"..."}} is written by the sink, not the
  *       function, when the function (or the keys function) raised an error about its input
  *       (SQLSTATE classes 22, 23, 54, P0 e.g. {@code RAISE EXCEPTION}, 2F, 38, 39, 21, 27, 0A):
  *       the function's changes for that id are rolled back, the message is consumed, and the job
@@ -77,8 +77,14 @@ import java.util.Optional;
  *   <li>changes only rows its keys cover, when keys are declared;
  *   <li>runs inside the sink's transaction: no {@code COMMIT}, no session-level advisory locks
  *       ({@code pg_advisory_xact_lock} is fine), no writes to the events table or its queue (the
- *       sink stores the result there).
+ *       sink stores the result there);
+ *   <li>is {@code VOLATILE} (the default of {@code CREATE FUNCTION}; checked at start): PostgreSQL
+ *       may call an {@code IMMUTABLE} or {@code STABLE} function fewer times than asked, read-only.
  * </ul>
+ *
+ * <p>A queued effect belongs to the sink ({@code postgres.sink.prefix}) and the function that queued
+ * it: no other sink's worker or re-drive applies it, and a start with another function while it is
+ * queued is refused until the operator re-binds it (docs/effects.md, "Bound to a sink and a function").
  *
  * <p>A batch's calls run in one statement, within {@code postgres.statement.timeout}; a batch that
  * fails for another reason than a message's data is retried one effect at a time at first, and an
