@@ -51,7 +51,7 @@ import java.util.Optional;
  *       metric.
  *   <li>anything else means applied; {@code {"status":"applied", ...}} is recommended. Counted by
  *       {@code effectsApplied}.
- *   <li>{@code {"status":"failed","sqlstate":"...","error":"..."}} is written by the sink, not the
+ *   <li>{@code {"status":"failed","sqlstate":"...","error":"...","sink":"..."}} is written by the sink, not the
  *       function, when the function (or the keys function) raised an error about its input
  *       (SQLSTATE classes 22, 23, 54, P0 e.g. {@code RAISE EXCEPTION}, 2F, 38, 39, 21, 27, 0A):
  *       the function's changes for that id are rolled back, the message is consumed, and the job
@@ -77,8 +77,14 @@ import java.util.Optional;
  *   <li>changes only rows its keys cover, when keys are declared;
  *   <li>runs inside the sink's transaction: no {@code COMMIT}, no session-level advisory locks
  *       ({@code pg_advisory_xact_lock} is fine), no writes to the events table or its queue (the
- *       sink stores the result there).
+ *       sink stores the result there);
+ *   <li>is {@code VOLATILE} (the default of {@code CREATE FUNCTION}; checked at start): PostgreSQL
+ *       may call an {@code IMMUTABLE} or {@code STABLE} function fewer times than asked, read-only.
  * </ul>
+ *
+ * <p>A queued effect belongs to the sink ({@code postgres.sink.prefix}) and the function that queued
+ * it: no other sink's worker or re-drive applies it, and a start with another function while it is
+ * queued is refused until the operator re-binds it (docs/effects.md, "Bound to a sink and a function").
  *
  * <p>A batch's calls run in one statement, within {@code postgres.statement.timeout}; a batch that
  * fails for another reason than a message's data is retried one effect at a time at first, and an
@@ -100,11 +106,11 @@ public final class EffectFunction {
      * What keeps {@code function} from being called as an effect by the current user, with the fix.
      *
      * @param function {@code name} or {@code schema.name}, a validated identifier
-     * @return empty if {@code function(text, jsonb)} is a function returning one {@code jsonb} that
-     *     the user may execute; else one line starting with the function's signature
+     * @return empty if {@code function(text, jsonb)} is a {@code VOLATILE} function returning one
+     *     {@code jsonb} that the user may execute; else one line starting with the function's signature
      */
     public static Optional<String> problem(Connection connection, String function) throws SQLException {
-        return problem(connection, function, "jsonb", "RETURN jsonb_build_object('status', 'applied')");
+        return problem(connection, function, "jsonb", "RETURN jsonb_build_object('status', 'applied')", true);
     }
 
     /**
@@ -112,17 +118,23 @@ public final class EffectFunction {
      * postgres.effect.keys}), as {@link #problem}: it must return {@code text[]}.
      */
     public static Optional<String> keysProblem(Connection connection, String function) throws SQLException {
-        return problem(connection, function, "text[]", "RETURN ARRAY[payload->>'account']");
+        return problem(connection, function, "text[]", "RETURN ARRAY[payload->>'account']", false);
     }
 
-    private static Optional<String> problem(Connection connection, String function, String returns, String body)
-            throws SQLException {
+    /**
+     * @param mustBeVolatile whether it must be {@code VOLATILE}: an effect changes the database, and
+     *     PostgreSQL may call an {@code IMMUTABLE} or {@code STABLE} function fewer times than asked (or
+     *     fold it into a constant), and runs it with a read-only snapshot
+     */
+    private static Optional<String> problem(Connection connection, String function, String returns, String body,
+            boolean mustBeVolatile) throws SQLException {
         SqlIdentifiers.requireFunctionName("function", function);
         String signature = function + "(text, jsonb)";
         String template = createTemplate(function, returns, body);
         try (PreparedStatement query = connection.prepareStatement("SELECT p.prokind,"
                 + " p.prorettype = ?::regtype AND NOT p.proretset, pg_get_function_result(p.oid),"
-                + " has_function_privilege(p.oid, 'EXECUTE') FROM pg_proc p WHERE p.oid = to_regprocedure(?)")) {
+                + " has_function_privilege(p.oid, 'EXECUTE'), p.provolatile FROM pg_proc p"
+                + " WHERE p.oid = to_regprocedure(?)")) {
             query.setString(1, returns);
             query.setString(2, function + "(text,jsonb)");
             try (ResultSet found = query.executeQuery()) {
@@ -138,6 +150,12 @@ public final class EffectFunction {
                     return Optional.of(signature + " returns " + found.getString(3) + ", not " + returns + ": CREATE OR"
                             + " REPLACE cannot change the result type, so DROP FUNCTION " + signature
                             + " and create it as " + template);
+                }
+                if (mustBeVolatile && !"v".equals(found.getString(5))) {
+                    return Optional.of(signature + " is " + ("i".equals(found.getString(5)) ? "IMMUTABLE" : "STABLE")
+                            + ", but an effect changes the database, which only a VOLATILE function may do reliably"
+                            + " (PostgreSQL may skip or cache calls of the others): ALTER FUNCTION " + signature
+                            + " VOLATILE");
                 }
                 if (!found.getBoolean(4)) {
                     return Optional.of("the user may not execute " + signature + ": GRANT EXECUTE ON FUNCTION "

@@ -209,7 +209,17 @@ public final class PostgresSinkBuilder {
      * @throws IllegalArgumentException listing every invalid setting
      */
     public Sink<Event> buildAtLeastOnce() {
-        return new PostgresAtLeastOnceSink(validConfig(commonProblems(), null));
+        List<String> problems = commonProblems();
+        if (tables.effectFunction() == null) {
+            return new PostgresAtLeastOnceSink(validConfig(problems, null));
+        }
+        // its queued effects are bound to the sink (docs/effects.md)
+        if (!isValidSinkPrefix(sinkPrefix)) {
+            problems.add("sink prefix '" + sinkPrefix + "' is not valid, and an effect function needs one: use 1 to 40"
+                    + " of the characters a-z, A-Z, 0-9 and '_', stable across restarts of the job and unique among jobs"
+                    + " using the database");
+        }
+        return new PostgresAtLeastOnceSink(validConfig(problems, sinkPrefix));
     }
 
     private List<String> commonProblems() {

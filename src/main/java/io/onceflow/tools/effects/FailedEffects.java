@@ -117,6 +117,10 @@ public final class FailedEffects {
                     Array array = asked.isEmpty() ? null : session.createArrayOf("text", asked.toArray());
                     requeue.setArray(1, array);
                     requeue.setArray(2, array);
+                    for (int sinkParameter = 3; sinkParameter <= 5; sinkParameter++) {
+                        requeue.setString(sinkParameter, sink.sinkPrefix());
+                    }
+                    requeue.setString(6, effectFunction);
                     try (ResultSet rows = requeue.executeQuery()) {
                         while (rows.next()) {
                             queued.add(rows.getString(1));
@@ -142,7 +146,8 @@ public final class FailedEffects {
             query.setArray(1, session.createArrayOf("text", ids.toArray()));
             try (ResultSet rows = query.executeQuery()) {
                 while (rows.next()) {
-                    states.put(rows.getString(1), state(rows.getBoolean(2), rows.getString(3), rows.getBoolean(4)));
+                    states.put(rows.getString(1), state(rows.getBoolean(2), rows.getString(3), rows.getBoolean(4),
+                            rows.getString(5)));
                 }
             }
         }
@@ -151,7 +156,7 @@ public final class FailedEffects {
         return why;
     }
 
-    private static String state(boolean noResult, String status, boolean isQueued) {
+    private String state(boolean noResult, String status, boolean isQueued, String failedInSink) {
         if (isQueued) {
             return "already queued: its effect is still to be applied";
         }
@@ -160,6 +165,10 @@ public final class FailedEffects {
         }
         if (EffectFunction.REJECTED.equals(status)) {
             return "rejected by the effect function: a business outcome, never queued again";
+        }
+        if (EffectFunction.FAILED.equals(status) && failedInSink != null && !failedInSink.equals(sink.sinkPrefix())) {
+            return "failed in the sink " + failedInSink + ": only that sink's re-drive queues it again, run the command"
+                    + " with its settings (postgres.sink.prefix=" + failedInSink + ")";
         }
         if (EffectFunction.FAILED.equals(status)) {
             return "failed again, after a re-drive that ran at the same time: fix the cause, then run the command again";

@@ -30,7 +30,7 @@ class BackgroundUpsertsTest {
     private final CountDownLatch release = new CountDownLatch(1);
     /** Batches of 2 rows; the connection is never touched by the stand-ins. */
     private final BackgroundUpserts upserts =
-            new BackgroundUpserts(new EventUpsertBatch("events", "rejects", null, 2, PostgresSinkMetrics.unregistered()), null, "writer 0", 2);
+            new BackgroundUpserts(new EventUpsertBatch("events", "rejects", null, null, 2, PostgresSinkMetrics.unregistered()), null, "writer 0", 2);
 
     @AfterEach
     void close() throws SQLException {

@@ -210,7 +210,8 @@ class BusinessEffectsTest {
         SinkDatabase.drainEffects(config, metrics);
 
         assertThat(results()).hasSize(8).containsEntry("poison",
-                "{\"error\": \"poison payment poison\", \"status\": \"failed\", \"sqlstate\": \"P0001\"}");
+                "{\"sink\": \"ledger\", \"error\": \"poison payment poison\", \"status\": \"failed\","
+                        + " \"sqlstate\": \"P0001\"}");
         assertThat(db.effectStatuses()).containsEntry("p2", "applied").containsEntry("p4", "applied");
         assertThat(db.ledgerBalances()).containsExactlyInAnyOrderEntriesOf(Map.of("alice", 30, "bob", 60, "carol", 10));
         assertThat(db.deliveriesById()).containsEntry("poison", 1);
@@ -340,6 +341,10 @@ class BusinessEffectsTest {
             Array array = ids == null ? null : connection.createArrayOf("text", ids);
             requeue.setArray(1, array);
             requeue.setArray(2, array);
+            for (int sinkParameter = 3; sinkParameter <= 5; sinkParameter++) {
+                requeue.setString(sinkParameter, config.sinkPrefix());
+            }
+            requeue.setString(6, FUNCTION);
             try (ResultSet rows = requeue.executeQuery()) {
                 while (rows.next()) {
                     queued.add(rows.getString(1));

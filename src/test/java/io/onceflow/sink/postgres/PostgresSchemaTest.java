@@ -35,7 +35,8 @@ class PostgresSchemaTest {
         assertThat(ddl).as("no index whose predicate mentions result: storing a result stays a HOT update")
                 .doesNotContain("ON sink.events (").contains("CREATE TABLE IF NOT EXISTS sink.events_effect_queue (\n"
                         + "    id text PRIMARY KEY,\n    source_partition int,\n    source_offset bigint,\n"
-                        + "    queued_at timestamptz NOT NULL DEFAULT clock_timestamp(),\n    effect_transaction text\n);",
+                        + "    queued_at timestamptz NOT NULL DEFAULT clock_timestamp(),\n    effect_transaction text,\n"
+                        + "    sink_prefix text,\n    effect_function text\n);",
                         "CREATE INDEX IF NOT EXISTS events_effect_queue_source_order ON sink.events_effect_queue"
                         + " (source_partition, source_offset);");
         assertThat(ddl).contains("CREATE TABLE IF NOT EXISTS sink.commit_log (\n    gid text PRIMARY KEY,\n"

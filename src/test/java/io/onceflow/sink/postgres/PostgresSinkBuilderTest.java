@@ -115,6 +115,13 @@ class PostgresSinkBuilderTest {
     }
 
     @Test
+    void anAtLeastOnceSinkWithAnEffectNeedsAPrefixItsQueuedEffectsAreBoundTo() {
+        assertThatThrownBy(() -> valid().setSinkPrefix(null).setEffectFunction("ledger.apply_payment").buildAtLeastOnce())
+                .hasMessageContaining("sink prefix 'null' is not valid, and an effect function needs one");
+        assertThat(valid().setEffectFunction("ledger.apply_payment").buildAtLeastOnce()).isNotNull();
+    }
+
+    @Test
     void aLockTimeoutThatLeavesTheWritersClaimNoValidLockTimeoutIsRefused() {
         Duration lease = Duration.ofSeconds(30);
         Duration longest = PostgresWriterOptions.maxLockTimeout(lease);

@@ -166,7 +166,7 @@ final class SinkDatabase {
      * @return how many effects it took (applied, rejected or failed)
      */
     static int drainEffects(PostgresSinkConfig config, PostgresSinkMetrics metrics) throws SQLException {
-        EffectBatch batch = new EffectBatch(new EventsTable(config.tables().events()), config.tables().effectFunction(),
+        EffectBatch batch = new EffectBatch(new EventsTable(config.tables().events()), config.sinkPrefix(), config.tables().effectFunction(),
                 config.tables().effectKeys(), metrics);
         try (Connection connection = PostgresConnections.open(config, "effects-test")) {
             int total = 0;

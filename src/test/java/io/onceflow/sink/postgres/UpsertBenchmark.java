@@ -82,7 +82,7 @@ final class UpsertBenchmark {
     }
 
     private void writeWithUnnest(Connection connection, int batchSize) throws SQLException {
-        EventUpsertBatch batch = new EventUpsertBatch(config.tables().events(), config.tables().rejects(), null, batchSize,
+        EventUpsertBatch batch = new EventUpsertBatch(config.tables().events(), config.tables().rejects(), null, null, batchSize,
                 PostgresSinkMetrics.unregistered());
         for (Event event : events) {
             if (batch.add(event)) {

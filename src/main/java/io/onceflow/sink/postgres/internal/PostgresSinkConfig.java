@@ -14,7 +14,8 @@ import org.apache.flink.annotation.Internal;
  * to the task managers inside the sink: the three option groups as the builder checked them, and
  * what the start added. {@link #toString()} leaves the password out.
  *
- * @param sinkPrefix null for the at-least-once sink, which prepares no transactions
+ * @param sinkPrefix null for an at-least-once sink without an effect function, which prepares no
+ *     transactions and queues no effects
  * @param tolerableCheckpointFailures Flink's {@code execution.checkpointing.tolerable-failed-checkpoints}
  * @param run the run of {@link RegisteredRun}; {@link #NO_RUN} before one is registered
  */
@@ -31,7 +32,7 @@ public record PostgresSinkConfig(
     public static final long NO_RUN = 0;
 
     public PostgresSchema schema() {
-        return new PostgresSchema(tables);
+        return new PostgresSchema(tables, sinkPrefix);
     }
 
     public PostgresSinkConfig withRun(long newRun) {

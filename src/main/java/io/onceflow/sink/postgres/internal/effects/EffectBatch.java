@@ -28,6 +28,8 @@ import org.postgresql.jdbc.PgConnection;
 @Internal
 public final class EffectBatch {
     private final String lockBatchSql;
+    private final String sinkPrefix;
+    private final String effectFunction;
     private final String dequeueSql;
     private final EffectCalls calls;
     /** Null without a keys function. */
@@ -35,12 +37,18 @@ public final class EffectBatch {
     /** The partition of the first effect the last run took, or null: the one to set aside when it fails. */
     private Integer headPartition;
 
-    /** @param keysFunction null for none */
-    public EffectBatch(EventsTable events, String effectFunction, String keysFunction, PostgresSinkMetrics metrics) {
+    /**
+     * @param sinkPrefix the sink whose queued effects it takes, with {@code effectFunction}: no other's
+     * @param keysFunction null for none
+     */
+    public EffectBatch(EventsTable events, String sinkPrefix, String effectFunction, String keysFunction,
+            PostgresSinkMetrics metrics) {
         PendingEffectsTable queue = events.queue();
+        this.sinkPrefix = sinkPrefix;
+        this.effectFunction = effectFunction;
         this.lockBatchSql = queue.lockBatchStatement();
         this.dequeueSql = queue.dequeueStatement();
-        this.calls = new EffectCalls(events, effectFunction, metrics);
+        this.calls = new EffectCalls(events, sinkPrefix, effectFunction, metrics);
         this.keys = keysFunction == null ? null : new EffectKeys(events, keysFunction);
     }
 
@@ -87,7 +95,9 @@ public final class EffectBatch {
         List<String> ids = new ArrayList<>();
         try (PreparedStatement lock = connection.prepareStatement(lockBatchSql)) {
             lock.setArray(1, connection.unwrap(PgConnection.class).createArrayOf("int4", setAside.toArray()));
-            lock.setInt(2, limit);
+            lock.setString(2, sinkPrefix);
+            lock.setString(3, effectFunction);
+            lock.setInt(4, limit);
             try (ResultSet rows = lock.executeQuery()) {
                 while (rows.next()) {
                     if (ids.isEmpty()) {

@@ -37,9 +37,12 @@ public final class EffectCalls {
     private final String callSql;
     private final String lockForResultsSql;
     private final String storeSql;
+    private final String sinkPrefix;
     private final PostgresSinkMetrics metrics;
 
-    public EffectCalls(EventsTable events, String effectFunction, PostgresSinkMetrics metrics) {
+    /** @param sinkPrefix the sink a failure is recorded for: only its re-drive queues it again */
+    public EffectCalls(EventsTable events, String sinkPrefix, String effectFunction, PostgresSinkMetrics metrics) {
+        this.sinkPrefix = sinkPrefix;
         this.table = events.name();
         SqlIdentifiers.requireFunctionName("effect function", effectFunction);
         this.callSql = events.callEffectStatement(effectFunction);
@@ -82,6 +85,7 @@ public final class EffectCalls {
             store.setArray(2, pg.createArrayOf("text", outcomes.results.toArray()));
             store.setArray(3, pg.createArrayOf("text", outcomes.sqlStates.toArray()));
             store.setArray(4, pg.createArrayOf("text", outcomes.errors.toArray()));
+            store.setString(5, sinkPrefix);
             try (ResultSet statuses = store.executeQuery()) {
                 while (statuses.next()) {
                     stored++;

@@ -74,7 +74,7 @@ public final class EffectWorker implements AutoCloseable {
         this.config = config;
         this.name = "effects-" + subtaskIndex;
         this.queue = events.queue();
-        this.batch = new EffectBatch(events, config.tables().effectFunction(), config.tables().effectKeys(), metrics);
+        this.batch = new EffectBatch(events, config.sinkPrefix(), config.tables().effectFunction(), config.tables().effectKeys(), metrics);
         this.functions = config.tables().effectFunction()
                 + (config.tables().effectKeys() == null ? "" : " (or its keys function " + config.tables().effectKeys() + ")");
         this.maxBatch = config.writer().batchSize();
@@ -192,9 +192,7 @@ public final class EffectWorker implements AutoCloseable {
         }
         if (legacyPending) {
             // rows that an earlier version's prepared transactions committed after the upgrade's start
-            try (Statement statement = session.createStatement()) {
-                statement.execute(queue.queueLegacyPendingStatement());
-            }
+            EffectQueueStartChecks.queueLegacyPending(session, queue, config.sinkPrefix(), config.tables().effectFunction());
         }
         try (PreparedStatement query = session.prepareStatement(queue.backlogQuery());
                 ResultSet backlog = query.executeQuery()) {

@@ -45,7 +45,7 @@ final class RunStartChecks {
         ServerChecks.checkServerEncoding(connection);
         requireOneSessionPerConnection();
         ServerChecks.checkMaxPreparedTransactions(connection, parallelism, config.tolerableCheckpointFailures());
-        config.schema().prepare(connection);
+        config.schema().prepareRunStart(connection);
         BarrierLockChecks.check(connection, config.schema(), parallelism,
                 config.tables().allowTriggersThatMayStallCheckpoints());
     }

@@ -103,7 +103,7 @@ public final class SinkRuns {
     public static void startAtLeastOnce(PostgresSinkConfig config, boolean discardPending) throws SQLException {
         try (Connection connection = PostgresConnections.open(config, "run-start")) {
             ServerChecks.checkServerEncoding(connection);
-            config.schema().prepare(connection);
+            config.schema().prepareRunStart(connection);
             new RunStartChecks(connection, config).refuseWhileLiveWritersHoldThePrefix();
             List<TransactionId> prepared = PreparedTransactionRecovery.prepared(connection, config.sinkPrefix());
             if (prepared.isEmpty()) {

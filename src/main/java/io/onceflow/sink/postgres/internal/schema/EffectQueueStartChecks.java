@@ -59,7 +59,8 @@ public final class EffectQueueStartChecks {
      * table: then the index stays until a later start, and the effect workers queue the rows those
      * transactions commit meanwhile (the index finds them).
      */
-    static void migrateLegacyPendingIndex(Connection connection, EventsTable events) throws SQLException {
+    static void migrateLegacyPendingIndex(Connection connection, EventsTable events, String sinkPrefix, String function)
+            throws SQLException {
         PendingEffectsTable queue = events.queue();
         String legacy = queue.legacyIndex();
         if (!hasLegacyIndex(connection, queue)) {
@@ -70,7 +71,7 @@ public final class EffectQueueStartChecks {
                 try (Statement statement = connection.createStatement()) {
                     PostgresSchema.lockSchema(statement);
                     if (exists(connection, legacy)) {
-                        statement.execute(queue.queueLegacyPendingStatement());
+                        queueLegacyPending(connection, queue, sinkPrefix, function);
                         // never wait behind a prepared transaction that only this job's committer ends
                         statement.execute("SET LOCAL lock_timeout = '" + LEGACY_INDEX_LOCK_WAIT.toMillis() + "ms'");
                         statement.execute("DROP INDEX " + legacy);
@@ -83,6 +84,19 @@ public final class EffectQueueStartChecks {
             }
             LOG.info("The index {} of an earlier version stays until a later start: a transaction (maybe a prepared"
                     + " one of a restored checkpoint) holds a lock on {}", legacy, events.name());
+        }
+    }
+
+    /**
+     * Queues the rows an earlier version left waiting for their effect, bound to this sink and
+     * function (it had neither: any sink on the table applied them).
+     */
+    public static void queueLegacyPending(Connection connection, PendingEffectsTable queue, String sinkPrefix,
+            String function) throws SQLException {
+        try (PreparedStatement statement = connection.prepareStatement(queue.queueLegacyPendingStatement())) {
+            statement.setString(1, sinkPrefix);
+            statement.setString(2, function);
+            statement.execute();
         }
     }
 

@@ -16,6 +16,8 @@ import org.apache.flink.annotation.Internal;
 public final class EventsTable {
     /** The effect's result; a table from before effects lacks it, and {@link #addResultColumnStatement} adds it. */
     public static final String RESULT_COLUMN = "result";
+    /** The field of a failed result that names the sink whose effect failed (absent in earlier versions). */
+    public static final String FAILED_SINK_FIELD = "sink";
     /**
      * The columns of a batch, bound as one array each (parameters 1 to 6: ids, payloads, topics,
      * partitions, offsets, deliveries). One {@code INSERT ... SELECT FROM unnest(<one array per
@@ -151,14 +153,16 @@ public final class EventsTable {
 
     /**
      * Stores results: parameters 1 the ids, 2 their results as JSON text (NULL for a failure), 3 the
-     * failures' SQLSTATEs and 4 their errors (NULL for a result); a failure is stored as {@code
-     * {"status":"failed","sqlstate":...,"error":...}}. Returns the status of each row stored.
+     * failures' SQLSTATEs, 4 their errors (NULL for a result) and 5 the sink prefix; a failure is
+     * stored as {@code {"status":"failed","sqlstate":...,"error":...,"sink":...}}, the sink being the
+     * one whose re-drive may queue it again. Returns the status of each row stored.
      */
     public String storeResultsStatement() {
         return "UPDATE " + name + " AS e SET result = CASE WHEN r.sqlstate IS NULL THEN r.result::jsonb"
                 + " ELSE jsonb_build_object('status', '" + EffectFunction.FAILED + "', 'sqlstate', r.sqlstate,"
-                + " 'error', r.error) END FROM unnest(?::text[], ?::text[], ?::text[], ?::text[])"
-                + " AS r(id, result, sqlstate, error) WHERE e.id = r.id RETURNING e.result->>'status'";
+                + " 'error', r.error, '" + FAILED_SINK_FIELD + "', s.prefix) END"
+                + " FROM unnest(?::text[], ?::text[], ?::text[], ?::text[]) AS r(id, result, sqlstate, error)"
+                + " CROSS JOIN (SELECT ?::text) AS s(prefix) WHERE e.id = r.id RETURNING e.result->>'status'";
     }
 
     /**
@@ -172,10 +176,12 @@ public final class EventsTable {
     /**
      * For the ids in parameter 1 that have a row: the id, whether its result is SQL NULL (pending,
      * or written without an effect function), the result's status, and whether its effect is
-     * queued. What the re-drive command says of an id it did not queue again.
+     * queued, and the sink a failure names (or NULL). What the re-drive command says of an id it did
+     * not queue again.
      */
     public String effectStatesQuery() {
-        return "SELECT e.id, e.result IS NULL, e.result->>'status', " + queue.isQueued("e") + " FROM " + name
+        return "SELECT e.id, e.result IS NULL, e.result->>'status', " + queue.isQueued("e") + ", e.result->>'"
+                + FAILED_SINK_FIELD + "' FROM " + name
                 + " e WHERE e.id = ANY (?::text[])";
     }
 

@@ -1,6 +1,7 @@
 package io.onceflow.sink.postgres.internal.schema;
 
 import io.onceflow.sink.postgres.EffectFunction;
+import java.util.List;
 import org.apache.flink.annotation.Internal;
 
 /**
@@ -20,6 +21,8 @@ import org.apache.flink.annotation.Internal;
 @Internal
 public final class PendingEffectsTable {
     public static final String SUFFIX = "_effect_queue";
+    static final String SINK_PREFIX_COLUMN = "sink_prefix";
+    static final String EFFECT_FUNCTION_COLUMN = "effect_function";
     /** PostgreSQL truncates identifiers at 63 bytes: the events table's own name may be this long. */
     public static final int MAX_EVENTS_NAME_LENGTH = 63 - SUFFIX.length();
 
@@ -61,8 +64,38 @@ public final class PendingEffectsTable {
                 + "    source_partition int,\n"
                 + "    source_offset bigint,\n"
                 + "    queued_at timestamptz NOT NULL DEFAULT clock_timestamp(),\n"
-                + "    effect_transaction text\n"
+                + "    effect_transaction text,\n"
+                + "    " + SINK_PREFIX_COLUMN + " text,\n"
+                + "    " + EFFECT_FUNCTION_COLUMN + " text\n"
                 + ")";
+    }
+
+    /**
+     * The columns a queue of an earlier version lacks, which bind each effect to the sink (its
+     * {@code postgres.sink.prefix}) and the function ({@link #functionIdentity}) that queued it.
+     * Nullable, so that adding them never rewrites the table; a row without them (queued by an
+     * earlier version) has no owner until a start adopts it ({@link #adoptUnboundStatement}).
+     */
+    public static List<String> bindingColumns() {
+        return List.of(SINK_PREFIX_COLUMN, EFFECT_FUNCTION_COLUMN);
+    }
+
+    /** Adds one of {@link #bindingColumns()} to a queue of an earlier version. */
+    public String addBindingColumnStatement(String column) {
+        if (!bindingColumns().contains(column)) {
+            throw new IllegalArgumentException("not a binding column of the effect queue: " + column);
+        }
+        return "ALTER TABLE " + name + " ADD COLUMN IF NOT EXISTS " + column + " text";
+    }
+
+    /**
+     * The identity of the effect function named by parameter {@code ?}: its schema-qualified name
+     * as the server resolves it, so that {@code apply_payment} and {@code public.apply_payment}
+     * are one function whatever the search_path; NULL if there is no such function.
+     */
+    public static String functionIdentity() {
+        return "(SELECT quote_ident(n.nspname) || '.' || quote_ident(p.proname) FROM pg_proc p"
+                + " JOIN pg_namespace n ON n.oid = p.pronamespace WHERE p.oid = to_regprocedure(? || '(text,jsonb)'))";
     }
 
     /** The order effects are called in: the source's (partition, offset). */
@@ -75,27 +108,32 @@ public final class PendingEffectsTable {
     /**
      * The rows inserted by the upsert in the CTE {@code written} (which returns {@code id,
      * source_partition, source_offset, effect_transaction, inserted}) that were new: for {@link
-     * EventsTable#upsertQueuingStatement}.
+     * EventsTable#upsertQueuingStatement}, bound to the sink prefix and the function named by its two
+     * parameters.
      */
     String queueNewRowsOf(String written) {
-        return "INSERT INTO " + name + " (id, source_partition, source_offset, effect_transaction)"
-                + " SELECT id, source_partition, source_offset, effect_transaction FROM " + written + " WHERE inserted"
+        return "INSERT INTO " + name + " (id, source_partition, source_offset, effect_transaction, " + SINK_PREFIX_COLUMN
+                + ", " + EFFECT_FUNCTION_COLUMN + ") SELECT id, source_partition, source_offset, effect_transaction, ?::text, "
+                + functionIdentity() + " FROM " + written + " WHERE inserted"
                 // a queue row whose events row is gone (deleted by hand, or purged in a race with a re-drive)
                 // is stale: the new row adopts it, instead of failing on the key as if its data were bad
                 + " ON CONFLICT (id) DO UPDATE SET source_partition = EXCLUDED.source_partition,"
                 + " source_offset = EXCLUDED.source_offset, effect_transaction = EXCLUDED.effect_transaction,"
-                + " queued_at = clock_timestamp()";
+                + " " + SINK_PREFIX_COLUMN + " = EXCLUDED." + SINK_PREFIX_COLUMN + ", " + EFFECT_FUNCTION_COLUMN
+                + " = EXCLUDED." + EFFECT_FUNCTION_COLUMN + ", queued_at = clock_timestamp()";
     }
 
     /**
-     * Locks up to parameter 2 queued effects whose events row is committed, in source order, skipping
-     * those another worker holds and those of the partitions in parameter 1 (set aside after a
-     * failure): returns their ids and partitions. The events rows are not locked: a writer's upsert
-     * of a redelivered id must not wait for the effect calls.
+     * Locks up to parameter 4 queued effects of the sink prefix in parameter 2 and the function named
+     * by parameter 3 whose events row is committed, in source order, skipping those another worker
+     * holds and those of the partitions in parameter 1 (set aside after a failure): returns their ids
+     * and partitions. Another sink's or function's effects are not this worker's to apply. The events
+     * rows are not locked: a writer's upsert of a redelivered id must not wait for the effect calls.
      */
     public String lockBatchStatement() {
         return "SELECT q.id, q.source_partition FROM " + name + " q JOIN " + events + " e ON e.id = q.id"
-                + " WHERE coalesce(q.source_partition, -1) <> ALL (?::int[])"
+                + " WHERE coalesce(q.source_partition, -1) <> ALL (?::int[]) AND q." + SINK_PREFIX_COLUMN + " = ?"
+                + " AND q." + EFFECT_FUNCTION_COLUMN + " = " + functionIdentity()
                 + " ORDER BY q.source_partition, q.source_offset LIMIT ? FOR UPDATE OF q SKIP LOCKED";
     }
 
@@ -125,25 +163,66 @@ public final class PendingEffectsTable {
     }
 
     /**
-     * Queues again the effects recorded as failed: of the ids in parameter 1, or every failed one
-     * when parameter 1 is NULL. Their result goes back to NULL (pending) in the same transaction.
-     * Returns the ids queued.
+     * Queues again the effects that a sink recorded as failed: of the ids in parameters 1 and 2 (the
+     * same array), or every failed one when it is NULL, of the sink prefix in parameters 3 to 5 (the
+     * same; failures of an earlier version, which named no sink, too), bound to that sink and the
+     * function named by parameter 6. Their result goes back to NULL (pending) in the same
+     * transaction. Returns the ids queued.
      */
     public String requeueFailedStatement() {
         return "WITH failed AS (UPDATE " + events + " SET result = NULL WHERE result->>'status' = '"
                 + EffectFunction.FAILED + "' AND (?::text[] IS NULL OR id = ANY (?::text[]))"
+                + " AND coalesce(result->>'" + EventsTable.FAILED_SINK_FIELD + "', ?) = ?"
                 + " RETURNING id, source_partition, source_offset)"
-                + " INSERT INTO " + name + " (id, source_partition, source_offset)"
-                + " SELECT id, source_partition, source_offset FROM failed ON CONFLICT (id) DO NOTHING RETURNING id";
+                + " INSERT INTO " + name + " (id, source_partition, source_offset, " + SINK_PREFIX_COLUMN + ", "
+                + EFFECT_FUNCTION_COLUMN + ") SELECT id, source_partition, source_offset, ?::text, " + functionIdentity()
+                + " FROM failed ON CONFLICT (id) DO NOTHING RETURNING id";
+    }
+
+    /**
+     * The queued effects by sink prefix and function, most first: each row the prefix, the function
+     * (either NULL for rows of an earlier version) and the count.
+     */
+    public String bindingsQuery() {
+        return "SELECT " + SINK_PREFIX_COLUMN + ", " + EFFECT_FUNCTION_COLUMN + ", count(*) FROM " + name
+                + " GROUP BY 1, 2 ORDER BY 3 DESC";
+    }
+
+    /**
+     * Binds the effects that have no owner to the sink prefix in parameter 1 and the function named
+     * by parameter 2: those queued by an earlier version, which let any sink apply them, and those of
+     * the sink prefix in parameter 3 queued while its function did not exist (dropped while it ran).
+     */
+    public String adoptUnboundStatement() {
+        return "UPDATE " + name + " SET " + SINK_PREFIX_COLUMN + " = ?, " + EFFECT_FUNCTION_COLUMN + " = "
+                + functionIdentity() + " WHERE " + EFFECT_FUNCTION_COLUMN + " IS NULL AND (" + SINK_PREFIX_COLUMN
+                + " IS NULL OR " + SINK_PREFIX_COLUMN + " = ?)";
+    }
+
+    /** The identity ({@link #functionIdentity}) of the function named by parameter 1, or NULL. */
+    public static String functionIdentityQuery() {
+        return "SELECT " + functionIdentity();
+    }
+
+    /**
+     * What an operator runs to have the effects queued by the sink prefix {@code prefix} for the
+     * function {@code from} applied by the function {@code to} instead: for the start's refusal.
+     */
+    public String rebindStatement(String prefix, String from, String to) {
+        return "UPDATE " + name + " SET " + EFFECT_FUNCTION_COLUMN + " = '" + to.replace("'", "''") + "' WHERE "
+                + SINK_PREFIX_COLUMN + " = '" + prefix + "' AND " + EFFECT_FUNCTION_COLUMN + " = '"
+                + from.replace("'", "''") + "'";
     }
 
     /**
      * Queues the rows of an events table from before this queue that wait for their effect, for the
-     * migration ({@link #legacyIndex} finds them).
+     * migration ({@link #legacyIndex} finds them), bound to the sink prefix in parameter 1 and the
+     * function named by parameter 2.
      */
     public String queueLegacyPendingStatement() {
-        return "INSERT INTO " + name + " (id, source_partition, source_offset, effect_transaction)"
-                + " SELECT id, source_partition, source_offset, effect_transaction FROM " + events
+        return "INSERT INTO " + name + " (id, source_partition, source_offset, effect_transaction, " + SINK_PREFIX_COLUMN
+                + ", " + EFFECT_FUNCTION_COLUMN + ") SELECT id, source_partition, source_offset, effect_transaction, ?::text, "
+                + functionIdentity() + " FROM " + events
                 + " WHERE result IS NULL AND effect_transaction IS NOT NULL ON CONFLICT (id) DO NOTHING";
     }
 

@@ -54,12 +54,22 @@ public final class PostgresSchema {
     private final String effectFunction;
     /** Null without effect keys. */
     private final String effectKeys;
+    /** The sink that queues and applies this schema's effects; null for a schema only created or read. */
+    private final String sinkPrefix;
 
     /**
      * @throws IllegalArgumentException if a name is not a plain SQL identifier, or two name the same
      *     table
      */
     public PostgresSchema(PostgresTableOptions tables) {
+        this(tables, null);
+    }
+
+    /**
+     * As {@link #PostgresSchema(PostgresTableOptions)}, for the sink of {@code sinkPrefix}, which
+     * {@link #prepare} binds the effect queue to.
+     */
+    public PostgresSchema(PostgresTableOptions tables, String sinkPrefix) {
         tables.validated();
         this.events = new EventsTable(tables.events());
         this.rejects = new RejectsTable(tables.rejects());
@@ -68,6 +78,7 @@ public final class PostgresSchema {
         this.writers = new WritersTable(tables.writers());
         this.effectFunction = tables.effectFunction();
         this.effectKeys = tables.effectKeys();
+        this.sinkPrefix = sinkPrefix;
     }
 
     /** The tables of these names, without an effect; as {@link #PostgresSchema(PostgresTableOptions)}. */
@@ -134,7 +145,12 @@ public final class PostgresSchema {
             EffectQueueStartChecks.refuseStrandedEffects(connection, events.queue());
             return;
         }
-        EffectQueueStartChecks.migrateLegacyPendingIndex(connection, events);
+        if (sinkPrefix == null) {
+            throw new IllegalStateException("an effect function (postgres.effect.function) needs the sink's prefix"
+                    + " (postgres.sink.prefix): the queued effects are bound to it");
+        }
+        EffectQueueBinding.addColumnsIfMissing(connection, events.queue());
+        EffectQueueStartChecks.migrateLegacyPendingIndex(connection, events, sinkPrefix, effectFunction);
         if (columnType(connection, events.name(), EventsTable.RESULT_COLUMN) == null) {
             addResultColumn(connection);
         }
@@ -145,6 +161,23 @@ public final class PostgresSchema {
                     + " column, then start again (the sink adds its own)");
         }
         EffectFunction.check(connection, effectFunction, effectKeys);
+    }
+
+    /**
+     * What a run's start does before the job runs: {@link #prepare}, and with an effect function,
+     * refuses effects queued by another sink or for another function ({@link EffectQueueBinding}).
+     * Not a writer's (re)start: a sink's prefix and function cannot change within a run, and another
+     * sink that started meanwhile must not stop this one (its effects are not this one's to apply).
+     *
+     * @param connection in autocommit mode; left in autocommit mode
+     * @throws IllegalStateException naming the fix, as {@link #prepare} and {@link EffectQueueBinding}
+     */
+    public void prepareRunStart(Connection connection) throws SQLException {
+        prepare(connection);
+        if (effectFunction != null) {
+            EffectQueueBinding.requireOwnEffectsOnly(connection, events.queue(), events.name(), sinkPrefix,
+                    effectFunction);
+        }
     }
 
     private void addResultColumn(Connection connection) throws SQLException {
@@ -200,7 +233,7 @@ public final class PostgresSchema {
     }
 
     /** The type of {@code table}'s {@code column}, or null if it has none. */
-    private static String columnType(Connection connection, String table, String column) throws SQLException {
+    static String columnType(Connection connection, String table, String column) throws SQLException {
         try (PreparedStatement query = connection.prepareStatement("SELECT format_type(atttypid, atttypmod)"
                 + " FROM pg_attribute WHERE attrelid = to_regclass(?) AND attname = ? AND NOT attisdropped")) {
             query.setString(1, table);

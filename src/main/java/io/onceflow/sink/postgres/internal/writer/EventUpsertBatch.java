@@ -28,19 +28,22 @@ public final class EventUpsertBatch {
     /** The gid of the transaction the rows go into (exactly-once), or null (autocommit). */
     private String effectTransaction;
 
-    /** @param effectFunction null for none */
-    public EventUpsertBatch(String table, String rejectsTable, String effectFunction, int capacity,
+    /**
+     * @param sinkPrefix the sink its queued effects are bound to; null without an effect function
+     * @param effectFunction null for none
+     */
+    public EventUpsertBatch(String table, String rejectsTable, String sinkPrefix, String effectFunction, int capacity,
             PostgresSinkMetrics metrics) {
         EventsTable events = new EventsTable(table);
         RefusedRows refused = new RefusedRows(new RejectsTable(rejectsTable), metrics);
-        this.statement = UpsertStatement.of(events, refused, effectFunction);
+        this.statement = UpsertStatement.of(events, refused, sinkPrefix, effectFunction);
         this.rows = new RowBuffer(capacity);
     }
 
     /** The batch of a writer of the sink configured by {@code config}. */
     public static EventUpsertBatch of(PostgresSinkConfig config, PostgresSinkMetrics metrics) {
-        return new EventUpsertBatch(config.tables().events(), config.tables().rejects(), config.tables().effectFunction(),
-                config.writer().batchSize(), metrics);
+        return new EventUpsertBatch(config.tables().events(), config.tables().rejects(), config.sinkPrefix(),
+                config.tables().effectFunction(), config.writer().batchSize(), metrics);
     }
 
     /**

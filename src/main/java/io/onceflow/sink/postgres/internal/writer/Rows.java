@@ -79,6 +79,9 @@ public final class Rows {
     }
 
     /** Binds the six column arrays of a batch's rows ({@link EventsTable}) from parameter {@code first} on. */
+    /** How many parameters {@link #bind} sets: one array per column. */
+    static final int BOUND_PARAMETERS = 6;
+
     void bind(PreparedStatement statement, int first) throws SQLException {
         // pgjdbc's own createArrayOf takes primitive arrays too (no boxing).
         PgConnection pg = statement.getConnection().unwrap(PgConnection.class);

@@ -15,10 +15,13 @@ import java.sql.SQLException;
  */
 sealed interface UpsertStatement {
 
-    /** @param effectFunction null for none */
-    static UpsertStatement of(EventsTable events, RefusedRows refused, String effectFunction) {
+    /**
+     * @param sinkPrefix the sink the queued effects are bound to, with {@code effectFunction}
+     * @param effectFunction null for none
+     */
+    static UpsertStatement of(EventsTable events, RefusedRows refused, String sinkPrefix, String effectFunction) {
         return effectFunction == null ? new Plain(events.upsertStatement(), refused)
-                : new QueuingEffects(events.upsertQueuingStatement(), refused);
+                : new QueuingEffects(events.upsertQueuingStatement(), refused, sinkPrefix, effectFunction);
     }
 
     /**
@@ -50,11 +53,13 @@ sealed interface UpsertStatement {
     /**
      * With an {@link EffectFunction}, the events table is the inbox: one upsert per batch that also
      * queues the effect of each new row ({@link PendingEffectsTable}), tagged with the gid of its
-     * transaction (exactly-once) or none (at-least-once, autocommit). The inbox row and its queued
+     * transaction (exactly-once) or none (at-least-once, autocommit), and bound to this sink and
+     * function (no other sink's worker applies it, nor another function). The inbox row and its queued
      * effect commit together; the {@link EffectWorker}s apply the effect after that, in a
      * transaction of their own that never spans a checkpoint barrier.
      */
-    record QueuingEffects(String sql, RefusedRows refused) implements UpsertStatement {
+    record QueuingEffects(String sql, RefusedRows refused, String sinkPrefix, String effectFunction)
+            implements UpsertStatement {
         @Override
         public EventUpsertBatch.Upsert upsert(Rows rows, String transaction) {
             return connection -> {
@@ -67,6 +72,8 @@ sealed interface UpsertStatement {
             try (PreparedStatement upsert = connection.prepareStatement(sql)) {
                 upsert.setString(1, transaction);
                 rows.bind(upsert, 2);
+                upsert.setString(2 + Rows.BOUND_PARAMETERS, sinkPrefix);
+                upsert.setString(3 + Rows.BOUND_PARAMETERS, effectFunction);
                 upsert.executeUpdate();
             }
         }

@@ -1,0 +1,119 @@
+package io.onceflow.sink.postgres.internal.schema;
+
+import io.onceflow.sink.postgres.internal.PostgresConnections;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import org.apache.flink.annotation.Internal;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Internal. The start's side of the rule that a queued effect belongs to one sink and one function
+ * ({@link PendingEffectsTable#bindingColumns()}): the workers and the re-drive take only their own,
+ * and a start refuses what would leave effects that nobody applies, or that another sink or another
+ * function would apply: effects queued by another sink prefix (two sinks on one events table), and
+ * effects of this sink queued for another function, unless the operator re-binds them.
+ */
+@Internal
+public final class EffectQueueBinding {
+    private static final Logger LOG = LoggerFactory.getLogger(EffectQueueBinding.class);
+
+    private EffectQueueBinding() {}
+
+    /**
+     * Adds the binding columns to a queue of an earlier version, if it lacks them; the table's owner
+     * only.
+     *
+     * @throws IllegalStateException naming the statement the table's owner must run, if the user may
+     *     not alter the table
+     */
+    static void addColumnsIfMissing(Connection connection, PendingEffectsTable queue) throws SQLException {
+        for (String column : PendingEffectsTable.bindingColumns()) {
+            if (PostgresSchema.columnType(connection, queue.name(), column) != null) {
+                continue;
+            }
+            String alter = queue.addBindingColumnStatement(column);
+            try {
+                PostgresConnections.inTransaction(connection, () -> {
+                    try (Statement statement = connection.createStatement()) {
+                        PostgresSchema.lockSchema(statement);
+                        statement.execute(alter);
+                    }
+                });
+            } catch (SQLException e) {
+                if (!"42501".equals(e.getSQLState())) {
+                    throw e;
+                }
+                throw new IllegalStateException("the effect queue " + queue.name() + " of an earlier version has no "
+                        + column + " column, and the user may not add it (only the table's owner may): have the owner"
+                        + " run " + alter + "; then start the job again (" + e.getMessage() + ")", e);
+            }
+        }
+    }
+
+    /**
+     * Adopts the effects that have no owner (queued by an earlier version), then refuses the start
+     * if effects are queued by another sink prefix, or by this one for another function.
+     *
+     * @param function the configured effect function, which exists (checked before)
+     * @throws IllegalStateException naming the other sink or function and the fix
+     */
+    static void requireOwnEffectsOnly(Connection connection, PendingEffectsTable queue, String eventsTable,
+            String sinkPrefix, String function) throws SQLException {
+        String identity = identity(connection, function);
+        PostgresConnections.inTransaction(connection, () -> {
+            try (Statement lock = connection.createStatement()) {
+                PostgresSchema.lockSchema(lock); // two subtasks' starts adopt once
+            }
+            try (PreparedStatement adopt = connection.prepareStatement(queue.adoptUnboundStatement())) {
+                adopt.setString(1, sinkPrefix);
+                adopt.setString(2, function);
+                adopt.setString(3, sinkPrefix);
+                int adopted = adopt.executeUpdate();
+                if (adopted > 0) {
+                    LOG.info("Sink {} adopted {} effects queued in {} without a sink or function (by an earlier"
+                            + " version): it applies them with {}", sinkPrefix, adopted, queue.name(), identity);
+                }
+            }
+            try (PreparedStatement query = connection.prepareStatement(queue.bindingsQuery());
+                    ResultSet bindings = query.executeQuery()) {
+                while (bindings.next()) {
+                    refuseOthers(queue, eventsTable, sinkPrefix, identity, bindings.getString(1), bindings.getString(2),
+                            bindings.getLong(3));
+                }
+            }
+        });
+    }
+
+    private static void refuseOthers(PendingEffectsTable queue, String eventsTable, String sinkPrefix, String identity,
+            String queuedBy, String queuedFor, long count) {
+        if (!sinkPrefix.equals(queuedBy)) {
+            throw new IllegalStateException(count + " effects are queued in " + queue.name() + " by the sink "
+                    + queuedBy + " (postgres.sink.prefix), and this sink " + sinkPrefix + " uses the same events table"
+                    + " (postgres.table=" + eventsTable + "): two sinks must not share one, so give this job its own"
+                    + " postgres.table; if this job is that sink renamed, start it with postgres.sink.prefix="
+                    + queuedBy + " until the queue drains (docs/effects.md, \"Bound to a sink and a function\")");
+        }
+        if (!identity.equals(queuedFor)) {
+            throw new IllegalStateException(count + " effects of this sink are queued in " + queue.name()
+                    + " for the function " + queuedFor + ", and postgres.effect.function is now " + identity
+                    + ": start with the function they were queued for until the queue drains, or, to have " + identity
+                    + " apply them instead, run " + queue.rebindStatement(sinkPrefix, queuedFor, identity)
+                    + "; then start again (docs/effects.md, \"Bound to a sink and a function\")");
+        }
+    }
+
+    /** The function's identity as the queue records it ({@link PendingEffectsTable#functionIdentity}). */
+    private static String identity(Connection connection, String function) throws SQLException {
+        try (PreparedStatement query = connection.prepareStatement(PendingEffectsTable.functionIdentityQuery())) {
+            query.setString(1, function);
+            try (ResultSet found = query.executeQuery()) {
+                found.next();
+                return found.getString(1);
+            }
+        }
+    }
+}
