@@ -4,7 +4,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.onceflow.api.EventProcessor;
-import io.onceflow.api.Onceflow;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.sink.postgres.PostgresTableOptions;
 import io.onceflow.testing.MiniClusters;
