@@ -167,6 +167,71 @@ class RunEventProcessorTest {
         assertThat(counter("deadLetters.FILTERED_BY_PROCESSOR")).isEqualTo(1);
     }
 
+    /** Review: only the attempt that returns decides whether an event was filtered. */
+    @Test
+    void onlyTheLastAttemptDecidesWhetherAnEventIsFilteredAndDerivedOutputIsNoFilter() throws Exception {
+        AtomicInteger attempts = new AtomicInteger();
+        var harness = opened((event, out) -> {
+            int attempt = attempts.incrementAndGet();
+            if (event.messageId.equals("emits-on-retry") && attempt == 1) {
+                throw new IOException("nothing emitted on the first attempt, it threw");
+            }
+            if (event.messageId.equals("emits-on-retry")) {
+                out.collect(event);
+            }
+            if (event.messageId.equals("emits-then-drops") && attempt == 3) {
+                out.collect(event);
+                throw new IOException("emitted, then failed");
+            }
+            if (event.messageId.equals("derived-only")) {
+                out.collect(derived(event, event.messageId + ":x"));
+            }
+        }, THREE_FAST_ATTEMPTS);
+
+        harness.processElement(event("emits-on-retry"), 0);
+        harness.processElement(event("emits-then-drops"), 0); // attempt 3 fails, attempt 4 returns having emitted nothing
+        harness.processElement(event("derived-only"), 0);
+
+        assertThat(harness.extractOutputValues()).extracting(output -> output.messageId)
+                .containsExactly("emits-on-retry", "derived-only:x");
+        assertThat(deadLetters(harness)).singleElement().satisfies(filtered -> {
+            assertThat(filtered.reason).isEqualTo("FILTERED_BY_PROCESSOR");
+            assertThat(new String(filtered.headers.get(OnceflowHeaders.MESSAGE_ID), UTF_8)).isEqualTo("emits-then-drops");
+        });
+    }
+
+    /**
+     * Review finding (judgement, not changed): a stateful processor (a CheckpointedFunction, which
+     * the docs allow) that holds an event and emits it while processing the next one gets a filter
+     * record for the held event, and then its output: the dead-letter topic says it was dropped, and
+     * the audit reports the id as "both in the output topic and dead-lettered or filtered" (a
+     * problem). This test pins today's behaviour so that a change to it is deliberate.
+     */
+    @Test
+    void aProcessorThatEmitsAHeldEventOnTheNextOneGetsAFilterRecordForItAndThenItsOutput() throws Exception {
+        Event[] held = new Event[1];
+        var harness = opened((event, out) -> {
+            if (held[0] != null) {
+                out.collect(held[0]); // the previous event, with its own id and source fields
+                out.collect(event);
+                held[0] = null;
+            } else {
+                held[0] = event; // e.g. waiting for its pair
+            }
+        }, THREE_FAST_ATTEMPTS);
+
+        harness.processElement(event("held-1"), 0);
+        harness.processElement(event("pair-1"), 0);
+
+        assertThat(harness.extractOutputValues()).extracting(output -> output.messageId)
+                .containsExactly("held-1", "pair-1");
+        assertThat(deadLetters(harness)).singleElement().satisfies(filtered -> {
+            assertThat(filtered.reason).isEqualTo("FILTERED_BY_PROCESSOR");
+            assertThat(new String(filtered.headers.get(OnceflowHeaders.MESSAGE_ID), UTF_8))
+                    .as("recorded as dropped, and output a moment later").isEqualTo("held-1");
+        });
+    }
+
     @Test
     void anEventThatFailsTwiceIsForwardedOnceWithNothingOfTheFailedAttempts() throws Exception {
         AtomicInteger attempts = new AtomicInteger();

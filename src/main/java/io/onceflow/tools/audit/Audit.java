@@ -136,7 +136,7 @@ public final class Audit {
     AuditReport run(Duration readTimeout, AuditScope scope) {
         AuditReport report = new AuditReport(scope, dedupTtl);
         // read first, so that each input record is matched with its dead letters as it is judged
-        Map<String, List<String>> deadLetterReasons = readDeadLetters(readTimeout, report);
+        Map<String, List<DeadLetterRecord>> deadLetterReasons = readDeadLetters(readTimeout, report);
         IdOutcomes ids = new IdOutcomes();
         for (String topic : inputTopics) {
             reader.read(topic, readTimeout, record -> judgeInput(record, deadLetterReasons.remove(coordinates(record)),
@@ -148,7 +148,7 @@ public final class Audit {
         report.uniqueIds = ids.size();
         deadLetterReasons.forEach((source, reasons) -> {
             if (scope.covers(source)) {
-                reasons.forEach(reason -> report.unexpectedDeadLetters.add(source + " " + reason));
+                reasons.forEach(dead -> report.unexpectedDeadLetters.add(source + " " + dead.reason()));
             } else {
                 report.inFlightDeadLetters += reasons.size();
             }
@@ -163,14 +163,18 @@ public final class Audit {
         return report;
     }
 
-    /** The reasons of the dead letters per source record's coordinates. */
-    private Map<String, List<String>> readDeadLetters(Duration readTimeout, AuditReport report) {
-        Map<String, List<String>> reasons = new HashMap<>();
+    /** A dead letter as the audit needs it: its reason, and when the job wrote it (its record timestamp). */
+    private record DeadLetterRecord(String reason, long writtenTime) {}
+
+    /** The dead letters per source record's coordinates. */
+    private Map<String, List<DeadLetterRecord>> readDeadLetters(Duration readTimeout, AuditReport report) {
+        Map<String, List<DeadLetterRecord>> reasons = new HashMap<>();
         reader.read(deadLetterTopic, readTimeout, record -> {
             report.deadLetterRecords++;
             String reason = String.valueOf(header(record, OnceflowHeaders.DEAD_LETTER_REASON));
             report.deadLettersByReason.merge(reason, 1L, Long::sum);
-            reasons.computeIfAbsent(sourceCoordinates(record), source -> new ArrayList<>(1)).add(reason);
+            reasons.computeIfAbsent(sourceCoordinates(record), source -> new ArrayList<>(1))
+                    .add(new DeadLetterRecord(reason, record.timestamp()));
         });
         return reasons;
     }
@@ -182,11 +186,12 @@ public final class Audit {
      *
      * @param deadLetters the reasons of the dead letters written for this record, or null if none
      */
-    private void judgeInput(ConsumerRecord<byte[], byte[]> record, List<String> deadLetters, AuditScope scope,
-            IdOutcomes ids, AuditReport report) {
+    private void judgeInput(ConsumerRecord<byte[], byte[]> record, List<DeadLetterRecord> deadLetters,
+            AuditScope scope, IdOutcomes ids, AuditReport report) {
         boolean covered = scope.covers(record.topic(), record.partition(), record.offset());
         IngestResult result = classify(record);
-        List<String> reasons = deadLetters == null ? List.of() : deadLetters;
+        List<DeadLetterRecord> written = deadLetters == null ? List.of() : deadLetters;
+        List<String> reasons = written.stream().map(DeadLetterRecord::reason).toList();
         if (covered) {
             report.inputRecords++;
         } else {
@@ -199,9 +204,10 @@ public final class Audit {
             if (covered) {
                 report.acceptedRecords++;
             }
-            for (String reason : reasons) {
+            for (DeadLetterRecord dead : written) {
+                String reason = dead.reason();
                 if (fromProcessor(reason)) {
-                    ids.processorDeadLetter(id, reason, record.timestamp());
+                    ids.processorDeadLetter(id, reason, record.timestamp(), dead.writtenTime());
                 } else if (covered) {
                     report.wrongReasonDeadLetters.add(source + " " + reason + " (the job accepts the record)");
                 } else {

@@ -29,10 +29,14 @@ final class IdOutcomes {
     /** The processor dead letters of each dead-lettered id: few, or small when filtered. */
     private final Map<String, DeadLettered> deadLettered = new HashMap<>();
 
-    /** The reason of an id's (last) processor dead letter, and the record times of the records that got one. */
+    /**
+     * The reason of an id's (last) processor dead letter, the record times of the input records that
+     * got one, and the times the dead letters themselves were written (the job's processing time).
+     */
     private static final class DeadLettered {
         String reason;
         final List<Long> recordTimes = new ArrayList<>(1);
+        final List<Long> writtenTimes = new ArrayList<>(1);
     }
 
     /** @param covered whether the record is one the audit covers, or after a live audit's bound */
@@ -95,12 +99,18 @@ final class IdOutcomes {
         return true;
     }
 
-    /** @param recordTime the timestamp of the input record the dead letter names */
-    void processorDeadLetter(String id, String reason, long recordTime) {
+    /**
+     * @param recordTime the timestamp of the input record the dead letter names (its producer's, or
+     *     the broker's with LogAppendTime: anything)
+     * @param writtenTime the timestamp of the dead letter itself: the job's sink leaves it to its
+     *     producer, so it is the time the job wrote it (or the broker's, later, with LogAppendTime)
+     */
+    void processorDeadLetter(String id, String reason, long recordTime, long writtenTime) {
         counts.get(id)[DEAD_LETTERS]++;
         DeadLettered record = deadLettered.computeIfAbsent(id, key -> new DeadLettered());
         record.reason = reason;
         record.recordTimes.add(recordTime);
+        record.writtenTimes.add(writtenTime);
     }
 
     void derivedOutput(String sourceId) {
@@ -156,7 +166,7 @@ final class IdOutcomes {
             }
             DeadLettered dead = deadLettered.get(id);
             if (count[DEAD_LETTERS] > 1) {
-                (fartherApartThan(dead.recordTimes, ttl) ? report.redeliveredAfterTtl
+                (redeliveredAfter(dead.recordTimes, dead.writtenTimes, ttl) ? report.redeliveredAfterTtl
                         : report.duplicatedProcessorDeadLetters).add(id + " x" + count[DEAD_LETTERS]);
             }
             if (count[DEAD_LETTERS] > 0 && outputs > 0) {
@@ -173,6 +183,22 @@ final class IdOutcomes {
                 report.missingIds.add(id);
             }
         });
+    }
+
+    /**
+     * Whether two or more outputs (or dead letters) of one id can be a redelivery after the dedup
+     * TTL rather than a duplicate: their input records are each farther apart than {@code ttl} in
+     * record time, and so are the outputs themselves in the time they were written. The TTL runs in
+     * the job's processing time from the first record's processing, and an input record's timestamp
+     * is whatever its producer set (an event time, a replay's original time): on its own it would
+     * excuse a true duplicate whose records merely carry distant timestamps. The job's sinks leave
+     * the output's timestamp to their producer, so it is the time the job wrote it: two outputs
+     * written within {@code ttl} of each other came while dedup still remembered the id, whatever
+     * their input records say. And two outputs of the same input record (a replay) are never apart
+     * in record time.
+     */
+    static boolean redeliveredAfter(Collection<Long> recordTimes, Collection<Long> writtenTimes, Duration ttl) {
+        return fartherApartThan(recordTimes, ttl) && fartherApartThan(writtenTimes, ttl);
     }
 
     /**

@@ -18,7 +18,8 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
  * The output topic's part of an {@link Audit}: counts each audited id's output records, attributes
  * the ids the processor derived to the input id they came from, and, for an id output more than
  * once, tells a redelivery after the dedup TTL from a duplicate by the record times of the input
- * records its outputs name as their sources. One per audit pass.
+ * records its outputs name as their sources and by the times the outputs were written ({@link
+ * IdOutcomes#redeliveredAfter}). One per audit pass.
  */
 final class OutputReconciliation {
     private final CommittedTopicReader reader;
@@ -31,6 +32,8 @@ final class OutputReconciliation {
     private final Map<String, DerivedOutput> candidates = new HashMap<>();
     /** The source coordinates of each output record of the ids output more than once. */
     private Map<String, List<String>> repeatedSources = Map.of();
+    /** The timestamps (when the job wrote them) of each output record of the ids output more than once. */
+    private final Map<String, List<Long>> repeatedWrittenTimes = new HashMap<>();
     /** The input records that the sources above and the candidates' first sources name. */
     private Map<String, SourceLookup.Source> sources = Map.of();
 
@@ -124,7 +127,8 @@ final class OutputReconciliation {
         List<String> outputSources = repeatedSources.getOrDefault(id, List.of());
         List<Long> recordTimes = outputSources.stream().map(sources::get).filter(Objects::nonNull)
                 .map(SourceLookup.Source::recordTime).toList();
-        return recordTimes.size() == outputSources.size() && IdOutcomes.fartherApartThan(recordTimes, dedupTtl);
+        return recordTimes.size() == outputSources.size()
+                && IdOutcomes.redeliveredAfter(recordTimes, repeatedWrittenTimes.getOrDefault(id, List.of()), dedupTtl);
     }
 
     /** A second read of the output topic, for the few ids output more than once: each record's source. */
@@ -134,6 +138,7 @@ final class OutputReconciliation {
             String id = record.key() == null ? "<null key>" : new String(record.key(), UTF_8);
             if (repeated.contains(id)) {
                 sourcesById.computeIfAbsent(id, key -> new ArrayList<>(2)).add(Audit.sourceCoordinates(record));
+                repeatedWrittenTimes.computeIfAbsent(id, key -> new ArrayList<>(2)).add(record.timestamp());
             }
         });
         return sourcesById;

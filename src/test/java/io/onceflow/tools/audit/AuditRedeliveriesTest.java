@@ -39,8 +39,9 @@ class AuditRedeliveriesTest {
     @Test
     void aRedeliveryAfterTheTtlAndOneTheRowAbsorbedAreReportedApartNotAsProblems() throws Exception {
         RecordMetadata first = job.in("late-1", 0, threeHoursAgo);
-        job.output("late-1", first);
-        job.output("late-1", job.in("late-1", 1, threeHoursAgo + 2 * HOUR)); // dedup forgot it: output again
+        job.output("late-1", first, threeHoursAgo);
+        // dedup forgot it: output again, two hours later
+        job.output("late-1", job.in("late-1", 1, threeHoursAgo + 2 * HOUR), threeHoursAgo + 2 * HOUR);
         job.row("late-1", first, 2);
         RecordMetadata absorbed = job.in("absorbed-1", 0, threeHoursAgo);
         job.in("absorbed-1", 0, threeHoursAgo + 2 * HOUR);
@@ -48,7 +49,7 @@ class AuditRedeliveriesTest {
         job.row("absorbed-1", absorbed, 2);
         for (long recordTime : new long[] {threeHoursAgo, threeHoursAgo + 2 * HOUR}) {
             job.deadLetter("dropped-1".getBytes(UTF_8), DeadLetterReason.FILTERED_BY_PROCESSOR,
-                    job.in("dropped-1", 0, recordTime));
+                    job.in("dropped-1", 0, recordTime), recordTime);
         }
 
         AuditReport report = scenario.audit();
@@ -78,6 +79,33 @@ class AuditRedeliveriesTest {
                 "1 ids more than once in the output topic (from records within dedup.ttl), e.g. [close-1 x2]");
         assertThat(report.redeliveredAfterTtl()).isZero();
         assertThat(report.absorbedRedeliveries()).isZero();
+    }
+
+    /**
+     * Record times are the producer's: an upstream that stamps its records with an event time (or a
+     * replay tool that keeps the original times) makes two deliveries of one id, both within the TTL
+     * in the job's processing time, look hours apart. Dedup should have dropped the second; that the
+     * job output it twice is a real duplicate (e.g. dedup state lost in a restore), not a redelivery
+     * after the TTL: both outputs were written a moment apart.
+     */
+    @Test
+    void aDuplicateWrittenWithinTheTtlIsNotExcusedByProducerSetRecordTimesFarApart() throws Exception {
+        RecordMetadata first = job.in("stamped-1", 0, threeHoursAgo);
+        job.output("stamped-1", first);
+        job.output("stamped-1", job.in("stamped-1", 1, threeHoursAgo + 2 * HOUR));
+        job.row("stamped-1", first, 2);
+        for (long recordTime : new long[] {threeHoursAgo, threeHoursAgo + 2 * HOUR}) {
+            job.deadLetter("stamped-2".getBytes(UTF_8), DeadLetterReason.FILTERED_BY_PROCESSOR,
+                    job.in("stamped-2", 0, recordTime));
+        }
+
+        AuditReport report = scenario.audit();
+
+        assertThat(report.redeliveredAfterTtl()).as("written a moment apart: dedup still knew the ids").isZero();
+        assertThat(report.problems()).containsExactly(
+                "1 ids more than once in the output topic (from records within dedup.ttl), e.g. [stamped-1 x2]",
+                "1 ids dead-lettered or filtered by the processor more than once (from records within dedup.ttl),"
+                        + " e.g. [stamped-2 x2]");
     }
 
     @Test

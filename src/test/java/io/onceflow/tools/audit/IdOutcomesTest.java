@@ -22,12 +22,21 @@ class IdOutcomesTest {
     }
 
     @Test
+    void aRedeliveryAfterTheTtlNeedsTheOutputsWrittenApartAsWellAsTheirRecords() {
+        assertThat(IdOutcomes.redeliveredAfter(List.of(0L, 20_000L), List.of(1L, 20_001L), TTL)).isTrue();
+        assertThat(IdOutcomes.redeliveredAfter(List.of(0L, 20_000L), List.of(1L, 2L), TTL))
+                .as("record times set by a producer far apart, written a moment apart: a duplicate").isFalse();
+        assertThat(IdOutcomes.redeliveredAfter(List.of(5L, 5L), List.of(1L, 20_001L), TTL))
+                .as("the same record written twice, far apart: a replay").isFalse();
+    }
+
+    @Test
     void idsWithNoCoveredRecordAreForgottenWithTheirDeadLetters() {
         IdOutcomes ids = new IdOutcomes();
         ids.accepted("covered", true);
         ids.accepted("covered", false);
         ids.accepted("after-the-bound", false);
-        ids.processorDeadLetter("after-the-bound", "FILTERED_BY_PROCESSOR", 1L);
+        ids.processorDeadLetter("after-the-bound", "FILTERED_BY_PROCESSOR", 1L, 1L);
 
         assertThat(ids.forgetUncovered()).isEqualTo(new IdOutcomes.Forgotten(1, 1));
         assertThat(ids.isAudited("covered")).isTrue();
@@ -42,10 +51,10 @@ class IdOutcomesTest {
             ids.accepted(id, true);
         }
         ids.output("out");
-        ids.processorDeadLetter("filtered", "FILTERED_BY_PROCESSOR", 1L);
-        ids.processorDeadLetter("rejected", "REJECTED_BY_PROCESSOR", 1L);
+        ids.processorDeadLetter("filtered", "FILTERED_BY_PROCESSOR", 1L, 1L);
+        ids.processorDeadLetter("rejected", "REJECTED_BY_PROCESSOR", 1L, 1L);
         ids.output("both");
-        ids.processorDeadLetter("both", "FILTERED_BY_PROCESSOR", 1L);
+        ids.processorDeadLetter("both", "FILTERED_BY_PROCESSOR", 1L, 1L);
         ids.output("twice");
         ids.output("twice");
         AuditReport report = new AuditReport(AuditScope.wholeTopics(), TTL);

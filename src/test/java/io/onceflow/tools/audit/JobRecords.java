@@ -74,19 +74,36 @@ final class JobRecords implements AutoCloseable {
 
     /** As {@link #output(String, RecordMetadata)}, with {@code producer} (e.g. in a transaction of its own). */
     void output(Producer<byte[], byte[]> producer, String id, RecordMetadata source) {
+        output(producer, id, source, null);
+    }
+
+    /**
+     * As {@link #output(String, RecordMetadata)}, written at {@code writtenTime}: the job's sink
+     * leaves an output's timestamp to its producer, so an output's timestamp is when the job wrote it.
+     */
+    void output(String id, RecordMetadata source, long writtenTime) {
+        output(producer, id, source, writtenTime);
+    }
+
+    private void output(Producer<byte[], byte[]> producer, String id, RecordMetadata source, Long writtenTime) {
         List<Header> headers = new ArrayList<>(sourceHeaders(source));
         headers.add(new RecordHeader(OnceflowHeaders.MESSAGE_ID, id.getBytes(UTF_8)));
-        send(producer, scenario.outputTopic, null, null, id.getBytes(UTF_8), "{}".getBytes(UTF_8),
+        send(producer, scenario.outputTopic, null, writtenTime, id.getBytes(UTF_8), "{}".getBytes(UTF_8),
                 headers.toArray(Header[]::new));
     }
 
     /** A dead letter as the job writes it: the reason and the source record's coordinates; a filter record has no value. */
     void deadLetter(byte[] key, DeadLetterReason reason, RecordMetadata source) {
+        deadLetter(key, reason, source, null);
+    }
+
+    /** As {@link #deadLetter(byte[], DeadLetterReason, RecordMetadata)}, written at {@code writtenTime} (now, when null). */
+    void deadLetter(byte[] key, DeadLetterReason reason, RecordMetadata source, Long writtenTime) {
         List<Header> headers = new ArrayList<>(sourceHeaders(source));
         headers.add(new RecordHeader(OnceflowHeaders.DEAD_LETTER_REASON, reason.name().getBytes(UTF_8)));
         headers.add(new RecordHeader(OnceflowHeaders.DEAD_LETTER_ERROR, "why".getBytes(UTF_8)));
         byte[] value = reason == DeadLetterReason.FILTERED_BY_PROCESSOR ? null : "{}".getBytes(UTF_8);
-        send(producer, scenario.deadLetterTopic, null, null, key, value, headers.toArray(Header[]::new));
+        send(producer, scenario.deadLetterTopic, null, writtenTime, key, value, headers.toArray(Header[]::new));
     }
 
     /** A row of the events table, from no source, with an effect result. */
