@@ -35,6 +35,19 @@ import org.apache.flink.util.Collector;
 @FunctionalInterface
 public interface EventProcessor extends FlatMapFunction<Event, Event> {
 
+    /**
+     * Whether an event for which {@code flatMap} returns having emitted nothing is filtered: recorded
+     * in the dead-letter topic as {@code FILTERED_BY_PROCESSOR} (no value, the source coordinates),
+     * so that the audit counts it as an outcome rather than a loss. True by default.
+     *
+     * <p>Return false if this processor holds events in its state and emits them later, while
+     * processing another event: their ids would otherwise be recorded as filtered and then output.
+     * Nothing is then recorded for an event it drops, and the audit reports such an event as lost.
+     */
+    default boolean emptyOutputMeansFiltered() {
+        return true;
+    }
+
     /** The default: every event passes unchanged. */
     static EventProcessor passThrough() {
         return new PassThrough();

@@ -186,7 +186,9 @@ final class RunEventProcessor extends ProcessFunction<Event, Event>
             }
         }
         if (attemptOutput.isEmpty()) {
-            filtered(ctx, event);
+            if (processor.emptyOutputMeansFiltered()) {
+                filtered(ctx, event);
+            }
             return;
         }
         for (Event emitted : attemptOutput) {

@@ -113,6 +113,11 @@ public final class FailureInjector implements EventProcessor, CheckpointedFuncti
     }
 
     @Override
+    public boolean emptyOutputMeansFiltered() {
+        return next.emptyOutputMeansFiltered();
+    }
+
+    @Override
     public void flatMap(Event event, Collector<Event> out) throws Exception {
         long seen = EVENTS_SEEN.get(scenario).incrementAndGet();
         eventsSinceSnapshot++;
