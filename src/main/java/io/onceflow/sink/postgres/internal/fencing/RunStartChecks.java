@@ -42,10 +42,22 @@ final class RunStartChecks {
      * ({@link BarrierLockChecks}).
      */
     void checkDatabase(int parallelism) throws SQLException {
+        checkDatabase(parallelism, false);
+    }
+
+    /**
+     * As {@link #checkDatabase(int)}; {@code continued}: for a run that a second execution of the
+     * job's {@code main} continues, which another sink's effects queued meanwhile do not refuse.
+     */
+    void checkDatabase(int parallelism, boolean continued) throws SQLException {
         ServerChecks.checkServerEncoding(connection);
         requireOneSessionPerConnection();
         ServerChecks.checkMaxPreparedTransactions(connection, parallelism, config.tolerableCheckpointFailures());
-        config.schema().prepareRunStart(connection);
+        if (continued) {
+            config.schema().prepareContinuedRun(connection);
+        } else {
+            config.schema().prepareRunStart(connection);
+        }
         BarrierLockChecks.check(connection, config.schema(), parallelism,
                 config.tables().allowTriggersThatMayStallCheckpoints());
     }

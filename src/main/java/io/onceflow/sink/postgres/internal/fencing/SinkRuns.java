@@ -65,7 +65,7 @@ public final class SinkRuns {
      */
     public static OptionalLong continued(PostgresSinkConfig config, int parallelism, String flinkJobId) throws SQLException {
         try (Connection connection = PostgresConnections.open(config, "run-start")) {
-            new RunStartChecks(connection, config).checkDatabase(parallelism);
+            new RunStartChecks(connection, config).checkDatabase(parallelism, true);
             try (PreparedStatement query = connection.prepareStatement(
                     config.schema().runs().runOfJobAndNewestRunQuery())) {
                 query.setString(1, flinkJobId);

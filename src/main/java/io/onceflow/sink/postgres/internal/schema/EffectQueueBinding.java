@@ -36,6 +36,7 @@ public final class EffectQueueBinding {
                 continue;
             }
             String alter = queue.addBindingColumnStatement(column);
+            refuseBehindPreparedTransactions(connection, queue, column);
             try {
                 PostgresConnections.inTransaction(connection, () -> {
                     try (Statement statement = connection.createStatement()) {
@@ -55,6 +56,29 @@ public final class EffectQueueBinding {
     }
 
     /**
+     * The ALTER TABLE needs the queue to itself, and a prepared transaction of the earlier version (of
+     * the checkpoint this start restores) holds it until this job's committer commits it, after the
+     * start: waiting would end in lock_timeout at every start. Refuses at once, naming the way out.
+     */
+    private static void refuseBehindPreparedTransactions(Connection connection, PendingEffectsTable queue,
+            String column) throws SQLException {
+        long holding;
+        try (PreparedStatement query = connection.prepareStatement(queue.queuedByPreparedTransactionsQuery());
+                ResultSet count = query.executeQuery()) {
+            count.next();
+            holding = count.getLong(1);
+        }
+        if (holding > 0) {
+            throw new IllegalStateException("the effect queue " + queue.name() + " of an earlier version has no "
+                    + column + " column, and " + holding + " prepared transaction(s) of the earlier version (of the"
+                    + " checkpoint this start would restore, committed only after the start) hold it, so it cannot be"
+                    + " added: resume the earlier version from that checkpoint and stop it with stop-with-savepoint"
+                    + " (which commits them), then start this version from that savepoint (docs/effects.md,"
+                    + " \"Bound to a sink and a function\", Upgrading)");
+        }
+    }
+
+    /**
      * Adopts the effects that have no owner (queued by an earlier version), then refuses the start
      * if effects are queued by another sink prefix, or by this one for another function.
      *
@@ -63,6 +87,16 @@ public final class EffectQueueBinding {
      */
     static void requireOwnEffectsOnly(Connection connection, PendingEffectsTable queue, String eventsTable,
             String sinkPrefix, String function) throws SQLException {
+        requireOwnEffectsOnly(connection, queue, eventsTable, sinkPrefix, function, true);
+    }
+
+    /**
+     * As {@link #requireOwnEffectsOnly(Connection, PendingEffectsTable, String, String, String)}; with
+     * {@code refuseOtherSinks} false (a run continued by a JobManager failover), another sink's effects
+     * are only logged: that sink started on an empty queue while this run ran, and must not stop it.
+     */
+    static void requireOwnEffectsOnly(Connection connection, PendingEffectsTable queue, String eventsTable,
+            String sinkPrefix, String function, boolean refuseOtherSinks) throws SQLException {
         String identity = identity(connection, function);
         PostgresConnections.inTransaction(connection, () -> {
             try (Statement lock = connection.createStatement()) {
@@ -81,6 +115,13 @@ public final class EffectQueueBinding {
             try (PreparedStatement query = connection.prepareStatement(queue.bindingsQuery());
                     ResultSet bindings = query.executeQuery()) {
                 while (bindings.next()) {
+                    if (!refuseOtherSinks && !sinkPrefix.equals(bindings.getString(1))) {
+                        LOG.warn("{} effects are queued in {} by the sink {}, which shares the events table {} with this"
+                                + " sink {}: give each job its own postgres.table (docs/effects.md, \"Bound to a sink and"
+                                + " a function\")", bindings.getLong(3), queue.name(), bindings.getString(1), eventsTable,
+                                sinkPrefix);
+                        continue;
+                    }
                     refuseOthers(queue, eventsTable, sinkPrefix, identity, bindings.getString(1), bindings.getString(2),
                             bindings.getLong(3));
                 }

@@ -127,13 +127,17 @@ public final class PendingEffectsTable {
      * Locks up to parameter 4 queued effects of the sink prefix in parameter 2 and the function named
      * by parameter 3 whose events row is committed, in source order, skipping those another worker
      * holds and those of the partitions in parameter 1 (set aside after a failure): returns their ids
-     * and partitions. Another sink's or function's effects are not this worker's to apply. The events
+     * and partitions. Effects of the sink with no function (queued while it did not exist) are its
+     * function's: a call of a missing function fails as transient and is retried. Another sink's or function's effects are not this worker's to apply. The events
      * rows are not locked: a writer's upsert of a redelivered id must not wait for the effect calls.
      */
     public String lockBatchStatement() {
         return "SELECT q.id, q.source_partition FROM " + name + " q JOIN " + events + " e ON e.id = q.id"
                 + " WHERE coalesce(q.source_partition, -1) <> ALL (?::int[]) AND q." + SINK_PREFIX_COLUMN + " = ?"
-                + " AND q." + EFFECT_FUNCTION_COLUMN + " = " + functionIdentity()
+                // NULL: queued by this sink while its function did not exist (dropped and created again
+                // while the job ran); the run's function is the one it was queued for
+                + " AND (q." + EFFECT_FUNCTION_COLUMN + " = " + functionIdentity() + " OR q." + EFFECT_FUNCTION_COLUMN
+                + " IS NULL)"
                 + " ORDER BY q.source_partition, q.source_offset LIMIT ? FOR UPDATE OF q SKIP LOCKED";
     }
 

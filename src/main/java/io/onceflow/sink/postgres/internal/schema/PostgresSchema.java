@@ -173,10 +173,22 @@ public final class PostgresSchema {
      * @throws IllegalStateException naming the fix, as {@link #prepare} and {@link EffectQueueBinding}
      */
     public void prepareRunStart(Connection connection) throws SQLException {
+        prepareRunStart(connection, true);
+    }
+
+    /**
+     * As {@link #prepareRunStart(Connection)}, for a run that a JobManager failover continues: another
+     * sink's queued effects do not refuse it (that sink started on an empty queue while this run ran).
+     */
+    public void prepareContinuedRun(Connection connection) throws SQLException {
+        prepareRunStart(connection, false);
+    }
+
+    private void prepareRunStart(Connection connection, boolean refuseOtherSinks) throws SQLException {
         prepare(connection);
         if (effectFunction != null) {
             EffectQueueBinding.requireOwnEffectsOnly(connection, events.queue(), events.name(), sinkPrefix,
-                    effectFunction);
+                    effectFunction, refuseOtherSinks);
         }
     }
 
