@@ -75,7 +75,7 @@ public final class FailedEffects {
             StringBuilder text = new StringBuilder();
             if (queued.isEmpty()) {
                 text.append(notQueued.isEmpty() ? "No effect in " + events + " is recorded as failed: nothing was queued.\n"
-                        : "None of the given ids was queued again.\n");
+                        : "Nothing was queued again.\n");
             } else {
                 text.append("Queued again ").append(queued.size()).append(queued.size() == 1 ? " effect" : " effects")
                         .append(" recorded as failed in ").append(events).append(": ").append(listed(queued)).append('\n');
@@ -117,9 +117,9 @@ public final class FailedEffects {
                     Array array = asked.isEmpty() ? null : session.createArrayOf("text", asked.toArray());
                     requeue.setArray(1, array);
                     requeue.setArray(2, array);
-                    for (int sinkParameter = 3; sinkParameter <= 5; sinkParameter++) {
-                        requeue.setString(sinkParameter, sink.sinkPrefix());
-                    }
+                    requeue.setString(3, sink.sinkPrefix());
+                    requeue.setArray(4, array);
+                    requeue.setString(5, sink.sinkPrefix());
                     requeue.setString(6, effectFunction);
                     try (ResultSet rows = requeue.executeQuery()) {
                         while (rows.next()) {
@@ -134,9 +134,21 @@ public final class FailedEffects {
                     }
                 }
             });
-            List<String> others = asked.stream().filter(id -> !queued.contains(id)).toList();
+            List<String> others = asked.isEmpty() ? unboundFailures(session)
+                    : asked.stream().filter(id -> !queued.contains(id)).toList();
             return new Requeued(events.name(), List.copyOf(queued), others.isEmpty() ? Map.of() : whyNot(session, others));
         }
+    }
+
+    /** The ids that failed in an earlier version, which named no sink: a re-drive of all leaves them. */
+    private List<String> unboundFailures(Connection session) throws SQLException {
+        List<String> ids = new ArrayList<>();
+        try (Statement query = session.createStatement(); ResultSet rows = query.executeQuery(events.unboundFailuresQuery())) {
+            while (rows.next()) {
+                ids.add(rows.getString(1));
+            }
+        }
+        return ids;
     }
 
     /** Why each of {@code ids} was not queued: its state now. */
@@ -169,6 +181,10 @@ public final class FailedEffects {
         if (EffectFunction.FAILED.equals(status) && failedInSink != null && !failedInSink.equals(sink.sinkPrefix())) {
             return "failed in the sink " + failedInSink + ": only that sink's re-drive queues it again, run the command"
                     + " with its settings (postgres.sink.prefix=" + failedInSink + ")";
+        }
+        if (EffectFunction.FAILED.equals(status) && failedInSink == null) {
+            return "failed in an earlier version, which recorded no sink, so it may be another sink's: if it is this"
+                    + " sink's, name it (--id) to queue it again with " + effectFunction;
         }
         if (EffectFunction.FAILED.equals(status)) {
             return "failed again, after a re-drive that ran at the same time: fix the cause, then run the command again";

@@ -10,6 +10,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
+import io.onceflow.sink.postgres.internal.schema.EventsTable;
 import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
 import io.onceflow.testing.TestPostgres;
 import io.onceflow.tools.effects.FailedEffects;
@@ -93,6 +94,23 @@ class EffectBindingTest {
         assertThat(allByB.queued()).isEmpty();
         assertThat(db.effectStatuses()).containsOnly(entry("px", "failed"));
         assertThat(redrive(jobA).queued()).containsExactly("px");
+    }
+
+    @Test
+    void aFailureOfAnEarlierVersionIsRedrivenOnlyWhenNamedSinceItMayBeAnotherSinks() throws Exception {
+        PostgresSinkConfig jobA = db.config(db.builder("job_a").setEffectFunction(FUNCTION));
+        db.commitFreshCheckpoint(jobA, BusinessEffectsTest.event("px", "{\"poison\":true}"));
+        SinkDatabase.drainEffects(jobA, PostgresSinkMetrics.unregistered());
+        db.execute("UPDATE onceflow_events SET result = result - '" + EventsTable.FAILED_SINK_FIELD + "'"); // as before sinks were recorded
+        PostgresSinkConfig jobB = db.builder("job_b").setEffectFunction("ledger.log_call").build().config();
+
+        FailedEffects.Requeued allByB = redrive(jobB);
+
+        assertThat(allByB.queued()).isEmpty();
+        assertThat(allByB.notQueued()).containsOnly(entry("px", "failed in an earlier version, which recorded no sink,"
+                + " so it may be another sink's: if it is this sink's, name it (--id) to queue it again with ledger.log_call"));
+        assertThat(db.effectStatuses()).containsOnly(entry("px", "failed"));
+        assertThat(redrive(jobA, "px").queued()).containsExactly("px");
     }
 
     private static FailedEffects.Requeued redrive(PostgresSinkConfig sink, String... ids) throws Exception {

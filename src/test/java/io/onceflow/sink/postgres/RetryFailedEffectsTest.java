@@ -68,7 +68,7 @@ class RetryFailedEffectsTest {
         assertThat(db.effectStatuses()).as("pending again").containsEntry("s1", null);
 
         assertThat(retryFailed("--id", "s1")).as("a second re-drive before the workers ran")
-                .isEqualTo("None of the given ids was queued again.\n"
+                .isEqualTo("Nothing was queued again.\n"
                         + "  not queued: s1 (already queued: its effect is still to be applied)\n");
         assertThat(SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered())).isOne();
         assertThat(retryFailed("--all")).as("a third, after they ran")

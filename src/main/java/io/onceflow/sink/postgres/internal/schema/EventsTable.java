@@ -186,6 +186,15 @@ public final class EventsTable {
     }
 
     /**
+     * The ids whose effect failed in an earlier version, which recorded no sink: a re-drive of every
+     * failure leaves them, since they may be another sink's; naming one queues it.
+     */
+    public String unboundFailuresQuery() {
+        return "SELECT id FROM " + name + " WHERE result->>'status' = '" + EffectFunction.FAILED + "' AND result->>'"
+                + FAILED_SINK_FIELD + "' IS NULL";
+    }
+
+    /**
      * The audit's scan: per row its id, deliveries, whether it has no result, the result's status,
      * whether its effect is awaited (queued), and its source topic, partition and offset.
      *

@@ -168,15 +168,17 @@ public final class PendingEffectsTable {
 
     /**
      * Queues again the effects that a sink recorded as failed: of the ids in parameters 1 and 2 (the
-     * same array), or every failed one when it is NULL, of the sink prefix in parameters 3 to 5 (the
-     * same; failures of an earlier version, which named no sink, too), bound to that sink and the
-     * function named by parameter 6. Their result goes back to NULL (pending) in the same
+     * same array), or every failed one when it is NULL, that failed in the sink prefix in parameters 3
+     * and 5 (the same), bound to that sink and the function named by parameter 6. A failure of an
+     * earlier version names no sink, so it may be another sink's: it is queued only when its id is
+     * named (parameter 4, the ids' array again). Their result goes back to NULL (pending) in the same
      * transaction. Returns the ids queued.
      */
     public String requeueFailedStatement() {
         return "WITH failed AS (UPDATE " + events + " SET result = NULL WHERE result->>'status' = '"
                 + EffectFunction.FAILED + "' AND (?::text[] IS NULL OR id = ANY (?::text[]))"
-                + " AND coalesce(result->>'" + EventsTable.FAILED_SINK_FIELD + "', ?) = ?"
+                + " AND (result->>'" + EventsTable.FAILED_SINK_FIELD + "' = ? OR (result->>'"
+                + EventsTable.FAILED_SINK_FIELD + "' IS NULL AND ?::text[] IS NOT NULL))"
                 + " RETURNING id, source_partition, source_offset)"
                 + " INSERT INTO " + name + " (id, source_partition, source_offset, " + SINK_PREFIX_COLUMN + ", "
                 + EFFECT_FUNCTION_COLUMN + ") SELECT id, source_partition, source_offset, ?::text, " + functionIdentity()
