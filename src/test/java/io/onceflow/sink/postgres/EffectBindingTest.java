@@ -37,6 +37,11 @@ class EffectBindingTest {
 
     @BeforeEach
     void createTheLedger() throws Exception {
+        createTheLedgerAndAnotherTeamsFunction(db);
+    }
+
+    /** The ledger with alice at 100 and bob at 0, its payment function, and ledger.log_call. */
+    static void createTheLedgerAndAnotherTeamsFunction(SinkDatabase db) throws Exception {
         db.createLedger("VALUES ('alice', 100), ('bob', 0)", APPLY_PAYMENT);
         db.execute("CREATE TABLE ledger.calls (id text)");
         db.execute(LOG_CALL);

@@ -17,25 +17,20 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /**
- * Review of the binding of queued effects to a sink and a function (branch effects-bound): interleavings
- * that strand an effect, or refuse a start that should go on. Each test is the finding's reproduction.
+ * The binding of queued effects to their sink and function across what happens between a run's
+ * start and its end: a function dropped and recreated while the job runs, a JobManager failover that
+ * runs main again, and an upgrade resumed from a checkpoint of the earlier version.
  */
-class EffectBindingReviewTest {
-    private static final String LOG_CALL = "CREATE FUNCTION ledger.log_call(message_id text, payload jsonb)"
-            + " RETURNS jsonb LANGUAGE sql AS $$ INSERT INTO ledger.calls VALUES (message_id)"
-            + " RETURNING jsonb_build_object('status', 'applied', 'logged', true) $$";
-
+class EffectBindingAcrossRestartsTest {
     private final SinkDatabase db = new SinkDatabase();
 
     @BeforeEach
     void createTheLedger() throws Exception {
-        db.createLedger("VALUES ('alice', 100), ('bob', 0)", APPLY_PAYMENT);
-        db.execute("CREATE TABLE ledger.calls (id text)");
-        db.execute(LOG_CALL);
+        EffectBindingTest.createTheLedgerAndAnotherTeamsFunction(db);
     }
 
     /**
-     * F1. A team redeploys its function with DROP + CREATE (a migration tool, or a changed result type)
+     * A team redeploys its function with DROP + CREATE (a migration tool, or a changed result type)
      * while the job runs. The rows queued in between record effect_function NULL (the identity of a
      * missing function); the workers look only for their function's identity, a writer's restart does
      * not adopt, so the effect waits until the next run's start: the message is consumed, its effect
@@ -55,13 +50,14 @@ class EffectBindingReviewTest {
         // a writer's restart (a task failover, not a run's start)
         db.restoredWriter(sink, 1).close();
 
-        assertThat(SinkDatabase.drainEffects(sink, PostgresSinkMetrics.unregistered())).isEqualTo(1);
+        // the restored writer's own worker may have applied it already: the oracle is the ledger
+        SinkDatabase.drainEffects(sink, PostgresSinkMetrics.unregistered());
         assertThat(db.ledgerBalances()).containsOnly(entry("alice", 90), entry("bob", 10));
         assertThat(db.queuedEffects()).isZero();
     }
 
     /**
-     * F2. Two sinks that started on an empty queue both run (docs/effects.md: "What the start cannot
+     * Two sinks that started on an empty queue both run (docs/effects.md: "What the start cannot
      * see"), and the binding promises that neither stops the other. A JobManager failover re-runs
      * main, which continues the run (SinkRuns.continued) through the same run-start checks: the
      * other sink's queued effects now refuse the running job's resume.
@@ -81,7 +77,7 @@ class EffectBindingReviewTest {
     }
 
     /**
-     * F3. An upgrade resumed from a retained checkpoint of the earlier version: the checkpoint's
+     * An upgrade resumed from a retained checkpoint of the earlier version: the checkpoint's
      * prepared transaction queued effects in the old queue, and only this job's committer, after the
      * start, commits it. The start's ALTER TABLE ... ADD COLUMN waits for it: lock_timeout, a raw SQL
      * error, the same at every start: the upgrade can never resume. The start must at least say why
@@ -93,14 +89,14 @@ class EffectBindingReviewTest {
         db.execute("BEGIN; INSERT INTO onceflow_events (id, payload, effect_transaction) VALUES ('p0',"
                 + " '{\"from\":\"alice\",\"to\":\"bob\",\"amount\":5}', 'ledger-old');"
                 + " INSERT INTO onceflow_events_effect_queue (id, effect_transaction) VALUES ('p0', 'ledger-old');"
-                + " PREPARE TRANSACTION 'review_old_version_checkpoint'");
+                + " PREPARE TRANSACTION 'old_version_checkpoint'");
         try {
             assertThatThrownBy(() -> db.config(db.builder("ledger").setEffectFunction(FUNCTION)))
                     .isInstanceOf(IllegalStateException.class)
                     .hasMessageContaining("prepared transaction")
                     .hasMessageContaining("stop-with-savepoint");
         } finally {
-            db.execute("ROLLBACK PREPARED 'review_old_version_checkpoint'");
+            db.execute("ROLLBACK PREPARED 'old_version_checkpoint'");
         }
     }
 
