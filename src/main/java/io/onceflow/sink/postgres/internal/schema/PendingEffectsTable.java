@@ -128,8 +128,9 @@ public final class PendingEffectsTable {
      * by parameter 3 whose events row is committed, in source order, skipping those another worker
      * holds and those of the partitions in parameter 1 (set aside after a failure): returns their ids
      * and partitions. Effects of the sink with no function (queued while it did not exist) are its
-     * function's: a call of a missing function fails as transient and is retried. Another sink's or function's effects are not this worker's to apply. The events
-     * rows are not locked: a writer's upsert of a redelivered id must not wait for the effect calls.
+     * function's: a call of a missing function fails as transient and is retried. Another sink's or
+     * function's effects are not this worker's to apply. The events rows are not locked: a writer's
+     * upsert of a redelivered id must not wait for the effect calls.
      */
     public String lockBatchStatement() {
         return "SELECT q.id, q.source_partition FROM " + name + " q JOIN " + events + " e ON e.id = q.id"
