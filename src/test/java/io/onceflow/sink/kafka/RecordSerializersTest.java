@@ -23,6 +23,8 @@ class RecordSerializersTest {
 
         assertThat(record.topic()).isEqualTo("out");
         assertThat(record.partition()).as("partitioned by key hash").isNull();
+        assertThat(record.timestamp()).as("the time the job writes it, which the audit's redelivery rule reads,"
+                + " never the source record's").isNull();
         assertThat(new String(record.key(), UTF_8)).isEqualTo("a-1");
         assertThat(record.value()).isSameAs(payload);
         assertThat(headers(record)).containsExactlyInAnyOrderEntriesOf(Map.of(
