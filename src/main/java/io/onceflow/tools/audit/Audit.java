@@ -81,6 +81,15 @@ public final class Audit {
      * PostgreSQL transactions): what it has in flight would look lost.
      */
     public AuditReport run(Duration readTimeout) {
+        return run(readTimeout, Optional.empty());
+    }
+
+    /**
+     * As {@link #run(Duration)}, and warns too when input records lie after {@code jobPosition}, the
+     * offsets the job's group committed at its last completed checkpoint: a job that is running idle,
+     * or stopped before it read and checkpointed all its input, has no open transaction to show it.
+     */
+    public AuditReport run(Duration readTimeout, Optional<AuditScope> jobPosition) {
         List<String> warnings = new ArrayList<>();
         for (String topic : List.of(outputTopic, deadLetterTopic)) {
             List<Integer> open = reader.partitionsWithOpenTransactions(topic, readTimeout);
@@ -90,7 +99,14 @@ public final class Audit {
                         + " and reports what is in flight as lost. To audit a running job, use --live.");
             }
         }
-        AuditReport report = run(readTimeout, AuditScope.wholeTopics());
+        AuditReport report = run(readTimeout, AuditScope.wholeTopics(), jobPosition.orElse(AuditScope.wholeTopics()));
+        if (report.inputAfterJobPosition.count > 0) {
+            warnings.add(report.inputAfterJobPosition.count + " input records lie after the offsets the job's"
+                    + " consumer group committed at its last completed checkpoint, e.g. "
+                    + report.inputAfterJobPosition.examples + ": the job is running, or stopped before it had read"
+                    + " and checkpointed all its input. This audit reports what it has not done as lost. Audit a"
+                    + " running job with --live, or wait until the job has drained.");
+        }
         if (report.preparedTransactionsLeft.count > 0) {
             warnings.add("the job has prepared PostgreSQL transactions: it is running, or stopped before they"
                     + " committed. To audit a running job, use --live.");
@@ -134,13 +150,22 @@ public final class Audit {
 
     /** One reading of everything, for the input {@code scope} covers. */
     AuditReport run(Duration readTimeout, AuditScope scope) {
+        return run(readTimeout, scope, AuditScope.wholeTopics());
+    }
+
+    /** @param jobPosition the input the job has checkpointed: the records after it are counted */
+    private AuditReport run(Duration readTimeout, AuditScope scope, AuditScope jobPosition) {
         AuditReport report = new AuditReport(scope, dedupTtl);
         // read first, so that each input record is matched with its dead letters as it is judged
         Map<String, List<DeadLetterRecord>> deadLetterReasons = readDeadLetters(readTimeout, report);
         IdOutcomes ids = new IdOutcomes();
         for (String topic : inputTopics) {
-            reader.read(topic, readTimeout, record -> judgeInput(record, deadLetterReasons.remove(coordinates(record)),
-                    scope, ids, report));
+            reader.read(topic, readTimeout, record -> {
+                if (!jobPosition.covers(record.topic(), record.partition(), record.offset())) {
+                    report.inputAfterJobPosition.add(coordinates(record));
+                }
+                judgeInput(record, deadLetterReasons.remove(coordinates(record)), scope, ids, report);
+            });
         }
         IdOutcomes.Forgotten forgotten = ids.forgetUncovered();
         report.inFlightIds = forgotten.ids();

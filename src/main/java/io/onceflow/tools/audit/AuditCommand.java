@@ -11,6 +11,7 @@ import io.onceflow.ingest.KafkaInput;
 import io.onceflow.preflight.Preflight;
 import java.time.Duration;
 import java.util.List;
+import java.util.Optional;
 import java.util.Properties;
 import java.util.Set;
 import org.apache.flink.annotation.Internal;
@@ -113,7 +114,7 @@ public final class AuditCommand {
             Audit audit = forConfig(config);
             report = live ? audit.runLive(readTimeout, liveScope(config, readTimeout),
                     recheckFor != null ? recheckFor : config.checkpointInterval().multipliedBy(2).plusSeconds(30),
-                    max(config.checkpointInterval(), SHORTEST_PAUSE)) : audit.run(readTimeout);
+                    max(config.checkpointInterval(), SHORTEST_PAUSE)) : wholeTopicAudit(audit, config, readTimeout);
         } catch (KafkaException | IllegalStateException e) {
             // a service failed or a read timed out after the preflight: no report, one line
             throw new CannotRunException(List.of(Preflight.withoutSecrets(Preflight.oneLine(problem("audit",
@@ -122,6 +123,29 @@ public final class AuditCommand {
         }
         System.out.println("json".equals(format) ? report.toJson() : report.toText());
         return report.clean() ? ExitCode.CLEAN : ExitCode.FINDINGS;
+    }
+
+    /**
+     * The audit of a stopped or drained job, with a warning when the job's group has not committed
+     * offsets past all its input (or they cannot be read): then the job has not finished, and its
+     * unfinished input looks lost.
+     */
+    static AuditReport wholeTopicAudit(Audit audit, OnceflowConfig config, Duration readTimeout) {
+        Optional<AuditScope> jobPosition = Optional.empty();
+        String unknownPosition = null;
+        try {
+            jobPosition = Optional.of(liveScope(config, readTimeout));
+        } catch (CannotRunException e) {
+            unknownPosition = String.join("; ", e.problems());
+        } catch (KafkaException | IllegalStateException e) {
+            unknownPosition = Preflight.withoutSecrets(String.valueOf(e.getMessage()), config);
+        }
+        AuditReport report = audit.run(readTimeout, jobPosition);
+        if (unknownPosition != null) {
+            report.warnings.add("could not read how far the job has checkpointed its input (" + unknownPosition
+                    + "). If it has not read and checkpointed all of it, what it has not done looks lost here.");
+        }
+        return report;
     }
 
     /**

@@ -45,6 +45,8 @@ public final class AuditReport {
     final Finding overDeliveredRows = new Finding();
     /** What a live audit left alone as possibly in flight: after the bound, of no audited id. */
     long inFlightInputRecords;
+    /** Input records after the offsets the job's group committed: what a whole-topic audit warns of. */
+    final Finding inputAfterJobPosition = new Finding();
     long inFlightIds;
     long inFlightOutputRecords;
     long inFlightDeadLetters;

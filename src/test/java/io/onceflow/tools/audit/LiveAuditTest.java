@@ -136,6 +136,33 @@ class LiveAuditTest {
     }
 
     @Test
+    void anAuditOfTheWholeTopicsWarnsOfInputAfterTheJobsCommittedOffsets() throws Exception {
+        for (String id : new String[] {"done-1", "unread-1"}) {
+            RecordMetadata record = job.in(id, 0, null);
+            job.row(id, record, 1);
+            if (id.startsWith("done")) {
+                job.output(id, record);
+            }
+        }
+        Audit audit = AuditCommand.forConfig(scenario.config());
+        assertThat(AuditCommand.wholeTopicAudit(audit, scenario.config(), TIMEOUT).warnings()).singleElement()
+                .satisfies(warning -> assertThat(warning).startsWith("could not read how far the job has checkpointed"
+                        + " its input (input.group.id: the consumer group '" + scenario.config().groupId()
+                        + "' has no committed offsets"));
+        commitOffsets(Map.of(0, 1L)); // an idle running job, or one stopped before it checkpointed unread-1
+
+        AuditReport behind = AuditCommand.wholeTopicAudit(audit, scenario.config(), TIMEOUT);
+
+        assertThat(behind.warnings()).singleElement().satisfies(warning -> assertThat(warning)
+                .startsWith("1 input records lie after the offsets the job's consumer group committed at its last"
+                        + " completed checkpoint, e.g. [" + scenario.inputTopic + "/0/1]")
+                .endsWith("Audit a running job with --live, or wait until the job has drained."));
+
+        commitOffsets(Map.of(0, 2L)); // drained: everything read and checkpointed
+        assertThat(AuditCommand.wholeTopicAudit(audit, scenario.config(), TIMEOUT).warnings()).isEmpty();
+    }
+
+    @Test
     void aLiveAuditNeedsTheGroupsCommittedOffsetsAndALiveRecheckNeedsLive() {
         assertThatThrownBy(() -> AuditCommand.liveScope(scenario.config(), TIMEOUT))
                 .isInstanceOf(CannotRunException.class)
