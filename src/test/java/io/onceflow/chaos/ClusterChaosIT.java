@@ -152,6 +152,11 @@ class ClusterChaosIT {
                         killsDuringCheckpoint, effectStatementsCancelled, zombieSessionsEnded, zombiesStopped, restarts, longestStall.toSeconds(),
                         report.path("clean").asBoolean(), seconds(started), plan.seed());
 
+                if (!report.path("problems").isEmpty()) {
+                    Path kept = Path.of("target", "chaos-logs", "seed-" + plan.seed());
+                    cluster.flink().copyLogsTo(kept);
+                    System.out.println("the cluster's logs are kept in " + kept.toAbsolutePath());
+                }
                 assertThat(report.path("problems")).as("audit problems").isEmpty();
                 assertThat(audit.exitCode()).as("audit exit code").isZero();
                 assertThat(report.path("input").path("records").asLong()).as("input records").isEqualTo(truth.records());

@@ -278,6 +278,14 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
         FileUtils.deleteQuietly(taskManager.directory().toFile());
     }
 
+    /**
+     * Copies the JobManagers' and TaskManagers' logs to {@code target}, which outlives the harness: the
+     * evidence of a failed run, since the harness deletes its directory on close.
+     */
+    public void copyLogsTo(Path target) throws IOException {
+        FileUtils.copyDirectory(logDirectory().toFile(), target.toFile());
+    }
+
     private Path logDirectory() {
         Path logs = directory.resolve("logs");
         try {
