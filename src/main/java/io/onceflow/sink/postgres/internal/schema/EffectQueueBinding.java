@@ -80,20 +80,12 @@ public final class EffectQueueBinding {
 
     /**
      * Adopts the effects that have no owner (queued by an earlier version), then refuses the start
-     * if effects are queued by another sink prefix, or by this one for another function.
+     * if effects are queued by another sink prefix, or by this one for another function. With {@code
+     * refuseOtherSinks} false (a run continued by a JobManager failover), another sink's effects are
+     * only logged: that sink started on an empty queue while this run ran, and must not stop it.
      *
      * @param function the configured effect function, which exists (checked before)
      * @throws IllegalStateException naming the other sink or function and the fix
-     */
-    static void requireOwnEffectsOnly(Connection connection, PendingEffectsTable queue, String eventsTable,
-            String sinkPrefix, String function) throws SQLException {
-        requireOwnEffectsOnly(connection, queue, eventsTable, sinkPrefix, function, true);
-    }
-
-    /**
-     * As {@link #requireOwnEffectsOnly(Connection, PendingEffectsTable, String, String, String)}; with
-     * {@code refuseOtherSinks} false (a run continued by a JobManager failover), another sink's effects
-     * are only logged: that sink started on an empty queue while this run ran, and must not stop it.
      */
     static void requireOwnEffectsOnly(Connection connection, PendingEffectsTable queue, String eventsTable,
             String sinkPrefix, String function, boolean refuseOtherSinks) throws SQLException {
