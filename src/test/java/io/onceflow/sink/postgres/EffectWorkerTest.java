@@ -111,9 +111,14 @@ class EffectWorkerTest {
         db.commitFreshCheckpoint(config, payments);
 
         try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, metrics)) {
-            for (int cancel = 0; cancel < 3; cancel++) { // a DBA's pg_cancel_backend, mid-batch
+            while (metrics.effectRetries.getCount() < 3) { // a DBA's pg_cancel_backend, mid-batch
+                long retriesBefore = metrics.effectRetries.getCount();
                 Eventually.await("the worker is calling the function", PATIENCE, Duration.ofMillis(10),
                         () -> cancelActiveEffects("pg_cancel_backend") > 0);
+                // the next cancel waits for this one's retry: a second signal before the backend has acted on
+                // the first cancels the same statement once (a cancel that lands as a statement ends misses it)
+                Eventually.holdsWithin(Duration.ofSeconds(5), Duration.ofMillis(10),
+                        () -> metrics.effectRetries.getCount() > retriesBefore);
             }
             awaitDrained();
         }
