@@ -10,6 +10,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.function.Function;
 
@@ -131,6 +132,16 @@ public final class ProgramArguments {
             optionProblems.add(ConfigException.problem("--" + name, e.whatIsWrong(), e.whatToDo()));
             return defaultValue;
         }
+    }
+
+    /**
+     * Returns the value of an option, as given.
+     *
+     * @param name the option without {@code --}
+     * @return its value; empty if not given
+     */
+    public Optional<String> text(String name) {
+        return Optional.ofNullable(commandLine.commandOptions().get(name));
     }
 
     /**

@@ -55,8 +55,12 @@ import java.util.Optional;
  *       function, when the function (or the keys function) raised an error about its input
  *       (SQLSTATE classes 22, 23, 54, P0 e.g. {@code RAISE EXCEPTION}, 2F, 38, 39, 21, 27, 0A):
  *       the function's changes for that id are rolled back, the message is consumed, and the job
- *       goes on. Counted by {@code effectsFailed}. Do not return this status. Once the cause is
- *       fixed, {@code bin/onceflow effects retry-failed} queues such effects again, exactly once.
+ *       goes on. Counted by {@code effectsFailed}; the effect stays in the queue, marked failed
+ *       (the {@code effectsAwaitingRedrive} gauge), until an operator re-drives it once the cause
+ *       is fixed ({@code bin/onceflow effects retry-failed}: applied exactly once) or skips it with a
+ *       reason ({@code effects skip}). Do not return this status.
+ *   <li>{@code {"status":"skipped","reason":"...","skipped":<the failure>}} is written by {@code
+ *       effects skip}, not the function.
  * </ul>
  *
  * <p>Any other error says nothing about the message (a cancel or statement timeout, a lock timeout,
@@ -99,6 +103,8 @@ public final class EffectFunction {
     public static final String REJECTED = "rejected";
     /** The status the sink records when the function raised an error about the message. */
     public static final String FAILED = "failed";
+    /** The status of a failed effect that an operator skipped ({@code bin/onceflow effects skip}), with the reason. */
+    public static final String SKIPPED = "skipped";
 
     private EffectFunction() {}
 

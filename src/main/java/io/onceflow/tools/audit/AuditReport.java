@@ -80,6 +80,7 @@ public final class AuditReport {
     /** Business rejections and failures are outcomes of the effect, recorded once: not problems. */
     final Finding effectsRejected = new Finding();
     final Finding effectsFailed = new Finding();
+    final Finding effectsSkipped = new Finding();
     /** Rows without a result although an effect is configured: the effect never ran for them. */
     final Finding effectsMissing = new Finding();
 
@@ -257,6 +258,11 @@ public final class AuditReport {
     /** Rows whose effect raised an error that the sink recorded ({@code "status":"failed"}). */
     public long effectsFailed() {
         return effectsFailed.count;
+    }
+
+    /** Rows whose failed effect an operator skipped ({@code "status":"skipped"}). */
+    public long effectsSkipped() {
+        return effectsSkipped.count;
     }
 
     /** Rows without a result while an effect is configured. */

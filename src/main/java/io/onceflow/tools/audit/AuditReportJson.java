@@ -105,6 +105,7 @@ final class AuditReportJson {
             effects.put("applied", report.effectsApplied);
             effects.put("rejected", report.effectsRejected.toMap());
             effects.put("failed", report.effectsFailed.toMap());
+            effects.put("skipped", report.effectsSkipped.toMap());
             effects.put(report.live() ? "queuedInFlight" : "missing", report.effectsMissing.toMap());
             postgres.put("effects", effects);
         }

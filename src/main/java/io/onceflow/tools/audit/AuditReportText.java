@@ -111,6 +111,9 @@ final class AuditReportText {
             line(text, "  effects applied", report.effectsApplied);
             line(text, "  effects rejected", withExamples(report.effectsRejected));
             line(text, "  effects failed", withExamples(report.effectsFailed));
+            if (report.effectsSkipped.count > 0) {
+                line(text, "  effects skipped", withExamples(report.effectsSkipped));
+            }
             line(text, report.live() ? "  effects queued (in flight)" : "  effects missing", report.effectsMissing.count);
         }
     }

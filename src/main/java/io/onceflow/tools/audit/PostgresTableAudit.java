@@ -124,7 +124,7 @@ final class PostgresTableAudit {
             }
             connection.rollback();
             report.effectsAudited = effectConfigured || report.effectsApplied + report.effectsRejected.count
-                    + report.effectsFailed.count > 0;
+                    + report.effectsFailed.count + report.effectsSkipped.count > 0;
             for (String id : expectedIds) {
                 if (!seen.contains(id)) {
                     report.postgresMissingIds.add(id);
@@ -174,6 +174,8 @@ final class PostgresTableAudit {
             report.effectsRejected.add(id);
         } else if (EffectFunction.FAILED.equals(status)) {
             report.effectsFailed.add(id);
+        } else if (EffectFunction.SKIPPED.equals(status)) {
+            report.effectsSkipped.add(id);
         } else {
             report.effectsApplied++;
         }

@@ -64,7 +64,7 @@ public final class OnceflowCli {
                 return RetentionCommand.execute(args);
             }
         },
-        EFFECTS("effects", "retry-failed --id ID... | --all: queue effects recorded as failed again, once fixed.") {
+        EFFECTS("effects", "retry-failed | retry-rejected | skip --id ID...: re-drive failed (or rejected) effects, or skip them.") {
             @Override
             ExitCode execute(String[] args) {
                 return EffectsCommand.execute(args);

@@ -28,7 +28,8 @@ import java.util.List;
  * <ul>
  *   <li>Events: an id whose row is gone is, when delivered again after its dedup state expired or
  *       in a replay from a savepoint, written as a new row, and its effect is called again. Rows
- *       whose effect is still to be called are never deleted.
+ *       whose effect is not settled (still to be called, or failed and waiting for an operator) are
+ *       never deleted.
  *   <li>Commit log: the committer reads it after a restore to tell a committed transaction from a
  *       lost one; a row is logged at its checkpoint, so a restore of a checkpoint younger than the
  *       window finds every row it asks for.
@@ -66,7 +67,7 @@ public final class Retention {
         public String toText() {
             return "deleted rows first processed before " + cutoff + ":\n"
                     + "  events table:      " + events + " rows deleted, " + pendingEffectsKept
-                    + " older rows kept (effect still to be called)\n"
+                    + " older rows kept (effect pending or failed)\n"
                     + "  commit log:        " + commitLog + " rows deleted\n";
         }
     }

@@ -12,22 +12,18 @@ import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.ProtocolHooks;
 import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
-import io.onceflow.sink.postgres.internal.schema.EventsTable;
 import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
 import io.onceflow.sink.postgres.internal.writer.PostgresAtLeastOnceWriter;
 import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
 import io.onceflow.testing.TestPostgres;
+import io.onceflow.tools.effects.EffectActions;
 import java.io.IOException;
 import java.math.BigDecimal;
 import java.nio.charset.StandardCharsets;
-import java.sql.Array;
 import java.sql.Connection;
-import java.sql.PreparedStatement;
-import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -335,23 +331,8 @@ class BusinessEffectsTest {
     }
 
     private List<String> requeueFailed(String[] ids) throws SQLException {
-        List<String> queued = new ArrayList<>();
-        try (Connection connection = db.database.connect(); PreparedStatement requeue = connection.prepareStatement(
-                new EventsTable(SinkDatabase.TABLE).queue().requeueFailedStatement())) {
-            Array array = ids == null ? null : connection.createArrayOf("text", ids);
-            requeue.setArray(1, array);
-            requeue.setArray(2, array);
-            for (int sinkParameter = 3; sinkParameter <= 5; sinkParameter++) {
-                requeue.setString(sinkParameter, config.sinkPrefix());
-            }
-            requeue.setString(6, FUNCTION);
-            try (ResultSet rows = requeue.executeQuery()) {
-                while (rows.next()) {
-                    queued.add(rows.getString(1));
-                }
-            }
-        }
-        return queued;
+        return new EffectActions(config.connection(), config.tables(), config.writer(), config.sinkPrefix())
+                .retryFailed(ids == null ? List.of() : List.of(ids), null).done();
     }
 
     @Test

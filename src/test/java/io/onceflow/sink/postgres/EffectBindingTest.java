@@ -10,10 +10,9 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
-import io.onceflow.sink.postgres.internal.schema.EventsTable;
 import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
 import io.onceflow.testing.TestPostgres;
-import io.onceflow.tools.effects.FailedEffects;
+import io.onceflow.tools.effects.EffectActions;
 import java.util.List;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -90,36 +89,41 @@ class EffectBindingTest {
         SinkDatabase.drainEffects(jobA, PostgresSinkMetrics.unregistered());
         PostgresSinkConfig jobB = db.builder("job_b").setEffectFunction("ledger.log_call").build().config();
 
-        FailedEffects.Requeued byB = redrive(jobB, "px");
-        FailedEffects.Requeued allByB = redrive(jobB);
+        EffectActions.Outcome byB = redrive(jobB, "px");
+        EffectActions.Outcome allByB = redrive(jobB);
+        EffectActions.Outcome skippedByB = actions(jobB).skip(List.of("px"), "not mine");
 
-        assertThat(byB.queued()).isEmpty();
-        assertThat(byB.notQueued()).containsOnly(entry("px", "failed in the sink job_a: only that sink's re-drive"
-                + " queues it again, run the command with its settings (postgres.sink.prefix=job_a)"));
-        assertThat(allByB.queued()).isEmpty();
+        assertThat(byB.done()).isEmpty();
+        assertThat(byB.notDone()).containsOnly(entry("px", "queued by the sink job_a: only that sink acts on it, run"
+                + " the command with its settings (postgres.sink.prefix=job_a)"));
+        assertThat(allByB.done()).isEmpty();
+        assertThat(skippedByB.done()).isEmpty();
         assertThat(db.effectStatuses()).containsOnly(entry("px", "failed"));
-        assertThat(redrive(jobA).queued()).containsExactly("px");
+        assertThat(redrive(jobA).done()).containsExactly("px");
     }
 
     @Test
-    void aFailureOfAnEarlierVersionIsRedrivenOnlyWhenNamedSinceItMayBeAnotherSinks() throws Exception {
-        PostgresSinkConfig jobA = db.config(db.builder("job_a").setEffectFunction(FUNCTION));
-        db.commitFreshCheckpoint(jobA, BusinessEffectsTest.event("px", "{\"poison\":true}"));
-        SinkDatabase.drainEffects(jobA, PostgresSinkMetrics.unregistered());
-        db.execute("UPDATE onceflow_events SET result = result - '" + EventsTable.FAILED_SINK_FIELD + "'"); // as before sinks were recorded
-        PostgresSinkConfig jobB = db.builder("job_b").setEffectFunction("ledger.log_call").build().config();
+    void aFailureOfAnEarlierVersionJoinsTheQueueAtTheUpgradeAndIsTheUpgradedSinksToRedrive() throws Exception {
+        db.execute(queueOfAnEarlierVersion());
+        // an earlier version recorded the failure in the row only, and named no sink
+        db.execute("INSERT INTO onceflow_events (id, payload, effect_transaction, result) VALUES ('p0',"
+                + " '{\"from\":\"alice\",\"to\":\"bob\",\"amount\":5}', 'old', '{\"status\":\"failed\"}')");
 
-        FailedEffects.Requeued allByB = redrive(jobB);
+        PostgresSinkConfig upgraded = db.config(db.builder("ledger").setEffectFunction(FUNCTION));
 
-        assertThat(allByB.queued()).isEmpty();
-        assertThat(allByB.notQueued()).containsOnly(entry("px", "failed in an earlier version, which recorded no sink,"
-                + " so it may be another sink's: if it is this sink's, name it (--id) to queue it again with ledger.log_call"));
-        assertThat(db.effectStatuses()).containsOnly(entry("px", "failed"));
-        assertThat(redrive(jobA, "px").queued()).containsExactly("px");
+        assertThat(db.failedEffects()).isOne();
+        assertThat(SinkDatabase.drainEffects(upgraded, PostgresSinkMetrics.unregistered())).as("failed: not called").isZero();
+        assertThat(redrive(upgraded).done()).containsExactly("p0");
+        assertThat(SinkDatabase.drainEffects(upgraded, PostgresSinkMetrics.unregistered())).isOne();
+        assertThat(db.ledgerBalances()).containsOnly(entry("alice", 95), entry("bob", 5));
     }
 
-    private static FailedEffects.Requeued redrive(PostgresSinkConfig sink, String... ids) throws Exception {
-        return new FailedEffects(sink.connection(), sink.tables(), sink.writer(), sink.sinkPrefix()).requeue(List.of(ids));
+    private static EffectActions actions(PostgresSinkConfig sink) {
+        return new EffectActions(sink.connection(), sink.tables(), sink.writer(), sink.sinkPrefix());
+    }
+
+    private static EffectActions.Outcome redrive(PostgresSinkConfig sink, String... ids) throws Exception {
+        return actions(sink).retryFailed(List.of(ids), null);
     }
 
     @Test
@@ -201,7 +205,7 @@ class EffectBindingTest {
     /** The sink's tables as the version before the binding created them: a queue without sink and function. */
     private static String queueOfAnEarlierVersion() {
         String ddl = new PostgresSchema(PostgresTableOptions.defaults()).ddl();
-        String earlier = ddl.replace(",\n    sink_prefix text,\n    effect_function text", "");
+        String earlier = ddl.replace(",\n    sink_prefix text,\n    effect_function text,\n    failed_at timestamptz", "");
         assertThat(earlier).isNotEqualTo(ddl);
         return earlier;
     }

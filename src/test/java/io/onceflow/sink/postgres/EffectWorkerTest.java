@@ -5,6 +5,7 @@ import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.checkpoint;
 import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.commit;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.entry;
 
 import io.onceflow.api.Event;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
@@ -16,6 +17,7 @@ import io.onceflow.sink.postgres.internal.effects.EffectWorker;
 import io.onceflow.sink.postgres.internal.writer.PostgresAtLeastOnceWriter;
 import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
 import io.onceflow.testing.Eventually;
+import io.onceflow.tools.effects.EffectActions;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.sql.Statement;
@@ -26,7 +28,10 @@ import java.util.List;
 import java.util.Map;
 import java.util.OptionalLong;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.flink.metrics.Counter;
 import org.apache.flink.metrics.Gauge;
+import org.apache.flink.metrics.SimpleCounter;
 import org.apache.flink.metrics.groups.UnregisteredMetricsGroup;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -130,6 +135,71 @@ class EffectWorkerTest {
     }
 
     @Test
+    void aFailedEffectIsCountedByItsGaugeUntilAnOperatorActsAndTheOthersGoOn() throws Exception {
+        PostgresSinkConfig config = db.config(sink());
+        Map<String, Gauge<?>> gauges = new ConcurrentHashMap<>();
+        PostgresSinkMetrics metrics = PostgresSinkMetrics.register(gaugesInto(gauges));
+        try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, metrics)) {
+            db.commitFreshCheckpoint(config, BusinessEffectsTest.event("bad", "{\"from\":\"a1\",\"to\":\"a2\","
+                    + "\"amount\":1,\"poison\":true}"), payment("p1", "a1", "a2", 10));
+            Eventually.await("the failure is counted, the payment applied", PATIENCE, Duration.ofMillis(20),
+                    () -> Long.valueOf(1).equals(gauges.get("effectsAwaitingRedrive").getValue())
+                            && Long.valueOf(0).equals(gauges.get("effectsQueued").getValue()));
+            assertThat(db.effectStatuses()).containsOnly(entry("bad", "failed"), entry("p1", "applied"));
+            assertThat((Long) gauges.get("effectWorkerLoopAgeSeconds").getValue()).as("the worker goes round")
+                    .isLessThan(5);
+
+            new EffectActions(config.connection(), config.tables(), config.writer(), config.sinkPrefix())
+                    .skip(List.of("bad"), "paid by hand");
+            Eventually.await("the gauge clears once the operator acted", PATIENCE, Duration.ofMillis(50),
+                    () -> Long.valueOf(0).equals(gauges.get("effectsAwaitingRedrive").getValue()));
+        }
+        assertThat(balance("a2")).isEqualTo(1010);
+    }
+
+    @Test
+    void aWorkerSurvivesAnErrorAndAppliesEveryEffectOnce() throws Exception {
+        PostgresSinkConfig config = db.config(sink());
+        AtomicInteger errors = new AtomicInteger();
+        PostgresSinkMetrics metrics = PostgresSinkMetrics.register(new UnregisteredMetricsGroup() {
+            @Override
+            public Counter counter(String name) {
+                if (!name.equals("effectsApplied")) {
+                    return super.counter(name);
+                }
+                return new SimpleCounter() {
+                    @Override
+                    public void inc(long n) {
+                        if (errors.getAndIncrement() == 0) { // after the calls, before the commit
+                            throw new StackOverflowError("an Error out of a library");
+                        }
+                        super.inc(n);
+                    }
+                };
+            }
+        });
+        try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, metrics)) {
+            db.commitFreshCheckpoint(config, payment("p1", "a1", "a2", 10), payment("p2", "a2", "a3", 5));
+            awaitDrained();
+        }
+        assertThat(errors.get()).as("the Error was thrown, and the worker went on").isGreaterThan(1);
+        assertThat(metrics.effectRetries.getCount()).isOne();
+        assertThat(db.effectStatuses()).containsOnly(entry("p1", "applied"), entry("p2", "applied"));
+        assertThat(balance("a1") + " " + balance("a2") + " " + balance("a3")).as("each payment once")
+                .isEqualTo("990 1005 1005");
+    }
+
+    private static UnregisteredMetricsGroup gaugesInto(Map<String, Gauge<?>> gauges) {
+        return new UnregisteredMetricsGroup() {
+            @Override
+            public <T, G extends Gauge<T>> G gauge(String name, G gauge) {
+                gauges.put(name, gauge);
+                return gauge;
+            }
+        };
+    }
+
+    @Test
     void aPausedWorkerHoldingEffectsAndKeysDoesNotStallTheOthersForLong() throws Exception {
         PostgresSinkConfig config = db.config(sink());
         db.commitFreshCheckpoint(config, payment("p1", "a1", "a2", 10), payment("p2", "a2", "a1", 5));
@@ -187,13 +257,7 @@ class EffectWorkerTest {
         PostgresSinkConfig config = db.config(sink());
         db.commitFreshCheckpoint(config, payment("p1", "a1", "a2", 10));
         Map<String, Gauge<?>> gauges = new ConcurrentHashMap<>();
-        PostgresSinkMetrics metrics = PostgresSinkMetrics.register(new UnregisteredMetricsGroup() {
-            @Override
-            public <T, G extends Gauge<T>> G gauge(String name, G gauge) {
-                gauges.put(name, gauge);
-                return gauge;
-            }
-        });
+        PostgresSinkMetrics metrics = PostgresSinkMetrics.register(gaugesInto(gauges));
         try (Connection teller = db.database.connect(); Statement statement = teller.createStatement()) {
             teller.setAutoCommit(false);
             statement.execute("SELECT * FROM ledger.accounts WHERE id = 'a2' FOR UPDATE");

@@ -47,7 +47,28 @@ class RetentionTest {
         assertThat(db.deliveriesById()).containsOnlyKeys("pending", "recent");
         assertThat(purged.events()).isEqualTo(5);
         assertThat(purged.pendingEffectsKept()).isEqualTo(1);
-        assertThat(purged.toText()).contains("5 rows deleted, 1 older rows kept (effect still to be called)");
+        assertThat(purged.toText()).contains("5 rows deleted, 1 older rows kept (effect pending or failed)");
+    }
+
+    @Test
+    void aFailedEffectAndARowWaitingForItsReDrivenEffectStay() throws Exception {
+        try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
+            commit(config, checkpoint(writer, 1, "failed", "redriven", "rejected"));
+        }
+        age("UPDATE " + SinkDatabase.TABLE + " SET first_processed_at = now() - interval '15 days',"
+                + " effect_transaction = 'job-1', result = '{\"status\":\"rejected\"}'");
+        // a failure waits for an operator in the queue, marked failed
+        age("UPDATE " + SinkDatabase.TABLE + " SET result = '{\"status\":\"failed\"}' WHERE id = 'failed'");
+        db.execute("INSERT INTO " + SinkDatabase.TABLE + "_effect_queue (id, failed_at) VALUES ('failed', now())");
+        // what a purge finds on a row that a re-drive of its rejection committed after the purge's snapshot
+        // was taken: the result cleared, but the queue row the re-drive inserted is not in that snapshot
+        age("UPDATE " + SinkDatabase.TABLE + " SET result = NULL WHERE id = 'redriven'");
+
+        Purged purged = retention.purge(KEEP, BATCH_SIZE);
+
+        assertThat(db.deliveriesById()).containsOnlyKeys("failed", "redriven");
+        assertThat(purged.events()).isOne();
+        assertThat(purged.pendingEffectsKept()).isEqualTo(2);
     }
 
     @Test

@@ -217,10 +217,20 @@ final class SinkDatabase {
     }
 
     /** How many effects are queued. */
+    /** The effects queued to be called; not those that failed (they stay queued for an operator). */
     long queuedEffects() throws SQLException {
-        long[] queued = {0};
-        query("SELECT count(*) FROM " + TABLE + PendingEffectsTable.SUFFIX, row -> queued[0] = row.getLong(1));
-        return queued[0];
+        return count("SELECT count(*) FROM " + TABLE + PendingEffectsTable.SUFFIX + " WHERE failed_at IS NULL");
+    }
+
+    /** The effects that failed and wait for an operator. */
+    long failedEffects() throws SQLException {
+        return count("SELECT count(*) FROM " + TABLE + PendingEffectsTable.SUFFIX + " WHERE failed_at IS NOT NULL");
+    }
+
+    private long count(String sql) throws SQLException {
+        long[] count = {0};
+        query(sql, row -> count[0] = row.getLong(1));
+        return count[0];
     }
 
     void execute(String sql) throws SQLException {

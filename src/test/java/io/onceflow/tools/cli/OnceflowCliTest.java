@@ -63,7 +63,7 @@ class OnceflowCliTest {
     void effectsNeedsItsSubcommand() {
         assertThatThrownBy(() -> OnceflowCli.execute(new String[] {"effects", "--config", "job.properties"}))
                 .isInstanceOfSatisfying(ConfigException.class, e -> assertThat(e.problems()).singleElement()
-                        .asString().startsWith("effects: needs its subcommand retry-failed first"));
+                        .asString().startsWith("effects: needs its subcommand first (retry-failed, retry-rejected, skip)"));
     }
 
     @Test

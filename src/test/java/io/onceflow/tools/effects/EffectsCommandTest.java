@@ -45,8 +45,8 @@ class EffectsCommandTest {
 
         assertThatThrownBy(() -> EffectsCommand.execute(retryFailed(settings)))
                 .isInstanceOfSatisfying(ConfigException.class, e -> assertThat(e.problems())
-                        .contains("--id: is not given, nor --all: nothing says which failed effects to queue again."
-                                + " Name each with --id ID (repeat it), or give --all for every effect of postgres.table"
+                        .contains("--id: is not given, nor --all: nothing says which effects to act on."
+                                + " Name each with --id ID (repeat it), or give --all for every effect of the sink"
                                 + " recorded as failed.")
                         .anyMatch(problem -> problem.startsWith("input.topics: is required")));
     }
@@ -65,8 +65,9 @@ class EffectsCommandTest {
     void theSubcommandComesFirstAndASettingInItsPlaceIsNotEchoed() {
         assertThatThrownBy(() -> EffectsCommand.execute(new String[0]))
                 .isInstanceOfSatisfying(ConfigException.class, e -> assertThat(e.problems()).containsExactly(
-                        "effects: needs its subcommand retry-failed first, and got nothing. Run bin/onceflow effects"
-                        + " retry-failed --config job.properties --id ID (or --all); bin/onceflow effects --help says more."));
+                        "effects: needs its subcommand first (retry-failed, retry-rejected, skip), and got nothing. Run"
+                        + " bin/onceflow effects retry-failed --config job.properties --id ID (or --all); bin/onceflow"
+                        + " effects --help says more."));
         assertThatThrownBy(() -> EffectsCommand.execute(new String[] {"retry", "--all"}))
                 .hasMessageContaining("and got 'retry'");
         assertThatThrownBy(() -> EffectsCommand.execute(new String[] {"--postgres.password=hunter2", "retry-failed"}))

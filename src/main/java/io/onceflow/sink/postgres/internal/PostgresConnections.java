@@ -129,7 +129,7 @@ public final class PostgresConnections {
         try {
             work.run();
             connection.commit();
-        } catch (SQLException | RuntimeException e) {
+        } catch (SQLException | RuntimeException | Error e) {
             try {
                 connection.rollback();
                 connection.setAutoCommit(true);

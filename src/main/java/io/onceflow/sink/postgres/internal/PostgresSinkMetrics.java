@@ -40,8 +40,10 @@ import org.apache.flink.runtime.metrics.DescriptiveStatisticsHistogram;
  *   <li>{@code staleWriterAttemptsRefused}: writer starts that found a newer run or attempt owning
  *       what they were about to touch, and stopped (the zombie's side of the fence; counted in the
  *       refused attempt's own group, which lives until its task fails);
- *   <li>{@code effectsQueued}, {@code oldestQueuedEffectSeconds}: the effect backlog (gauges of the
- *       writer, with an effect function; see {@link #reportEffectBacklog}).
+ *   <li>{@code effectsQueued}, {@code oldestQueuedEffectSeconds}, {@code effectsAwaitingRedrive},
+ *       {@code effectWorkerLoopAgeSeconds}: the effect backlog, the failures waiting for an operator
+ *       and the worker's liveness (gauges of the writer, with an effect function; see {@link
+ *       #reportEffectBacklog}).
  * </ul>
  *
  * <p>Transactions committed, committed before (a restored committable), waiting for their checkpoint
@@ -94,14 +96,20 @@ public final class PostgresSinkMetrics {
     }
 
     /**
-     * Registers the effect backlog's gauges, where an effect worker runs: {@code effectsQueued}
-     * (effects whose inbox row committed and that no transaction has applied yet) and {@code
-     * oldestQueuedEffectSeconds} (how long the oldest of them has waited). Every worker reads the
-     * same queue: alert on the maximum over subtasks, not the sum.
+     * Registers the effect worker's gauges, where one runs: {@code effectsQueued} (effects whose
+     * inbox row committed and that no transaction has applied yet), {@code
+     * oldestQueuedEffectSeconds} (how long the oldest of them has waited), {@code
+     * effectsAwaitingRedrive} (effects that failed and wait for an operator to re-drive or skip
+     * them) and {@code effectWorkerLoopAgeSeconds} (since the worker's loop last came round: it
+     * grows while the worker is stuck). Every worker reads the same queue: alert on the maximum over
+     * subtasks, not the sum.
      */
-    public void reportEffectBacklog(LongSupplier queued, LongSupplier oldestQueuedSeconds) {
+    public void reportEffectBacklog(LongSupplier queued, LongSupplier oldestQueuedSeconds,
+            LongSupplier awaitingRedrive, LongSupplier loopAgeSeconds) {
         group.gauge("effectsQueued", (Gauge<Long>) queued::getAsLong);
         group.gauge("oldestQueuedEffectSeconds", (Gauge<Long>) oldestQueuedSeconds::getAsLong);
+        group.gauge("effectsAwaitingRedrive", (Gauge<Long>) awaitingRedrive::getAsLong);
+        group.gauge("effectWorkerLoopAgeSeconds", (Gauge<Long>) loopAgeSeconds::getAsLong);
     }
 
     public static PostgresSinkMetrics register(MetricGroup group) {

@@ -11,6 +11,7 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collection;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
@@ -21,9 +22,10 @@ import org.postgresql.jdbc.PgConnection;
  * Internal. One transaction of effects: takes up to {@code limit} queued effects in source order
  * (partition, offset), skipping those another worker holds and the partitions set aside; locks
  * their keys ({@link EffectKeys}); calls the function for them in that order ({@link EffectCalls});
- * stores the results; and deletes them from the queue. All of it commits together or not at all:
- * an effect's changes, its recorded result and its leaving the queue are one, so however often this
- * runs, crashes or overlaps with another worker (a zombie's), each effect happens once.
+ * stores the results; and deletes them from the queue, except those that failed, which stay
+ * marked failed for an operator. All of it commits together or not at all: an effect's changes,
+ * its recorded result and its leaving the queue are one, so however often this runs, crashes or
+ * overlaps with another worker (a zombie's), each effect happens once.
  */
 @Internal
 public final class EffectBatch {
@@ -31,6 +33,7 @@ public final class EffectBatch {
     private final String sinkPrefix;
     private final String effectFunction;
     private final String dequeueSql;
+    private final String markFailedSql;
     private final EffectCalls calls;
     /** Null without a keys function. */
     private final EffectKeys keys;
@@ -48,6 +51,7 @@ public final class EffectBatch {
         this.effectFunction = effectFunction;
         this.lockBatchSql = queue.lockBatchStatement();
         this.dequeueSql = queue.dequeueStatement();
+        this.markFailedSql = queue.markFailedStatement();
         this.calls = new EffectCalls(events, sinkPrefix, effectFunction, metrics);
         this.keys = keysFunction == null ? null : new EffectKeys(events, keysFunction);
     }
@@ -77,13 +81,23 @@ public final class EffectBatch {
             calls.store(connection, outcomes);
             Set<String> done = new HashSet<>(outcomes.ids);
             done.addAll(Arrays.asList(locked.ids)); // a row with a result already (a stale queue row) leaves too
-            try (PreparedStatement dequeue = connection.prepareStatement(dequeueSql)) {
-                dequeue.setArray(1, connection.unwrap(PgConnection.class).createArrayOf("text", done.toArray()));
-                dequeue.executeUpdate();
-            }
-            taken[0] = done.size();
+            List<String> failed = outcomes.failedIds();
+            failed.forEach(done::remove);
+            execute(connection, dequeueSql, done);
+            execute(connection, markFailedSql, failed);
+            taken[0] = done.size() + failed.size();
         });
         return taken[0];
+    }
+
+    private static void execute(Connection connection, String sql, Collection<String> ids) throws SQLException {
+        if (ids.isEmpty()) {
+            return;
+        }
+        try (PreparedStatement statement = connection.prepareStatement(sql)) {
+            statement.setArray(1, connection.unwrap(PgConnection.class).createArrayOf("text", ids.toArray()));
+            statement.executeUpdate();
+        }
     }
 
     /** The partition of the first effect the last {@link #run} took, or null if it took none. */

@@ -107,8 +107,8 @@ public final class EffectCalls {
         for (int i = 0; i < outcomes.ids.size(); i++) {
             if (outcomes.sqlStates.get(i) != null) {
                 LOG.warn("The effect function failed on message id '{}' with SQLSTATE {}: {}. Its result records the"
-                        + " failure; the message is consumed and not retried (re-drive it once the cause is fixed:"
-                        + " bin/onceflow effects retry-failed).", outcomes.ids.get(i), outcomes.sqlStates.get(i),
+                        + " failure; it stays queued, marked failed, and is not retried until an operator re-drives it"
+                        + " once the cause is fixed (bin/onceflow effects retry-failed) or skips it (effects skip).", outcomes.ids.get(i), outcomes.sqlStates.get(i),
                         outcomes.errors.get(i));
             }
         }

@@ -39,7 +39,18 @@ final class EffectOutcomes {
     }
 
     int failures() {
-        return (int) sqlStates.stream().filter(state -> state != null).count();
+        return failedIds().size();
+    }
+
+    /** The ids whose effect failed: they stay queued, marked failed. */
+    List<String> failedIds() {
+        List<String> failed = new ArrayList<>();
+        for (int i = 0; i < ids.size(); i++) {
+            if (sqlStates.get(i) != null) {
+                failed.add(ids.get(i));
+            }
+        }
+        return failed;
     }
 
     boolean isEmpty() {

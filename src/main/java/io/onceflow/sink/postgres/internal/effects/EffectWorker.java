@@ -31,7 +31,9 @@ import org.slf4j.LoggerFactory;
  * releasing its locks for the others.
  *
  * <p>Failures: only an error about one message's data is a verdict on it ({@link EffectFailures});
- * anything else rolls the batch back and is tried again with exponential backoff (up to {@link
+ * anything else (an {@link Error} too: a worker never dies while its task runs, and the {@code
+ * effectWorkerLoopAgeSeconds} gauge shows that it goes round) rolls the batch back and is tried
+ * again with exponential backoff (up to {@link
  * #MAX_BACKOFF}), logged with what to do, one effect at a time at first (the batch doubles again
  * with each success). When that one effect fails too, its partition is set aside, with a backoff of
  * its own: the effect is retried, and effects of other partitions go on meanwhile instead of waiting
@@ -61,6 +63,9 @@ public final class EffectWorker implements AutoCloseable {
     /** When a worker told that the input ended ({@link #closeAfterDraining}) stops at the latest; 0 otherwise. */
     private volatile long drainDeadline;
     private volatile long queued;
+    private volatile long awaitingRedrive;
+    /** When the worker's loop last came round (nanoTime): after a batch, a wait, or a failure handled. */
+    private volatile long loopNanos = System.nanoTime();
     /** The oldest queued effect's age in ms at the last read of the backlog, and when that was (nanoTime). */
     private volatile long oldestQueuedMillisAtRead;
     private volatile long backlogReadNanos = System.nanoTime();
@@ -79,7 +84,8 @@ public final class EffectWorker implements AutoCloseable {
                 + (config.tables().effectKeys() == null ? "" : " (or its keys function " + config.tables().effectKeys() + ")");
         this.maxBatch = config.writer().batchSize();
         this.metrics = metrics;
-        metrics.reportEffectBacklog(() -> queued, this::oldestQueuedSeconds);
+        metrics.reportEffectBacklog(() -> queued, this::oldestQueuedSeconds, () -> awaitingRedrive,
+                () -> (System.nanoTime() - loopNanos) / 1_000_000_000L);
         this.thread = new Thread(this::run, "onceflow-" + config.sinkPrefix() + "-" + name);
         this.thread.setDaemon(true);
     }
@@ -106,6 +112,7 @@ public final class EffectWorker implements AutoCloseable {
         int limit = maxBatch;
         long backoffMs = 0;
         while (running) {
+            loopNanos = System.nanoTime();
             try {
                 Connection session = connection();
                 int taken = batch.run(session, limit, setAside.now());
@@ -147,10 +154,16 @@ public final class EffectWorker implements AutoCloseable {
                             + " first: {}", name, config.sinkPrefix(), backoffMs, explained);
                     sleep(backoffMs);
                 }
-            } catch (RuntimeException e) {
+            } catch (Throwable e) { // an Error too: a worker that died would leave the queue unapplied, silently
+                if (!running) {
+                    return;
+                }
+                metrics.effectRetries.inc();
                 closeConnection();
-                backoffMs = MAX_BACKOFF.toMillis();
-                LOG.error("{} of sink {} failed unexpectedly; tried again in {} ms", name, config.sinkPrefix(), backoffMs, e);
+                limit = 1;
+                backoffMs = backoffMs == 0 ? MIN_BACKOFF.toMillis() : Math.min(2 * backoffMs, MAX_BACKOFF.toMillis());
+                LOG.error("{} of sink {} failed unexpectedly; its transaction is rolled back and tried again in {} ms",
+                        name, config.sinkPrefix(), backoffMs, e);
                 sleep(backoffMs);
             }
         }
@@ -201,6 +214,7 @@ public final class EffectWorker implements AutoCloseable {
             oldestQueuedMillisAtRead = Math.round(backlog.getDouble(2) * 1000);
             backlogReadNanos = readNanos;
             queued = backlog.getLong(1);
+            awaitingRedrive = backlog.getLong(3);
         }
     }
 

@@ -24,24 +24,28 @@ public final class EffectQueueBinding {
     private EffectQueueBinding() {}
 
     /**
-     * Adds the binding columns to a queue of an earlier version, if it lacks them; the table's owner
-     * only.
+     * Adds the columns a queue of an earlier version lacks ({@link PendingEffectsTable#addedColumns()});
+     * with the failure mark, the failures that version recorded only in the events rows join the
+     * queue, marked failed, in the same transaction. The table's owner only.
      *
      * @throws IllegalStateException naming the statement the table's owner must run, if the user may
      *     not alter the table
      */
     static void addColumnsIfMissing(Connection connection, PendingEffectsTable queue) throws SQLException {
-        for (String column : PendingEffectsTable.bindingColumns()) {
+        for (String column : PendingEffectsTable.addedColumns().keySet()) {
             if (PostgresSchema.columnType(connection, queue.name(), column) != null) {
                 continue;
             }
-            String alter = queue.addBindingColumnStatement(column);
+            String alter = queue.addColumnStatement(column);
             refuseBehindPreparedTransactions(connection, queue, column);
             try {
                 PostgresConnections.inTransaction(connection, () -> {
                     try (Statement statement = connection.createStatement()) {
                         PostgresSchema.lockSchema(statement);
                         statement.execute(alter);
+                        if (PendingEffectsTable.FAILED_AT_COLUMN.equals(column)) {
+                            statement.execute(queue.queueLegacyFailuresStatement());
+                        }
                     }
                 });
             } catch (SQLException e) {

@@ -63,23 +63,32 @@ public final class EventsTable {
     }
 
     /**
+     * Whether the row in alias {@code e} waits for its effect: it was written with one (an effect
+     * transaction) and has no result. A re-drive clears the result in the transaction that queues
+     * the effect again, so this, judged on the row a purge locks, keeps a row that a re-drive
+     * queued after the purge's snapshot (its queue row is not in that snapshot).
+     */
+    private static final String PENDING_RESULT = "(e.result IS NULL AND e.effect_transaction IS NOT NULL)";
+
+    /**
      * Deletes up to parameter 2 rows first processed before parameter 1 (a timestamptz), never a
-     * row whose effect is still to be called (no result, a transaction that calls it), and skipping
-     * rows a running writer holds locked (its prepared transaction's redelivery). Returns the count.
-     * A purged id that is delivered again makes a new row (and calls its effect again): see
-     * docs/retention.md for the window this needs.
+     * row whose effect is unsettled (queued, failed, or waiting for its result), and skipping rows
+     * a running writer or a re-drive holds locked. Returns the count. A purged id that is delivered
+     * again makes a new row (and calls its effect again): see docs/retention.md for the window this
+     * needs.
      */
     public String purgeBatchStatement() {
         return "DELETE FROM " + name + " WHERE id IN (SELECT id FROM " + name + " e WHERE first_processed_at < ?"
-                + " AND NOT " + queue.isQueued("e") + " LIMIT ? FOR UPDATE SKIP LOCKED)";
+                + " AND NOT " + queue.isUnsettled("e") + " AND NOT " + PENDING_RESULT + " LIMIT ? FOR UPDATE SKIP LOCKED)";
     }
 
     /**
-     * How many rows first processed before parameter 1 a purge keeps because their effect is still
-     * to be called.
+     * How many rows first processed before parameter 1 a purge keeps because their effect is not
+     * settled: still to be called, or failed and waiting for an operator.
      */
     public String pendingEffectsBeforeQuery() {
-        return "SELECT count(*) FROM " + name + " e WHERE first_processed_at < ? AND " + queue.isQueued("e");
+        return "SELECT count(*) FROM " + name + " e WHERE first_processed_at < ? AND (" + queue.isUnsettled("e")
+                + " OR " + PENDING_RESULT + ")";
     }
 
     /** {@code CREATE TABLE IF NOT EXISTS}. */
@@ -175,23 +184,14 @@ public final class EventsTable {
 
     /**
      * For the ids in parameter 1 that have a row: the id, whether its result is SQL NULL (pending,
-     * or written without an effect function), the result's status, and whether its effect is
-     * queued, and the sink a failure names (or NULL). What the re-drive command says of an id it did
-     * not queue again.
+     * or written without an effect function), the result's status, whether its effect is queued to
+     * be called, and the sink its queue row is bound to (NULL without one). What the operator
+     * commands say of an id they did not change.
      */
     public String effectStatesQuery() {
-        return "SELECT e.id, e.result IS NULL, e.result->>'status', " + queue.isQueued("e") + ", e.result->>'"
-                + FAILED_SINK_FIELD + "' FROM " + name
-                + " e WHERE e.id = ANY (?::text[])";
-    }
-
-    /**
-     * The ids whose effect failed in an earlier version, which recorded no sink: a re-drive of every
-     * failure leaves them, since they may be another sink's; naming one queues it.
-     */
-    public String unboundFailuresQuery() {
-        return "SELECT id FROM " + name + " WHERE result->>'status' = '" + EffectFunction.FAILED + "' AND result->>'"
-                + FAILED_SINK_FIELD + "' IS NULL";
+        return "SELECT e.id, e.result IS NULL, e.result->>'status', " + queue.isQueued("e") + ", (SELECT q."
+                + PendingEffectsTable.SINK_PREFIX_COLUMN + " FROM " + queue.name() + " q WHERE q.id = e.id) FROM "
+                + name + " e WHERE e.id = ANY (?::text[])";
     }
 
     /**

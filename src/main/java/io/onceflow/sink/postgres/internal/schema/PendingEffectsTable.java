@@ -1,14 +1,18 @@
 package io.onceflow.sink.postgres.internal.schema;
 
 import io.onceflow.sink.postgres.EffectFunction;
-import java.util.List;
+import java.util.LinkedHashMap;
+import java.util.Map;
 import org.apache.flink.annotation.Internal;
 
 /**
- * Internal. The queue of effects still to be called: one row per new message id, inserted by the
+ * Internal. The queue of effects not settled yet: one row per new message id, inserted by the
  * statement that inserts the id's events row (so in the checkpoint's transaction, visible when it
- * commits), deleted by the transaction that calls the effect and stores its result. Named after
- * the events table, {@code <events>}{@value #SUFFIX}.
+ * commits), deleted by the transaction that calls the effect and stores an applied or rejected
+ * result. An effect that failed stays, marked {@code failed_at}, until an operator re-drives it
+ * (the mark is cleared) or skips it (the row is deleted): so the failures waiting for an operator
+ * are counted on this small table, and retention, which keeps every queued row, never deletes one.
+ * Named after the events table, {@code <events>}{@value #SUFFIX}.
  *
  * <p><b>Why a table of its own</b> rather than a partial index on the events table: an index whose
  * predicate mentions {@code result} makes every update of {@code result} a non-HOT update (a new
@@ -23,16 +27,19 @@ public final class PendingEffectsTable {
     public static final String SUFFIX = "_effect_queue";
     static final String SINK_PREFIX_COLUMN = "sink_prefix";
     static final String EFFECT_FUNCTION_COLUMN = "effect_function";
+    static final String FAILED_AT_COLUMN = "failed_at";
     /** PostgreSQL truncates identifiers at 63 bytes: the events table's own name may be this long. */
     public static final int MAX_EVENTS_NAME_LENGTH = 63 - SUFFIX.length();
 
     private final String name;
     private final String events;
+    private final EffectLogTable log;
 
     /** @param events the events table's validated name, {@code table} or {@code schema.table} */
     public PendingEffectsTable(String events) {
         this.events = events;
         this.name = events + SUFFIX;
+        this.log = new EffectLogTable(events);
     }
 
     public String name() {
@@ -66,26 +73,45 @@ public final class PendingEffectsTable {
                 + "    queued_at timestamptz NOT NULL DEFAULT clock_timestamp(),\n"
                 + "    effect_transaction text,\n"
                 + "    " + SINK_PREFIX_COLUMN + " text,\n"
-                + "    " + EFFECT_FUNCTION_COLUMN + " text\n"
+                + "    " + EFFECT_FUNCTION_COLUMN + " text,\n"
+                + "    " + FAILED_AT_COLUMN + " timestamptz\n"
                 + ")";
     }
 
     /**
-     * The columns a queue of an earlier version lacks, which bind each effect to the sink (its
-     * {@code postgres.sink.prefix}) and the function ({@link #functionIdentity}) that queued it.
-     * Nullable, so that adding them never rewrites the table; a row without them (queued by an
-     * earlier version) has no owner until a start adopts it ({@link #adoptUnboundStatement}).
+     * The columns a queue of an earlier version lacks, with their types: those that bind each effect
+     * to the sink (its {@code postgres.sink.prefix}) and the function ({@link #functionIdentity})
+     * that queued it, and the failure mark. Nullable, so that adding them never rewrites the table; a
+     * row without a binding (queued by an earlier version) has no owner until a start adopts it
+     * ({@link #adoptUnboundStatement}).
      */
-    public static List<String> bindingColumns() {
-        return List.of(SINK_PREFIX_COLUMN, EFFECT_FUNCTION_COLUMN);
+    public static Map<String, String> addedColumns() {
+        Map<String, String> columns = new LinkedHashMap<>();
+        columns.put(SINK_PREFIX_COLUMN, "text");
+        columns.put(EFFECT_FUNCTION_COLUMN, "text");
+        columns.put(FAILED_AT_COLUMN, "timestamptz");
+        return columns;
     }
 
-    /** Adds one of {@link #bindingColumns()} to a queue of an earlier version. */
-    public String addBindingColumnStatement(String column) {
-        if (!bindingColumns().contains(column)) {
-            throw new IllegalArgumentException("not a binding column of the effect queue: " + column);
+    /** Adds one of {@link #addedColumns()} to a queue of an earlier version. */
+    public String addColumnStatement(String column) {
+        String type = addedColumns().get(column);
+        if (type == null) {
+            throw new IllegalArgumentException("not a column added to the effect queue: " + column);
         }
-        return "ALTER TABLE " + name + " ADD COLUMN IF NOT EXISTS " + column + " text";
+        return "ALTER TABLE " + name + " ADD COLUMN IF NOT EXISTS " + column + " " + type;
+    }
+
+    /**
+     * With {@link #FAILED_AT_COLUMN} added: the failures an earlier version recorded only in the
+     * events rows (they had left the queue) join it, marked failed, bound to the sink that recorded
+     * them (none before sinks were recorded: the next start adopts them) and to no function yet.
+     */
+    public String queueLegacyFailuresStatement() {
+        return "INSERT INTO " + name + " (id, source_partition, source_offset, " + SINK_PREFIX_COLUMN + ", "
+                + FAILED_AT_COLUMN + ") SELECT id, source_partition, source_offset, result->>'"
+                + EventsTable.FAILED_SINK_FIELD + "', clock_timestamp() FROM " + events + " WHERE result->>'status' = '"
+                + EffectFunction.FAILED + "' ON CONFLICT (id) DO NOTHING";
     }
 
     /**
@@ -127,14 +153,15 @@ public final class PendingEffectsTable {
      * Locks up to parameter 4 queued effects of the sink prefix in parameter 2 and the function named
      * by parameter 3 whose events row is committed, in source order, skipping those another worker
      * holds and those of the partitions in parameter 1 (set aside after a failure): returns their ids
-     * and partitions. Effects of the sink with no function (queued while it did not exist) are its
+     * and partitions; none that failed. Effects of the sink with no function (queued while it did not exist) are its
      * function's: a call of a missing function fails as transient and is retried. Another sink's or
      * function's effects are not this worker's to apply. The events rows are not locked: a writer's
      * upsert of a redelivered id must not wait for the effect calls.
      */
     public String lockBatchStatement() {
         return "SELECT q.id, q.source_partition FROM " + name + " q JOIN " + events + " e ON e.id = q.id"
-                + " WHERE coalesce(q.source_partition, -1) <> ALL (?::int[]) AND q." + SINK_PREFIX_COLUMN + " = ?"
+                + " WHERE q." + FAILED_AT_COLUMN + " IS NULL AND coalesce(q.source_partition, -1) <> ALL (?::int[])"
+                + " AND q." + SINK_PREFIX_COLUMN + " = ?"
                 // NULL: queued by this sink while its function did not exist (dropped and created again
                 // while the job ran); the run's function is the one it was queued for
                 + " AND (q." + EFFECT_FUNCTION_COLUMN + " = " + functionIdentity() + " OR q." + EFFECT_FUNCTION_COLUMN
@@ -157,33 +184,91 @@ public final class PendingEffectsTable {
         return "DELETE FROM " + name + " WHERE id = ANY (?::text[])";
     }
 
-    /** How many effects are queued, and the age of the oldest in seconds (0 when none). */
-    public String backlogQuery() {
-        return "SELECT count(*), coalesce(extract(epoch FROM clock_timestamp() - min(queued_at)), 0) FROM " + name;
-    }
-
-    /** Whether the events row of the id in the events table's alias {@code alias} is queued. */
-    public String isQueued(String alias) {
-        return "EXISTS (SELECT FROM " + name + " q WHERE q.id = " + alias + ".id)";
+    /** Marks the queued rows of the ids in parameter 1 failed: they wait for an operator. */
+    public String markFailedStatement() {
+        return "UPDATE " + name + " SET " + FAILED_AT_COLUMN + " = clock_timestamp() WHERE id = ANY (?::text[])";
     }
 
     /**
-     * Queues again the effects that a sink recorded as failed: of the ids in parameters 1 and 2 (the
-     * same array), or every failed one when it is NULL, that failed in the sink prefix in parameters 3
-     * and 5 (the same), bound to that sink and the function named by parameter 6. A failure of an
-     * earlier version names no sink, so it may be another sink's: it is queued only when its id is
-     * named (parameter 4, the ids' array again). Their result goes back to NULL (pending) in the same
-     * transaction. Returns the ids queued.
+     * How many effects are queued to be called, the age of the oldest in seconds (0 when none), and
+     * how many failed and wait for an operator.
      */
-    public String requeueFailedStatement() {
-        return "WITH failed AS (UPDATE " + events + " SET result = NULL WHERE result->>'status' = '"
-                + EffectFunction.FAILED + "' AND (?::text[] IS NULL OR id = ANY (?::text[]))"
-                + " AND (result->>'" + EventsTable.FAILED_SINK_FIELD + "' = ? OR (result->>'"
-                + EventsTable.FAILED_SINK_FIELD + "' IS NULL AND ?::text[] IS NOT NULL))"
-                + " RETURNING id, source_partition, source_offset)"
-                + " INSERT INTO " + name + " (id, source_partition, source_offset, " + SINK_PREFIX_COLUMN + ", "
-                + EFFECT_FUNCTION_COLUMN + ") SELECT id, source_partition, source_offset, ?::text, " + functionIdentity()
-                + " FROM failed ON CONFLICT (id) DO NOTHING RETURNING id";
+    public String backlogQuery() {
+        return "SELECT count(*) FILTER (WHERE " + FAILED_AT_COLUMN + " IS NULL), coalesce(extract(epoch FROM"
+                + " clock_timestamp() - min(queued_at) FILTER (WHERE " + FAILED_AT_COLUMN + " IS NULL)), 0),"
+                + " count(*) FILTER (WHERE " + FAILED_AT_COLUMN + " IS NOT NULL) FROM " + name;
+    }
+
+    /**
+     * Whether the effect of the events row in the events table's alias {@code alias} is queued to
+     * be called (not failed).
+     */
+    public String isQueued(String alias) {
+        return "EXISTS (SELECT FROM " + name + " q WHERE q.id = " + alias + ".id AND q." + FAILED_AT_COLUMN + " IS NULL)";
+    }
+
+    /** Whether the events row in {@code alias} has a queue row: its effect is queued, or failed. */
+    public String isUnsettled(String alias) {
+        return "EXISTS (SELECT FROM " + name + " q WHERE q.id = " + alias + ".id)";
+    }
+
+    /** The history of what operators did to this queue's effects. */
+    public EffectLogTable log() {
+        return log;
+    }
+
+    /**
+     * Re-drives failed effects: binds them to the function named by parameter 1 (the operator's);
+     * of the ids in parameters 2 and 3 (the same array), or every one when it is NULL, that failed in
+     * the sink prefix in parameter 4. Their failure mark is cleared, their result goes back to NULL
+     * (pending), and each is logged with the reason in parameter 5, in one statement. Returns the
+     * ids re-driven.
+     */
+    public String retryFailedStatement() {
+        return "WITH redriven AS (UPDATE " + name + " SET " + FAILED_AT_COLUMN + " = NULL, queued_at = clock_timestamp(),"
+                + " " + EFFECT_FUNCTION_COLUMN + " = " + functionIdentity() + " WHERE " + FAILED_AT_COLUMN + " IS NOT NULL"
+                + " AND (?::text[] IS NULL OR id = ANY (?::text[])) AND " + SINK_PREFIX_COLUMN + " = ? RETURNING id),"
+                + withPreviousResults("redriven") + ","
+                + " logged AS (" + log.logRowsOf("previous", EffectLogTable.RETRIED) + ")"
+                + " UPDATE " + events + " e SET result = NULL FROM redriven r WHERE e.id = r.id RETURNING e.id";
+    }
+
+    /**
+     * Re-drives rejected effects, by name only (a rejection is a business outcome): of the ids in
+     * parameter 1 whose result says rejected and that have no queue row, the result goes back to
+     * NULL (pending) and they are queued, bound to the sink prefix in parameter 2 and the function
+     * named by parameter 3, and logged with the reason in parameter 4. Returns the ids queued.
+     */
+    public String retryRejectedStatement() {
+        return "WITH previous AS (SELECT e.id, e.result, e.source_partition, e.source_offset FROM " + events + " e"
+                + " WHERE e.id = ANY (?::text[]) AND e.result->>'status' = '" + EffectFunction.REJECTED + "'"
+                + " AND NOT " + isUnsettled("e") + " FOR UPDATE),"
+                + " queued AS (INSERT INTO " + name + " (id, source_partition, source_offset, " + SINK_PREFIX_COLUMN
+                + ", " + EFFECT_FUNCTION_COLUMN + ") SELECT id, source_partition, source_offset, ?::text, "
+                + functionIdentity() + " FROM previous),"
+                + " logged AS (" + log.logRowsOf("previous", EffectLogTable.RETRIED) + ")"
+                + " UPDATE " + events + " e SET result = NULL FROM previous p WHERE e.id = p.id RETURNING e.id";
+    }
+
+    /**
+     * Skips failed effects of the sink prefix in parameter 1: of the ids in parameter 2, the queue
+     * row goes, the result becomes {@code {"status":"skipped","reason":...,"skipped":<the
+     * failure>}} with the reason in parameter 3, logged with the same reason (parameter 4). Returns
+     * the ids skipped.
+     */
+    public String skipFailedStatement() {
+        return "WITH skipped AS (DELETE FROM " + name + " WHERE " + FAILED_AT_COLUMN + " IS NOT NULL AND "
+                + SINK_PREFIX_COLUMN + " = ? AND id = ANY (?::text[]) RETURNING id),"
+                + withPreviousResults("skipped") + ","
+                + " marked AS (UPDATE " + events + " e SET result = jsonb_build_object('status', '"
+                + EffectFunction.SKIPPED + "', 'reason', ?::text, 'skipped', e.result) FROM skipped s WHERE e.id = s.id"
+                + " RETURNING e.id)"
+                + " " + log.logRowsOf("previous", EffectLogTable.SKIPPED) + " RETURNING id";
+    }
+
+    /** The CTE {@code previous}: the id and result of the events rows of the ids in the CTE {@code ids}. */
+    private String withPreviousResults(String ids) {
+        return " previous AS (SELECT e.id, e.result FROM " + events + " e JOIN " + ids + " USING (id))";
     }
 
     /**

@@ -95,7 +95,7 @@ public final class PostgresSchema {
 
     private List<String> createStatements() {
         return List.of(events.createStatement(), events.queue().createStatement(),
-                events.queue().createSourceOrderIndexStatement(), rejects.createStatement(), commitLog.createStatement(), runs.createStatement(),
+                events.queue().createSourceOrderIndexStatement(), events.queue().log().createStatement(), rejects.createStatement(), commitLog.createStatement(), runs.createStatement(),
                 writers.createStatement());
     }
 
@@ -274,11 +274,11 @@ public final class PostgresSchema {
     }
 
     private List<String> tables() {
-        return List.of(events.name(), events.queue().name(), rejects.name(), commitLog.name(), runs.name(),
-                writers.name());
+        return List.of(events.name(), events.queue().name(), events.queue().log().name(), rejects.name(),
+                commitLog.name(), runs.name(), writers.name());
     }
 
-    /** The names of the six tables (the five and the events table's effect queue), in DDL order. */
+    /** The names of the seven tables (the five, the events table's effect queue and effect log), in DDL order. */
     public List<String> tableNames() {
         return new ArrayList<>(tables());
     }
