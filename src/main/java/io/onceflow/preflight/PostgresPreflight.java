@@ -64,8 +64,10 @@ final class PostgresPreflight {
                 checkTable(connection, "postgres.runs.table", settings.runsTable(), APPEND_PRIVILEGES);
                 checkTable(connection, "postgres.writers.table", settings.writersTable(), UPSERT_PRIVILEGES);
                 // the effect queue, named after the events table: filled by the writers, emptied by the workers
-                checkTable(connection, "postgres.table", new PendingEffectsTable(settings.table()).name(),
-                        QUEUE_PRIVILEGES);
+                PendingEffectsTable queue = new PendingEffectsTable(settings.table());
+                checkTable(connection, "postgres.table", queue.name(), QUEUE_PRIVILEGES);
+                // the effect log, written by the effects command run with the job's settings
+                checkTable(connection, "postgres.table", queue.log().name(), APPEND_PRIVILEGES);
                 if (settings.effectFunction().isPresent()) {
                     EffectFunction.problem(connection, settings.effectFunction().get())
                             .ifPresent(problem -> problems.add("postgres.effect.function: at " + server + ", " + problem));

@@ -154,7 +154,8 @@ class PreflightIT {
                 cannotCreate("postgres.commit.log.table", "onceflow_commit_log", reader, "SELECT, INSERT"),
                 cannotCreate("postgres.runs.table", "onceflow_runs", reader, "SELECT, INSERT"),
                 cannotCreate("postgres.writers.table", "onceflow_writers", reader, "SELECT, INSERT, UPDATE"),
-                cannotCreate("postgres.table", "onceflow_events_effect_queue", reader, "SELECT, INSERT, UPDATE, DELETE"));
+                cannotCreate("postgres.table", "onceflow_events_effect_queue", reader, "SELECT, INSERT, UPDATE, DELETE"),
+                cannotCreate("postgres.table", "onceflow_events_effect_log", reader, "SELECT, INSERT"));
         assertThat(problems(Preflight.Purpose.AUDIT)).as("the audit only reads the event table").isEmpty();
     }
 
