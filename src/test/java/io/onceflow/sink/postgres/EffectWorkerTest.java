@@ -154,6 +154,7 @@ class EffectWorkerTest {
             Eventually.await("the gauge clears once the operator acted", PATIENCE, Duration.ofMillis(50),
                     () -> Long.valueOf(0).equals(gauges.get("effectsAwaitingRedrive").getValue()));
         }
+        assertThat(metrics.effectsFailed.getCount()).as("called once: the workers pass a failed effect by").isOne();
         assertThat(balance("a2")).isEqualTo(1010);
     }
 
