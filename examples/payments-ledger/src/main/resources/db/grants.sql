@@ -5,14 +5,17 @@
 --
 --   CREATE ROLE ledger_job LOGIN PASSWORD '...';   -- once, by an administrator
 
--- onceflow's tables (default names, in schema public), as onceflow's docs/deploy.md lists them:
--- upserted (INSERT ... ON CONFLICT DO UPDATE) and locked (SELECT ... FOR UPDATE) ...
+-- onceflow's tables (the names job.properties gives them, in schema public), as onceflow's
+-- docs/deploy.md lists them: upserted (INSERT ... ON CONFLICT DO UPDATE) and locked (SELECT ... FOR UPDATE) ...
 GRANT USAGE ON SCHEMA public TO ledger_job;
-GRANT SELECT, INSERT, UPDATE ON onceflow_events, onceflow_rejects, onceflow_writers TO ledger_job;
+GRANT SELECT, INSERT, UPDATE ON payments_ledger_events, payments_ledger_rejects, payments_ledger_writers TO ledger_job;
 -- ... or appended to and read
-GRANT SELECT, INSERT ON onceflow_commit_log, onceflow_runs TO ledger_job;
--- ... and the effects' queue: filled with the inbox rows, emptied as the effects are applied
-GRANT SELECT, INSERT, UPDATE, DELETE ON onceflow_events_effect_queue TO ledger_job;
+GRANT SELECT, INSERT ON payments_ledger_commit_log, payments_ledger_runs TO ledger_job;
+-- ... the effects' queue: filled with the inbox rows, emptied as the effects are applied (a failed
+-- effect stays, marked, until an operator re-drives or skips it) ...
+GRANT SELECT, INSERT, UPDATE, DELETE ON payments_ledger_events_effect_queue TO ledger_job;
+-- ... and what operators did to effects (bin/onceflow effects, run with the job's settings)
+GRANT SELECT, INSERT ON payments_ledger_events_effect_log TO ledger_job;
 
 -- The ledger: the job only calls the effect function and the key function. apply_payment is SECURITY
 -- DEFINER, so it changes balances and the journal with its owner's rights, by its rules only; the job's

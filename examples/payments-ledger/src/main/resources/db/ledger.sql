@@ -16,8 +16,10 @@
 --   {"type": "payment", "user_id": 42, "amount": 12.34, "currency": "RUB"}
 --       money leaves account 42 for the outside world (account 0, below);
 --   {"type": "transfer", "transfer_from": 42, "transfer_to": 7, "amount": "12.34", "currency": "RUB"}
---       money moves from account 42 to account 7.
--- Anything else (an order, say) is not the ledger's business: applied, with no change.
+--       money moves from account 42 to account 7;
+--   {"type": "order", ...} is not the ledger's business: applied, with no change.
+-- Any other type is rejected ("unknown type"), never applied: a typo or a new kind of message must not
+-- be recorded as done with no money moved.
 CREATE SCHEMA IF NOT EXISTS ledger;
 
 CREATE TABLE IF NOT EXISTS ledger.accounts (
@@ -27,17 +29,24 @@ CREATE TABLE IF NOT EXISTS ledger.accounts (
     currency char(3) NOT NULL DEFAULT 'RUB'
 );
 
--- Every applied payment or transfer writes lines whose amounts sum to zero per message id (debits
--- negative, credits positive), so for each account: opening_balance + sum(its lines) = balance.
+-- Every applied payment or transfer writes two lines, a debit (negative) and a credit (positive), whose
+-- amounts sum to zero per message id, so for each account: opening_balance + sum(its lines) = balance.
 -- Account 0 is the outside world (payments leave the ledger there): it has no row in ledger.accounts
 -- and its balance is only ever derived by a query, so no effect updates one shared row (a row every
 -- payment updated would serialise all effects of all subtasks).
+-- One line per (message, account, leg): a message posted twice, by whatever path (a purged inbox row
+-- and a redelivery, a re-drive by hand, a bug), fails loudly on this key instead of moving money twice;
+-- onceflow records that message's effect as failed (SQLSTATE 23505) for an operator to look at.
 CREATE TABLE IF NOT EXISTS ledger.journal (
     id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     message_id text NOT NULL,
     account bigint NOT NULL CHECK (account >= 0),
-    amount numeric(18, 2) NOT NULL CHECK (amount <> 0),
-    currency char(3) NOT NULL
+    leg text NOT NULL CHECK (leg IN ('debit', 'credit')),
+    amount numeric(18, 2) NOT NULL CHECK (amount <> 0 AND (amount < 0) = (leg = 'debit')),
+    currency char(3) NOT NULL,
+    -- when the effect's transaction posted it (the transaction's start: one time for both lines)
+    posted_at timestamptz NOT NULL DEFAULT now(),
+    UNIQUE (message_id, account, leg)
 );
 
 -- An account id as the ledger spells it (a JSON number or string of digits), or NULL: a malformed id
@@ -72,8 +81,11 @@ DECLARE
     source ledger.accounts;
     target ledger.accounts;
 BEGIN
-    IF kind IS DISTINCT FROM 'payment' AND kind IS DISTINCT FROM 'transfer' THEN
+    IF kind = 'order' THEN
         RETURN jsonb_build_object('status', 'applied', 'change', 'none');
+    END IF;
+    IF kind IS DISTINCT FROM 'payment' AND kind IS DISTINCT FROM 'transfer' THEN
+        RETURN jsonb_build_object('status', 'rejected', 'reason', 'unknown type', 'type', kind);
     END IF;
     -- exact money: digits with an optional fraction (at most 16 before the point: numeric(18, 2)), no
     -- sign, no exponent, and more than two decimals is rejected, never rounded (10.005 is not 10.01)
@@ -131,9 +143,9 @@ BEGIN
     IF credited IS NOT NULL THEN
         UPDATE ledger.accounts a SET balance = a.balance + money WHERE a.id = credited;
     END IF;
-    INSERT INTO ledger.journal (message_id, account, amount, currency)
-        VALUES (apply_payment.message_id, debited, -money, money_currency),
-               (apply_payment.message_id, coalesce(credited, 0), money, money_currency);
+    INSERT INTO ledger.journal (message_id, account, leg, amount, currency)
+        VALUES (apply_payment.message_id, debited, 'debit', -money, money_currency),
+               (apply_payment.message_id, coalesce(credited, 0), 'credit', money, money_currency);
     IF kind = 'payment' THEN
         RETURN jsonb_build_object('status', 'applied', 'account', debited, 'amount', money,
             'balance', source.balance - money);

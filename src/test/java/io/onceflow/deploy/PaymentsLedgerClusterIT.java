@@ -92,17 +92,17 @@ class PaymentsLedgerClusterIT {
             awaitResults(cluster, uniqueMessages);
 
             try (Connection ledger = cluster.postgres().connect()) {
-                assertThat(rows(ledger, "SELECT count(*) FROM onceflow_events")).containsExactly(String.valueOf(uniqueMessages));
-                assertThat(rows(ledger, "SELECT count(*) FROM onceflow_events WHERE deliveries <> 1"
+                assertThat(rows(ledger, "SELECT count(*) FROM payments_ledger_events")).containsExactly(String.valueOf(uniqueMessages));
+                assertThat(rows(ledger, "SELECT count(*) FROM payments_ledger_events WHERE deliveries <> 1"
                         + " OR result IS NULL OR result->>'status' NOT IN ('applied', 'rejected')")).containsExactly("0");
-                assertThat(rows(ledger, "SELECT id FROM onceflow_events WHERE result->>'status' = 'applied' ORDER BY id"))
+                assertThat(rows(ledger, "SELECT id FROM payments_ledger_events WHERE result->>'status' = 'applied' ORDER BY id"))
                         .containsExactlyInAnyOrderElementsOf(applied);
                 Map<Long, BigDecimal> expected = new TreeMap<>();
                 for (long account = 1; account <= ACCOUNTS; account++) {
                     expected.put(account, OPENING.add(movedByAccount.getOrDefault(account, BigDecimal.ZERO)));
                 }
                 assertThat(Ledger.balances(ledger)).isEqualTo(expected);
-                Ledger.Report audit = Ledger.audit(ledger, "onceflow_events");
+                Ledger.Report audit = Ledger.audit(ledger, "payments_ledger_events");
                 assertThat(audit.clean()).as(audit.toString()).isTrue();
                 assertThat(rows(ledger, "SELECT count(*) FILTER (WHERE lines = 2) || ' ' || count(*) FROM"
                         + " (SELECT count(*) AS lines FROM ledger.journal GROUP BY message_id) m"))
@@ -208,7 +208,7 @@ class PaymentsLedgerClusterIT {
         long results = 0;
         while (System.nanoTime() < deadline) {
             try (Connection connection = cluster.postgres().connect()) {
-                results = Long.parseLong(rows(connection, "SELECT count(*) FROM onceflow_events WHERE result IS NOT NULL").get(0));
+                results = Long.parseLong(rows(connection, "SELECT count(*) FROM payments_ledger_events WHERE result IS NOT NULL").get(0));
             }
             if (results >= count) {
                 return;

@@ -36,7 +36,7 @@ class PostgresSchemaTest {
                 .doesNotContain("ON sink.events (").contains("CREATE TABLE IF NOT EXISTS sink.events_effect_queue (\n"
                         + "    id text PRIMARY KEY,\n    source_partition int,\n    source_offset bigint,\n"
                         + "    queued_at timestamptz NOT NULL DEFAULT clock_timestamp(),\n    effect_transaction text,\n"
-                        + "    sink_prefix text,\n    effect_function text,\n    failed_at timestamptz\n);",
+                        + "    sink_prefix text,\n    effect_function text,\n    failed_at timestamptz,\n    source_topic text\n);",
                         "CREATE INDEX IF NOT EXISTS events_effect_queue_source_order ON sink.events_effect_queue"
                         + " (source_partition, source_offset);");
         assertThat(ddl).contains("CREATE TABLE IF NOT EXISTS sink.events_effect_log (\n    id text NOT NULL,\n"

@@ -2,12 +2,14 @@ package io.onceflow.examples.ledger;
 
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.onceflow.testkit.OnceflowTestKit;
 import io.onceflow.testkit.Outcomes;
 import io.onceflow.testkit.TestRecord;
 import java.math.BigDecimal;
 import java.sql.Connection;
+import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -20,8 +22,9 @@ import org.junit.jupiter.api.Test;
  * applies, the second is rejected; at parallelism 1, as onceflow spreads messages over subtasks by
  * id and orders effects only within one), transfers (applied, short of funds, to an unknown account, to itself), exact
  * money (more than two decimals is rejected, never rounded), and the currency checked by the
- * database against the account's own, after {@link PaymentScreening} let a rouble payment through.
- * Rejections change nothing, and the journal matches the balances.
+ * database against the account's own, after {@link PaymentScreening} let a rouble payment through;
+ * an order applied with no change, an unknown type rejected. Rejections change nothing, the journal
+ * matches the balances, and a message posted a second time fails on the journal's key.
  */
 class LedgerRulesTest {
     private static final String ACCOUNTS = "INSERT INTO ledger.accounts (id, opening_balance, balance, currency) VALUES"
@@ -46,6 +49,8 @@ class LedgerRulesTest {
         add("exact", payment(3, "10.50"));
         add("negative", payment(3, "-1.00"));
         add("into-a-dollar-account", payment(5, "1.00"));
+        add("an-order", "{\"type\":\"order\",\"order_id\":\"ord-1\",\"total\":5.00}");
+        add("a-refund", "{\"type\":\"refund\",\"user_id\":3,\"amount\":1.00,\"currency\":\"RUB\"}");
 
         Outcomes outcomes = OnceflowTestKit.start().job(new PaymentScreening())
                 .withSql(LedgerChecks.resource("db/ledger.sql"), ACCOUNTS)
@@ -66,6 +71,8 @@ class LedgerRulesTest {
         assertApplied(outcomes, "exact");
         assertRejected(outcomes, "negative", "invalid amount");
         assertRejected(outcomes, "into-a-dollar-account", "currency not kept by the account");
+        assertApplied(outcomes, "an-order");
+        assertRejected(outcomes, "a-refund", "unknown type");
         try (Connection ledger = outcomes.connect()) {
             assertThat(LedgerChecks.balances(ledger)).isEqualTo(Map.of(1L, new BigDecimal("5.00"),
                     2L, new BigDecimal("30.00"), 3L, new BigDecimal("69.50"), 4L, new BigDecimal("40.00"),
@@ -75,7 +82,12 @@ class LedgerRulesTest {
                     Map.of("z-first", 2L, "transfer", 2L, "transfer-back", 2L, "exact", 2L));
             // the payments' other side: the outside world (account 0), a line per payment, no balance row
             assertThat(outcomes.query("SELECT sum(amount) FROM ledger.journal WHERE account = 0")).containsExactly("80.50");
+            assertThat(outcomes.query("SELECT count(*) FROM ledger.journal WHERE posted_at IS NULL")).containsExactly("0");
         }
+        // a second posting of a message, by whatever path, fails loudly and moves nothing
+        assertThatThrownBy(() -> outcomes.query("SELECT ledger.apply_payment('exact', '" + payment(3, "10.50") + "')"))
+                .isInstanceOf(SQLException.class).hasMessageContaining("journal_message_id_account_leg_key");
+        assertThat(outcomes.query("SELECT balance FROM ledger.accounts WHERE id = 3")).containsExactly("69.50");
     }
 
     private static void assertApplied(Outcomes outcomes, String id) {

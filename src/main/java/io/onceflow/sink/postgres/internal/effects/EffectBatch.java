@@ -37,8 +37,8 @@ public final class EffectBatch {
     private final EffectCalls calls;
     /** Null without a keys function. */
     private final EffectKeys keys;
-    /** The partition of the first effect the last run took, or null: the one to set aside when it fails. */
-    private Integer headPartition;
+    /** The partition ({@code topic/partition}) of the first effect the last run took, or null: the one to set aside when it fails. */
+    private String headPartition;
 
     /**
      * @param sinkPrefix the sink whose queued effects it takes, with {@code effectFunction}: no other's
@@ -67,7 +67,7 @@ public final class EffectBatch {
      * @param connection in autocommit mode; left in autocommit mode
      * @return how many queued effects it took (called, or recorded as failed); 0 when none was free
      */
-    public int run(Connection connection, int limit, Set<Integer> setAside) throws SQLException {
+    public int run(Connection connection, int limit, Set<String> setAside) throws SQLException {
         int[] taken = {0};
         headPartition = null;
         PostgresConnections.inTransaction(connection, () -> {
@@ -101,22 +101,21 @@ public final class EffectBatch {
     }
 
     /** The partition of the first effect the last {@link #run} took, or null if it took none. */
-    public Integer headPartition() {
+    public String headPartition() {
         return headPartition;
     }
 
-    private Rows lockBatch(Connection connection, int limit, Set<Integer> setAside) throws SQLException {
+    private Rows lockBatch(Connection connection, int limit, Set<String> setAside) throws SQLException {
         List<String> ids = new ArrayList<>();
         try (PreparedStatement lock = connection.prepareStatement(lockBatchSql)) {
-            lock.setArray(1, connection.unwrap(PgConnection.class).createArrayOf("int4", setAside.toArray()));
-            lock.setString(2, sinkPrefix);
-            lock.setString(3, effectFunction);
+            lock.setString(1, sinkPrefix);
+            lock.setString(2, effectFunction);
+            lock.setArray(3, connection.unwrap(PgConnection.class).createArrayOf("text", setAside.toArray()));
             lock.setInt(4, limit);
             try (ResultSet rows = lock.executeQuery()) {
                 while (rows.next()) {
                     if (ids.isEmpty()) {
-                        int partition = rows.getInt(2);
-                        headPartition = rows.wasNull() ? -1 : partition;
+                        headPartition = rows.getString(2);
                     }
                     ids.add(rows.getString(1));
                 }

@@ -25,7 +25,9 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Workers share the queue: each batch takes the oldest free effects ({@code SKIP LOCKED}), so
  * any worker of any attempt of any run on the same events table applies any effect, and none is
- * stranded by a rescale or a restart. A zombie's worker (a paused TaskManager that wakes up) is
+ * stranded by a rescale or a restart; of each source partition, a batch takes effects only from the
+ * partition's head on ({@link PendingEffectsTable#lockBatchStatement}), so a worker never passes an
+ * effect that another worker holds or retries, and a partition's effects are called in offset order. A zombie's worker (a paused TaskManager that wakes up) is
  * harmless: an effect leaves the queue in the transaction that applies it. Its transaction never
  * waits for the client longer than {@link #IDLE_LIMIT}: the server ends a paused worker's session,
  * releasing its locks for the others.
@@ -138,7 +140,7 @@ public final class EffectWorker implements AutoCloseable {
                     closeConnection();
                 }
                 refreshBacklogIfConnected();
-                Integer head = batch.headPartition();
+                String head = batch.headPartition();
                 String explained = EffectFailures.explain(e, functions, config.connection().user());
                 if (limit == 1 && head != null && !connectionLost) {
                     // the effect failed alone: it waits, its partition with it; the others go on

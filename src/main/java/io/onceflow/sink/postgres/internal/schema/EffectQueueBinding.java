@@ -26,7 +26,8 @@ public final class EffectQueueBinding {
     /**
      * Adds the columns a queue of an earlier version lacks ({@link PendingEffectsTable#addedColumns()});
      * with the failure mark, the failures that version recorded only in the events rows join the
-     * queue, marked failed, in the same transaction. The table's owner only.
+     * queue, marked failed, and with the topic, every queued row gets its own, in the same
+     * transaction. The table's owner only.
      *
      * @throws IllegalStateException naming the statement the table's owner must run, if the user may
      *     not alter the table
@@ -45,6 +46,8 @@ public final class EffectQueueBinding {
                         statement.execute(alter);
                         if (PendingEffectsTable.FAILED_AT_COLUMN.equals(column)) {
                             statement.execute(queue.queueLegacyFailuresStatement());
+                        } else if (PendingEffectsTable.SOURCE_TOPIC_COLUMN.equals(column)) {
+                            statement.execute(queue.backfillTopicStatement());
                         }
                     }
                 });

@@ -51,7 +51,7 @@ public final class EventsTable {
         // effect stays once. xmax = 0 tells the rows the INSERT made from those it updated.
         this.upsertQueuingSql = "WITH written AS (INSERT INTO " + name + " AS existing" + BATCH_ROWS_OF_A_TRANSACTION
                 + " ON CONFLICT (id) DO UPDATE SET deliveries = existing.deliveries + EXCLUDED.deliveries"
-                + " RETURNING id, source_partition, source_offset, effect_transaction, xmax = 0 AS inserted) "
+                + " RETURNING id, source_topic, source_partition, source_offset, effect_transaction, xmax = 0 AS inserted) "
                 + queue.queueNewRowsOf("written");
         this.hasResultColumnSql = "SELECT EXISTS (SELECT FROM pg_attribute"
                 + " WHERE attrelid = to_regclass(?) AND attname = 'result' AND NOT attisdropped)";

@@ -28,6 +28,7 @@ public final class PendingEffectsTable {
     static final String SINK_PREFIX_COLUMN = "sink_prefix";
     static final String EFFECT_FUNCTION_COLUMN = "effect_function";
     static final String FAILED_AT_COLUMN = "failed_at";
+    static final String SOURCE_TOPIC_COLUMN = "source_topic";
     /** PostgreSQL truncates identifiers at 63 bytes: the events table's own name may be this long. */
     public static final int MAX_EVENTS_NAME_LENGTH = 63 - SUFFIX.length();
 
@@ -74,7 +75,8 @@ public final class PendingEffectsTable {
                 + "    effect_transaction text,\n"
                 + "    " + SINK_PREFIX_COLUMN + " text,\n"
                 + "    " + EFFECT_FUNCTION_COLUMN + " text,\n"
-                + "    " + FAILED_AT_COLUMN + " timestamptz\n"
+                + "    " + FAILED_AT_COLUMN + " timestamptz,\n"
+                + "    " + SOURCE_TOPIC_COLUMN + " text\n"
                 + ")";
     }
 
@@ -90,6 +92,7 @@ public final class PendingEffectsTable {
         columns.put(SINK_PREFIX_COLUMN, "text");
         columns.put(EFFECT_FUNCTION_COLUMN, "text");
         columns.put(FAILED_AT_COLUMN, "timestamptz");
+        columns.put(SOURCE_TOPIC_COLUMN, "text");
         return columns;
     }
 
@@ -100,6 +103,15 @@ public final class PendingEffectsTable {
             throw new IllegalArgumentException("not a column added to the effect queue: " + column);
         }
         return "ALTER TABLE " + name + " ADD COLUMN IF NOT EXISTS " + column + " " + type;
+    }
+
+    /**
+     * With {@link #SOURCE_TOPIC_COLUMN} added: the topic of every queued row, from its events row, so
+     * that rows queued before and after the upgrade are one partition.
+     */
+    public String backfillTopicStatement() {
+        return "UPDATE " + name + " q SET " + SOURCE_TOPIC_COLUMN + " = e.source_topic FROM " + events
+                + " e WHERE e.id = q.id AND q." + SOURCE_TOPIC_COLUMN + " IS NULL";
     }
 
     /**
@@ -133,40 +145,58 @@ public final class PendingEffectsTable {
 
     /**
      * The rows inserted by the upsert in the CTE {@code written} (which returns {@code id,
-     * source_partition, source_offset, effect_transaction, inserted}) that were new: for {@link
+     * source_topic, source_partition, source_offset, effect_transaction, inserted}) that were new: for {@link
      * EventsTable#upsertQueuingStatement}, bound to the sink prefix and the function named by its two
      * parameters.
      */
     String queueNewRowsOf(String written) {
-        return "INSERT INTO " + name + " (id, source_partition, source_offset, effect_transaction, " + SINK_PREFIX_COLUMN
-                + ", " + EFFECT_FUNCTION_COLUMN + ") SELECT id, source_partition, source_offset, effect_transaction, ?::text, "
-                + functionIdentity() + " FROM " + written + " WHERE inserted"
+        return "INSERT INTO " + name + " (id, " + SOURCE_TOPIC_COLUMN + ", source_partition, source_offset,"
+                + " effect_transaction, " + SINK_PREFIX_COLUMN + ", " + EFFECT_FUNCTION_COLUMN + ") SELECT id, source_topic,"
+                + " source_partition, source_offset, effect_transaction, ?::text, " + functionIdentity() + " FROM " + written
+                + " WHERE inserted"
                 // a queue row whose events row is gone (deleted by hand, or purged in a race with a re-drive)
                 // is stale: the new row adopts it, instead of failing on the key as if its data were bad
-                + " ON CONFLICT (id) DO UPDATE SET source_partition = EXCLUDED.source_partition,"
+                + " ON CONFLICT (id) DO UPDATE SET " + SOURCE_TOPIC_COLUMN + " = EXCLUDED." + SOURCE_TOPIC_COLUMN + ","
+                + " source_partition = EXCLUDED.source_partition,"
                 + " source_offset = EXCLUDED.source_offset, effect_transaction = EXCLUDED.effect_transaction,"
                 + " " + SINK_PREFIX_COLUMN + " = EXCLUDED." + SINK_PREFIX_COLUMN + ", " + EFFECT_FUNCTION_COLUMN
                 + " = EXCLUDED." + EFFECT_FUNCTION_COLUMN + ", queued_at = clock_timestamp()";
     }
 
     /**
-     * Locks up to parameter 4 queued effects of the sink prefix in parameter 2 and the function named
-     * by parameter 3 whose events row is committed, in source order, skipping those another worker
-     * holds and those of the partitions in parameter 1 (set aside after a failure): returns their ids
-     * and partitions; none that failed. Effects of the sink with no function (queued while it did not exist) are its
-     * function's: a call of a missing function fails as transient and is retried. Another sink's or
-     * function's effects are not this worker's to apply. The events rows are not locked: a writer's
-     * upsert of a redelivered id must not wait for the effect calls.
+     * Locks up to parameter 4 queued effects of the sink prefix in parameter 1 and the function named
+     * by parameter 2 whose events row is committed, in source order, skipping those another worker
+     * holds, those that failed and those of the partitions in parameter 3 (keys {@code
+     * topic/partition}, set aside after a failure); returns their ids and partition keys, of each
+     * partition only those from its head on: none after a queued effect of the partition that this
+     * batch does not hold (another worker's, whose retry it must not pass). So a partition's effects
+     * are called in offset order by whichever worker holds its head, at any number of workers. Effects
+     * of the sink with no function (queued while it did not exist) are its function's: a call of a
+     * missing function fails as transient and is retried. Another sink's or function's effects are
+     * not this worker's to apply. The events rows are not locked: a writer's upsert of a redelivered
+     * id must not wait for the effect calls.
      */
     public String lockBatchStatement() {
-        return "SELECT q.id, q.source_partition FROM " + name + " q JOIN " + events + " e ON e.id = q.id"
-                + " WHERE q." + FAILED_AT_COLUMN + " IS NULL AND coalesce(q.source_partition, -1) <> ALL (?::int[])"
-                + " AND q." + SINK_PREFIX_COLUMN + " = ?"
-                // NULL: queued by this sink while its function did not exist (dropped and created again
-                // while the job ran); the run's function is the one it was queued for
-                + " AND (q." + EFFECT_FUNCTION_COLUMN + " = " + functionIdentity() + " OR q." + EFFECT_FUNCTION_COLUMN
-                + " IS NULL)"
-                + " ORDER BY q.source_partition, q.source_offset LIMIT ? FOR UPDATE OF q SKIP LOCKED";
+        String partitionKey = "coalesce(q." + SOURCE_TOPIC_COLUMN + ", '') || '/' || coalesce(q.source_partition, -1)";
+        // NULL function: queued by this sink while its function did not exist (dropped and created
+        // again while the job ran); the run's function is the one it was queued for
+        String ours = " AND %1$s." + SINK_PREFIX_COLUMN + " = (SELECT sink FROM params) AND (%1$s." + EFFECT_FUNCTION_COLUMN
+                + " = (SELECT function FROM params) OR %1$s." + EFFECT_FUNCTION_COLUMN + " IS NULL)";
+        return "WITH params AS (SELECT ?::text AS sink, " + functionIdentity() + " AS function, ?::text[] AS set_aside),"
+                + " locked AS (SELECT q.id, q." + SOURCE_TOPIC_COLUMN + " AS topic, q.source_partition AS part,"
+                + " q.source_offset, " + partitionKey + " AS partition_key FROM " + name + " q JOIN " + events
+                + " e ON e.id = q.id WHERE q." + FAILED_AT_COLUMN + " IS NULL" + ours.formatted("q")
+                + " AND " + partitionKey + " <> ALL (SELECT unnest(set_aside) FROM params)"
+                + " ORDER BY q.source_partition, q.source_offset LIMIT ? FOR UPDATE OF q SKIP LOCKED),"
+                // per partition, the first queued effect of ours that this batch does not hold: it and all
+                // after it wait
+                + " blockers AS (SELECT p.topic, p.part, (SELECT min(h.source_offset) FROM " + name + " h JOIN " + events
+                + " he ON he.id = h.id WHERE h.source_partition = p.part AND h." + SOURCE_TOPIC_COLUMN
+                + " IS NOT DISTINCT FROM p.topic AND h." + FAILED_AT_COLUMN + " IS NULL" + ours.formatted("h")
+                + " AND h.id NOT IN (SELECT id FROM locked)) AS blocked_from FROM (SELECT DISTINCT topic, part FROM locked) p)"
+                + " SELECT l.id, l.partition_key FROM locked l LEFT JOIN blockers b ON b.part = l.part AND b.topic"
+                + " IS NOT DISTINCT FROM l.topic WHERE b.blocked_from IS NULL OR l.source_offset < b.blocked_from"
+                + " ORDER BY l.part, l.source_offset";
     }
 
     /**
@@ -240,12 +270,13 @@ public final class PendingEffectsTable {
      * named by parameter 3, and logged with the reason in parameter 4. Returns the ids queued.
      */
     public String retryRejectedStatement() {
-        return "WITH previous AS (SELECT e.id, e.result, e.source_partition, e.source_offset FROM " + events + " e"
+        return "WITH previous AS (SELECT e.id, e.result, e.source_topic, e.source_partition, e.source_offset FROM "
+                + events + " e"
                 + " WHERE e.id = ANY (?::text[]) AND e.result->>'status' = '" + EffectFunction.REJECTED + "'"
                 + " AND NOT " + isUnsettled("e") + " FOR UPDATE),"
-                + " queued AS (INSERT INTO " + name + " (id, source_partition, source_offset, " + SINK_PREFIX_COLUMN
-                + ", " + EFFECT_FUNCTION_COLUMN + ") SELECT id, source_partition, source_offset, ?::text, "
-                + functionIdentity() + " FROM previous),"
+                + " queued AS (INSERT INTO " + name + " (id, " + SOURCE_TOPIC_COLUMN + ", source_partition, source_offset, "
+                + SINK_PREFIX_COLUMN + ", " + EFFECT_FUNCTION_COLUMN + ") SELECT id, source_topic, source_partition,"
+                + " source_offset, ?::text, " + functionIdentity() + " FROM previous),"
                 + " logged AS (" + log.logRowsOf("previous", EffectLogTable.RETRIED) + ")"
                 + " UPDATE " + events + " e SET result = NULL FROM previous p WHERE e.id = p.id RETURNING e.id";
     }
@@ -312,9 +343,9 @@ public final class PendingEffectsTable {
      * function named by parameter 2.
      */
     public String queueLegacyPendingStatement() {
-        return "INSERT INTO " + name + " (id, source_partition, source_offset, effect_transaction, " + SINK_PREFIX_COLUMN
-                + ", " + EFFECT_FUNCTION_COLUMN + ") SELECT id, source_partition, source_offset, effect_transaction, ?::text, "
-                + functionIdentity() + " FROM " + events
+        return "INSERT INTO " + name + " (id, " + SOURCE_TOPIC_COLUMN + ", source_partition, source_offset,"
+                + " effect_transaction, " + SINK_PREFIX_COLUMN + ", " + EFFECT_FUNCTION_COLUMN + ") SELECT id, source_topic,"
+                + " source_partition, source_offset, effect_transaction, ?::text, " + functionIdentity() + " FROM " + events
                 + " WHERE result IS NULL AND effect_transaction IS NOT NULL ON CONFLICT (id) DO NOTHING";
     }
 

@@ -1,0 +1,90 @@
+package io.onceflow.sink.postgres;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.onceflow.api.Event;
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
+import io.onceflow.sink.postgres.internal.effects.EffectWorker;
+import io.onceflow.testing.Eventually;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A partition's effects are applied in offset order whatever the number of workers, also while one
+ * worker retries a partition's head: against a real server, with a function that records the order
+ * in which its calls commit (a rolled-back call leaves no record) and fails a head with SQLSTATE
+ * 40001 (a serialization failure: retried) a few times before it goes through.
+ */
+class EffectOrderTest {
+    private static final String FUNCTION = "ledger.record_call";
+    private static final int PARTITIONS = 3;
+    private static final int PER_PARTITION = 60;
+    private static final Duration PATIENCE = Duration.ofSeconds(60);
+
+    private final SinkDatabase db = new SinkDatabase();
+
+    @BeforeEach
+    void createTheFunction() throws Exception {
+        db.execute("CREATE SCHEMA ledger");
+        db.execute("CREATE TABLE ledger.calls (seq bigserial PRIMARY KEY, id text NOT NULL, topic text,"
+                + " source_partition int NOT NULL, source_offset bigint NOT NULL)");
+        db.execute("CREATE SEQUENCE ledger.head_tries"); // nextval is never rolled back: it counts every try
+        db.execute("CREATE FUNCTION " + FUNCTION + "(message_id text, payload jsonb) RETURNS jsonb LANGUAGE plpgsql"
+                + " AS $$ BEGIN\n"
+                + "  PERFORM pg_sleep(0.002);\n"
+                + "  IF payload ? 'flaky' AND nextval('ledger.head_tries') <= 6 THEN\n"
+                + "    RAISE EXCEPTION 'could not serialize' USING ERRCODE = '40001';\n"
+                + "  END IF;\n"
+                + "  INSERT INTO ledger.calls (id, topic, source_partition, source_offset) SELECT e.id, e.source_topic,"
+                + "    e.source_partition, e.source_offset FROM onceflow_events e WHERE e.id = message_id;\n"
+                + "  RETURN jsonb_build_object('status', 'applied'); END $$");
+    }
+
+    @Test
+    void eachPartitionIsAppliedInOffsetOrderByFourWorkersWhileOneRetriesItsHead() throws Exception {
+        PostgresSinkConfig config = db.config(db.builder("ordered").setEffectFunction(FUNCTION).setBatchSize(10));
+        List<Event> events = new ArrayList<>();
+        for (int offset = 0; offset < PER_PARTITION; offset++) {
+            for (int partition = 0; partition < PARTITIONS; partition++) {
+                // partition 0's head fails a few times, then goes through
+                String payload = partition == 0 && offset == 0 ? "{\"flaky\":true}" : "{}";
+                events.add(event("p" + partition + "-" + offset, payload, "payments", partition, offset));
+            }
+        }
+        // another topic's partition 0: a partition of its own, not ordered with payments' partition 0
+        events.add(event("r0-0", "{}", "refunds", 0, 0));
+        db.commitFreshCheckpoint(config, events.toArray(Event[]::new));
+
+        List<EffectWorker> workers = new ArrayList<>();
+        try {
+            for (int subtask = 0; subtask < 4; subtask++) {
+                workers.add(EffectWorker.startIfConfigured(config, subtask, PostgresSinkMetrics.unregistered()));
+            }
+            Eventually.await("every effect is applied", PATIENCE, Duration.ofMillis(50), () -> db.queuedEffects() == 0);
+        } finally {
+            workers.forEach(EffectWorker::close);
+        }
+
+        assertThat(db.effectStatuses().values()).hasSize(events.size()).containsOnly("applied");
+        List<String> outOfOrder = new ArrayList<>();
+        db.query("SELECT topic, source_partition, source_offset, previous FROM (SELECT topic, source_partition,"
+                + " source_offset, lag(source_offset) OVER (PARTITION BY topic, source_partition ORDER BY seq) AS previous"
+                + " FROM ledger.calls) c WHERE source_offset <> coalesce(previous + 1, 0)",
+                row -> outOfOrder.add(row.getString(1) + "/" + row.getInt(2) + ": offset " + row.getLong(3)
+                        + " after " + row.getString(4)));
+        assertThat(outOfOrder).as("each partition's calls committed in offset order, each once").isEmpty();
+        assertThat(db.database.rows("SELECT count(*) FROM ledger.calls")).containsExactly(String.valueOf(events.size()));
+        assertThat(Long.parseLong(db.database.rows("SELECT last_value FROM ledger.head_tries").get(0))).as("the head was retried")
+                .isGreaterThan(6);
+    }
+
+    private static Event event(String id, String payload, String topic, int partition, long offset) {
+        return new Event(id, payload.getBytes(StandardCharsets.UTF_8), topic, partition, offset, 0L, new HashMap<>());
+    }
+}
