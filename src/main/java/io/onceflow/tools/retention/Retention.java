@@ -16,6 +16,7 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Timestamp;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 
 /**
@@ -88,7 +89,7 @@ public final class Retention {
         }
         try (Connection session = PostgresConnections.open(sink, "retention")) {
             Timestamp cutoff = serverTimeAgo(session, keep);
-            long eventRows = deleteInBatches(session, events.purgeBatchStatement(), batchSize, cutoff);
+            long eventRows = purgeEvents(session, batchSize, cutoff);
             long logRows = deleteInBatches(session, commitLog.purgeBatchStatement(), batchSize, gidPrefix, cutoff);
             return new Purged(cutoff, eventRows, logRows, pendingEffectsBefore(session, cutoff));
         }
@@ -101,6 +102,40 @@ public final class Retention {
             try (ResultSet row = query.executeQuery()) {
                 row.next();
                 return row.getTimestamp(1);
+            }
+        }
+    }
+
+    /**
+     * Purges the events table in batches, each a transaction of two statements: lock old settled
+     * rows, then delete those still settled in a new snapshot ({@link EventsTable#purgeLockStatement}
+     * says why), until a batch locks nothing.
+     */
+    private long purgeEvents(Connection session, int batchSize, Timestamp cutoff) throws SQLException {
+        long deleted = 0;
+        try (PreparedStatement lock = session.prepareStatement(events.purgeLockStatement());
+                PreparedStatement delete = session.prepareStatement(events.purgeDeleteStatement())) {
+            lock.setTimestamp(1, cutoff);
+            lock.setInt(2, batchSize);
+            while (true) {
+                long[] batch = {0, 0}; // locked, deleted
+                PostgresConnections.inTransaction(session, () -> {
+                    List<String> ids = new ArrayList<>();
+                    try (ResultSet rows = lock.executeQuery()) {
+                        while (rows.next()) {
+                            ids.add(rows.getString(1));
+                        }
+                    }
+                    batch[0] = ids.size();
+                    if (!ids.isEmpty()) {
+                        delete.setArray(1, session.createArrayOf("text", ids.toArray()));
+                        batch[1] = delete.executeUpdate();
+                    }
+                });
+                deleted += batch[1];
+                if (batch[0] == 0) {
+                    return deleted;
+                }
             }
         }
     }

@@ -10,9 +10,7 @@ import static org.assertj.core.api.Assertions.entry;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
-import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
 import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
-import java.util.OptionalLong;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
@@ -85,7 +83,7 @@ class EffectBindingAcrossRestartsTest {
      */
     @Test
     void anUpgradeBehindAnEarlierVersionsPreparedTransactionIsToldWhatToDo() throws Exception {
-        db.execute(queueOfAnEarlierVersion());
+        db.execute(SinkDatabase.ddlBeforeBoundEffects());
         db.execute("BEGIN; INSERT INTO onceflow_events (id, payload, effect_transaction) VALUES ('p0',"
                 + " '{\"from\":\"alice\",\"to\":\"bob\",\"amount\":5}', 'ledger-old');"
                 + " INSERT INTO onceflow_events_effect_queue (id, effect_transaction) VALUES ('p0', 'ledger-old');"
@@ -100,10 +98,4 @@ class EffectBindingAcrossRestartsTest {
         }
     }
 
-    private static String queueOfAnEarlierVersion() {
-        String ddl = new PostgresSchema(PostgresTableOptions.defaults()).ddl();
-        String earlier = ddl.replace(",\n    sink_prefix text,\n    effect_function text", "");
-        assertThat(earlier).isNotEqualTo(ddl);
-        return earlier;
-    }
 }

@@ -10,7 +10,6 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
-import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
 import io.onceflow.testing.TestPostgres;
 import io.onceflow.tools.effects.EffectActions;
 import java.util.List;
@@ -104,7 +103,7 @@ class EffectBindingTest {
 
     @Test
     void aFailureOfAnEarlierVersionJoinsTheQueueAtTheUpgradeAndIsTheUpgradedSinksToRedrive() throws Exception {
-        db.execute(queueOfAnEarlierVersion());
+        db.execute(SinkDatabase.ddlBeforeBoundEffects());
         // an earlier version recorded the failure in the row only, and named no sink
         db.execute("INSERT INTO onceflow_events (id, payload, effect_transaction, result) VALUES ('p0',"
                 + " '{\"from\":\"alice\",\"to\":\"bob\",\"amount\":5}', 'old', '{\"status\":\"failed\"}')");
@@ -175,7 +174,7 @@ class EffectBindingTest {
 
     @Test
     void effectsQueuedByAnEarlierVersionAreAdoptedByTheFirstStartThatBindsTheQueue() throws Exception {
-        db.execute(queueOfAnEarlierVersion());
+        db.execute(SinkDatabase.ddlBeforeBoundEffects());
         db.execute("INSERT INTO onceflow_events (id, payload) VALUES ('p0', '{\"from\":\"alice\",\"to\":\"bob\",\"amount\":5}')");
         db.execute("INSERT INTO onceflow_events_effect_queue (id) VALUES ('p0')");
 
@@ -189,7 +188,7 @@ class EffectBindingTest {
     @Test
     void aRoleThatMayNotAddTheQueuesNewColumnsIsToldTheStatement() throws Exception {
         assumeTrue(TestPostgres.shared().canRestart(), "creates a role that logs in without a password: embedded only");
-        db.execute(queueOfAnEarlierVersion());
+        db.execute(SinkDatabase.ddlBeforeBoundEffects());
         String role = "writer_" + Long.toHexString(System.nanoTime());
         db.execute("CREATE ROLE " + role + " LOGIN");
         db.execute("GRANT ALL ON ALL TABLES IN SCHEMA public TO " + role);
@@ -199,16 +198,11 @@ class EffectBindingTest {
                 .isInstanceOf(IllegalStateException.class)
                 .hasMessageStartingWith("the effect queue onceflow_events_effect_queue of an earlier version has no"
                         + " sink_prefix column, and the user may not add it (only the table's owner may): have the owner"
-                        + " run ALTER TABLE onceflow_events_effect_queue ADD COLUMN IF NOT EXISTS sink_prefix text;");
+                        + " run, in one transaction, ALTER TABLE onceflow_events_effect_queue ADD COLUMN IF NOT EXISTS"
+                        + " sink_prefix text; then start the job again");
     }
 
     /** The sink's tables as the version before the binding created them: a queue without sink and function. */
-    private static String queueOfAnEarlierVersion() {
-        String ddl = new PostgresSchema(PostgresTableOptions.defaults()).ddl();
-        String earlier = ddl.replace(",\n    sink_prefix text,\n    effect_function text,\n    failed_at timestamptz,\n    source_topic text", "");
-        assertThat(earlier).isNotEqualTo(ddl);
-        return earlier;
-    }
 
     private static String refusal(org.assertj.core.api.ThrowableAssert.ThrowingCallable start) {
         try {

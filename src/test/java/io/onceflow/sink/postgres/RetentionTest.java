@@ -51,24 +51,23 @@ class RetentionTest {
     }
 
     @Test
-    void aFailedEffectAndARowWaitingForItsReDrivenEffectStay() throws Exception {
+    void aFailedEffectStaysAndARowWhoseEffectWasDroppedByHandGoes() throws Exception {
         try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
-            commit(config, checkpoint(writer, 1, "failed", "redriven", "rejected"));
+            commit(config, checkpoint(writer, 1, "failed", "dropped", "rejected"));
         }
         age("UPDATE " + SinkDatabase.TABLE + " SET first_processed_at = now() - interval '15 days',"
                 + " effect_transaction = 'job-1', result = '{\"status\":\"rejected\"}'");
         // a failure waits for an operator in the queue, marked failed
         age("UPDATE " + SinkDatabase.TABLE + " SET result = '{\"status\":\"failed\"}' WHERE id = 'failed'");
         db.execute("INSERT INTO " + SinkDatabase.TABLE + "_effect_queue (id, failed_at) VALUES ('failed', now())");
-        // what a purge finds on a row that a re-drive of its rejection committed after the purge's snapshot
-        // was taken: the result cleared, but the queue row the re-drive inserted is not in that snapshot
-        age("UPDATE " + SinkDatabase.TABLE + " SET result = NULL WHERE id = 'redriven'");
+        // an effect dropped on purpose (DELETE FROM the queue, as docs/effects.md says): no result, no queue row
+        age("UPDATE " + SinkDatabase.TABLE + " SET result = NULL WHERE id = 'dropped'");
 
         Purged purged = retention.purge(KEEP, BATCH_SIZE);
 
-        assertThat(db.deliveriesById()).containsOnlyKeys("failed", "redriven");
-        assertThat(purged.events()).isOne();
-        assertThat(purged.pendingEffectsKept()).isEqualTo(2);
+        assertThat(db.deliveriesById()).containsOnlyKeys("failed");
+        assertThat(purged.events()).isEqualTo(2);
+        assertThat(purged.pendingEffectsKept()).isEqualTo(1);
     }
 
     @Test

@@ -10,6 +10,7 @@ import io.onceflow.sink.postgres.internal.commit.TransactionId;
 import io.onceflow.sink.postgres.internal.effects.EffectBatch;
 import io.onceflow.sink.postgres.internal.schema.EventsTable;
 import io.onceflow.sink.postgres.internal.schema.PendingEffectsTable;
+import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
 import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
 import io.onceflow.sink.postgres.internal.writer.WriterStart;
 import io.onceflow.testing.TestPostgres.TestDatabase;
@@ -217,6 +218,20 @@ final class SinkDatabase {
     }
 
     /** How many effects are queued. */
+    /**
+     * The tables' DDL as the version before effects were bound to a sink and function left the
+     * queue: without sink_prefix, effect_function, failed_at and source_topic.
+     */
+    static String ddlBeforeBoundEffects() {
+        String ddl = new PostgresSchema(PostgresTableOptions.defaults()).ddl();
+        String earlier = ddl.replace(",\n    sink_prefix text,\n    effect_function text,\n    failed_at timestamptz,"
+                + "\n    source_topic text", "");
+        if (earlier.equals(ddl)) {
+            throw new IllegalStateException("the queue's DDL changed: update ddlBeforeBoundEffects");
+        }
+        return earlier;
+    }
+
     /** The effects queued to be called; not those that failed (they stay queued for an operator). */
     long queuedEffects() throws SQLException {
         return count("SELECT count(*) FROM " + TABLE + PendingEffectsTable.SUFFIX + " WHERE failed_at IS NULL");

@@ -6,6 +6,7 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.util.List;
 import org.apache.flink.annotation.Internal;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -37,17 +38,14 @@ public final class EffectQueueBinding {
             if (PostgresSchema.columnType(connection, queue.name(), column) != null) {
                 continue;
             }
-            String alter = queue.addColumnStatement(column);
+            List<String> statements = queue.addColumnStatements(column);
             refuseBehindPreparedTransactions(connection, queue, column);
             try {
                 PostgresConnections.inTransaction(connection, () -> {
                     try (Statement statement = connection.createStatement()) {
                         PostgresSchema.lockSchema(statement);
-                        statement.execute(alter);
-                        if (PendingEffectsTable.FAILED_AT_COLUMN.equals(column)) {
-                            statement.execute(queue.queueLegacyFailuresStatement());
-                        } else if (PendingEffectsTable.SOURCE_TOPIC_COLUMN.equals(column)) {
-                            statement.execute(queue.backfillTopicStatement());
+                        for (String sql : statements) {
+                            statement.execute(sql);
                         }
                     }
                 });
@@ -57,7 +55,8 @@ public final class EffectQueueBinding {
                 }
                 throw new IllegalStateException("the effect queue " + queue.name() + " of an earlier version has no "
                         + column + " column, and the user may not add it (only the table's owner may): have the owner"
-                        + " run " + alter + "; then start the job again (" + e.getMessage() + ")", e);
+                        + " run, in one transaction, " + String.join("; ", statements) + "; then start the job again ("
+                        + e.getMessage() + ")", e);
             }
         }
     }
@@ -135,9 +134,11 @@ public final class EffectQueueBinding {
                     + queuedBy + " (postgres.sink.prefix), and this sink " + sinkPrefix + " uses the same events table"
                     + " (postgres.table=" + eventsTable + "): two sinks must not share one, so give this job its own"
                     + " postgres.table; if this job is that sink renamed, start it with postgres.sink.prefix="
-                    + queuedBy + " until the queue drains (docs/effects.md, \"Bound to a sink and a function\")");
+                    + queuedBy + " until the queue drains, and re-drive or skip its failed effects with that sink's"
+                    + " settings (docs/effects.md, \"Bound to a sink and a function\")");
         }
-        if (!identity.equals(queuedFor)) {
+        // NULL: failed effects, which wait for an operator whose re-drive binds them to its function
+        if (queuedFor != null && !identity.equals(queuedFor)) {
             throw new IllegalStateException(count + " effects of this sink are queued in " + queue.name()
                     + " for the function " + queuedFor + ", and postgres.effect.function is now " + identity
                     + ": start with the function they were queued for until the queue drains, or, to have " + identity

@@ -25,10 +25,11 @@ public final class EffectQueueStartChecks {
 
     /**
      * Refuses a start without an effect function while effects are queued: nothing would call them,
-     * and their messages would stay consumed with no effect.
+     * and their messages would stay consumed with no effect; nor could failed ones be re-driven, and
+     * their gauge and alert would go with the workers.
      */
     static void refuseStrandedEffects(Connection connection, PendingEffectsTable queue) throws SQLException {
-        long queued = count(connection, queue.backlogQuery());
+        long queued = count(connection, queue.countQuery());
         if (count(connection, queue.queuedByPreparedTransactionsQuery()) > 0) {
             throw new IllegalStateException("a prepared transaction (of a checkpoint this start may restore and"
                     + " commit) queued effects in " + queue.name() + ", and this start has no effect function"
@@ -37,7 +38,8 @@ public final class EffectQueueStartChecks {
         }
         if (queued > 0) {
             throw new IllegalStateException(queued + " effects are still queued in " + queue.name()
-                    + " (messages consumed whose effect was not called yet), and this start has no effect function"
+                    + " (messages consumed whose effect was not applied yet, or failed and waiting for an operator to"
+                    + " re-drive or skip them), and this start has no effect function"
                     + " (postgres.effect.function) to call them: start with the effect function they were written"
                     + " for, let the queue drain (docs/effects.md, \"Backlog\"), then change it; or, to drop them"
                     + " on purpose, DELETE FROM " + queue.name());
@@ -54,7 +56,8 @@ public final class EffectQueueStartChecks {
 
     /**
      * An events table of an earlier version marks pending effects with a partial index, which makes
-     * every result update non-HOT: queue its pending rows, then drop the index. The earlier
+     * every result update non-HOT: queue its pending rows (and its failures, marked failed), then
+     * drop the index. The earlier
      * version's prepared transactions (a restored checkpoint's, committed after this start) lock the
      * table: then the index stays until a later start, and the effect workers queue the rows those
      * transactions commit meanwhile (the index finds them).
@@ -72,6 +75,7 @@ public final class EffectQueueStartChecks {
                     PostgresSchema.lockSchema(statement);
                     if (exists(connection, legacy)) {
                         queueLegacyPending(connection, queue, sinkPrefix, function);
+                        statement.execute(queue.queueLegacyFailuresStatement());
                         // never wait behind a prepared transaction that only this job's committer ends
                         statement.execute("SET LOCAL lock_timeout = '" + LEGACY_INDEX_LOCK_WAIT.toMillis() + "ms'");
                         statement.execute("DROP INDEX " + legacy);

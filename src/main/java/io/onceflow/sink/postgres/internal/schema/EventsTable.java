@@ -63,23 +63,26 @@ public final class EventsTable {
     }
 
     /**
-     * Whether the row in alias {@code e} waits for its effect: it was written with one (an effect
-     * transaction) and has no result. A re-drive clears the result in the transaction that queues
-     * the effect again, so this, judged on the row a purge locks, keeps a row that a re-drive
-     * queued after the purge's snapshot (its queue row is not in that snapshot).
+     * Locks up to parameter 2 rows first processed before parameter 1 (a timestamptz) whose effect is
+     * settled (not in the queue: applied, rejected, skipped, or none), skipping rows a running writer
+     * or a re-drive holds locked; returns their ids. The first statement of a purge batch: a re-drive
+     * must lock a row to queue its effect again, so once locked, no re-drive can queue one of these
+     * until the purge's transaction ends. A purged id that is delivered again makes a new row (and
+     * calls its effect again): see docs/retention.md for the window this needs.
      */
-    private static final String PENDING_RESULT = "(e.result IS NULL AND e.effect_transaction IS NOT NULL)";
+    public String purgeLockStatement() {
+        return "SELECT id FROM " + name + " e WHERE first_processed_at < ? AND NOT " + queue.isUnsettled("e")
+                + " LIMIT ? FOR UPDATE SKIP LOCKED";
+    }
 
     /**
-     * Deletes up to parameter 2 rows first processed before parameter 1 (a timestamptz), never a
-     * row whose effect is unsettled (queued, failed, or waiting for its result), and skipping rows
-     * a running writer or a re-drive holds locked. Returns the count. A purged id that is delivered
-     * again makes a new row (and calls its effect again): see docs/retention.md for the window this
-     * needs.
+     * The second statement of a purge batch: deletes the rows of the ids in parameter 1 (locked by
+     * {@link #purgeLockStatement}) that are still settled, judged with this statement's snapshot,
+     * which sees the queue row of a re-drive that committed after the first statement's. Returns the
+     * count.
      */
-    public String purgeBatchStatement() {
-        return "DELETE FROM " + name + " WHERE id IN (SELECT id FROM " + name + " e WHERE first_processed_at < ?"
-                + " AND NOT " + queue.isUnsettled("e") + " AND NOT " + PENDING_RESULT + " LIMIT ? FOR UPDATE SKIP LOCKED)";
+    public String purgeDeleteStatement() {
+        return "DELETE FROM " + name + " e WHERE e.id = ANY (?::text[]) AND NOT " + queue.isUnsettled("e");
     }
 
     /**
@@ -87,8 +90,7 @@ public final class EventsTable {
      * settled: still to be called, or failed and waiting for an operator.
      */
     public String pendingEffectsBeforeQuery() {
-        return "SELECT count(*) FROM " + name + " e WHERE first_processed_at < ? AND (" + queue.isUnsettled("e")
-                + " OR " + PENDING_RESULT + ")";
+        return "SELECT count(*) FROM " + name + " e WHERE first_processed_at < ? AND " + queue.isUnsettled("e");
     }
 
     /** {@code CREATE TABLE IF NOT EXISTS}. */
@@ -204,7 +206,8 @@ public final class EventsTable {
     public String auditStatement(boolean hasResultColumn) {
         String result = hasResultColumn ? "result" : "NULL::jsonb";
         // rows written before the effect was configured are not queued for it
-        String awaitsEffect = hasResultColumn ? queue.isQueued("e") : "false";
+        // a queue row: its effect is still to be called, when the row has no result (a failed one has)
+        String awaitsEffect = hasResultColumn ? queue.isUnsettled("e") : "false";
         return "SELECT id, deliveries, " + result + " IS NULL, " + result + "->>'status', " + awaitsEffect
                 + ", source_topic, source_partition, source_offset FROM " + name + " e";
     }

@@ -2,6 +2,7 @@ package io.onceflow.sink.postgres.internal.schema;
 
 import io.onceflow.sink.postgres.EffectFunction;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import org.apache.flink.annotation.Internal;
 
@@ -96,28 +97,39 @@ public final class PendingEffectsTable {
         return columns;
     }
 
-    /** Adds one of {@link #addedColumns()} to a queue of an earlier version. */
-    public String addColumnStatement(String column) {
+    /**
+     * What adds one of {@link #addedColumns()} to a queue of an earlier version, in one transaction:
+     * the ALTER TABLE, and what fills the column for the rows already there (with the failure mark,
+     * the failures that version recorded only in the events rows; with the topic, each row's). The
+     * start runs them, or names them for the table's owner.
+     */
+    public List<String> addColumnStatements(String column) {
         String type = addedColumns().get(column);
         if (type == null) {
             throw new IllegalArgumentException("not a column added to the effect queue: " + column);
         }
-        return "ALTER TABLE " + name + " ADD COLUMN IF NOT EXISTS " + column + " " + type;
+        String alter = "ALTER TABLE " + name + " ADD COLUMN IF NOT EXISTS " + column + " " + type;
+        return switch (column) {
+            case FAILED_AT_COLUMN -> List.of(alter, queueLegacyFailuresStatement());
+            case SOURCE_TOPIC_COLUMN -> List.of(alter, backfillTopicStatement());
+            default -> List.of(alter);
+        };
     }
 
     /**
      * With {@link #SOURCE_TOPIC_COLUMN} added: the topic of every queued row, from its events row, so
      * that rows queued before and after the upgrade are one partition.
      */
-    public String backfillTopicStatement() {
+    String backfillTopicStatement() {
         return "UPDATE " + name + " q SET " + SOURCE_TOPIC_COLUMN + " = e.source_topic FROM " + events
                 + " e WHERE e.id = q.id AND q." + SOURCE_TOPIC_COLUMN + " IS NULL";
     }
 
     /**
-     * With {@link #FAILED_AT_COLUMN} added: the failures an earlier version recorded only in the
-     * events rows (they had left the queue) join it, marked failed, bound to the sink that recorded
-     * them (none before sinks were recorded: the next start adopts them) and to no function yet.
+     * The failures an earlier version recorded only in the events rows (they had left the queue, or
+     * there was none) join it, marked failed, bound to the sink that recorded them (none before sinks
+     * were recorded: the start adopts them) and to no function yet: with {@link #FAILED_AT_COLUMN}
+     * added, or a queue created for an events table of the version before it.
      */
     public String queueLegacyFailuresStatement() {
         return "INSERT INTO " + name + " (id, source_partition, source_offset, " + SINK_PREFIX_COLUMN + ", "
@@ -157,6 +169,7 @@ public final class PendingEffectsTable {
                 // a queue row whose events row is gone (deleted by hand, or purged in a race with a re-drive)
                 // is stale: the new row adopts it, instead of failing on the key as if its data were bad
                 + " ON CONFLICT (id) DO UPDATE SET " + SOURCE_TOPIC_COLUMN + " = EXCLUDED." + SOURCE_TOPIC_COLUMN + ","
+                + " " + FAILED_AT_COLUMN + " = NULL,"
                 + " source_partition = EXCLUDED.source_partition,"
                 + " source_offset = EXCLUDED.source_offset, effect_transaction = EXCLUDED.effect_transaction,"
                 + " " + SINK_PREFIX_COLUMN + " = EXCLUDED." + SINK_PREFIX_COLUMN + ", " + EFFECT_FUNCTION_COLUMN
@@ -304,11 +317,17 @@ public final class PendingEffectsTable {
 
     /**
      * The queued effects by sink prefix and function, most first: each row the prefix, the function
-     * (either NULL for rows of an earlier version) and the count.
+     * (either NULL for rows of an earlier version; the function NULL for failed effects too, which
+     * wait for an operator, whose re-drive binds them to the function it runs with) and the count.
      */
     public String bindingsQuery() {
-        return "SELECT " + SINK_PREFIX_COLUMN + ", " + EFFECT_FUNCTION_COLUMN + ", count(*) FROM " + name
-                + " GROUP BY 1, 2 ORDER BY 3 DESC";
+        return "SELECT " + SINK_PREFIX_COLUMN + ", CASE WHEN " + FAILED_AT_COLUMN + " IS NULL THEN " + EFFECT_FUNCTION_COLUMN
+                + " END, count(*) FROM " + name + " GROUP BY 1, 2 ORDER BY 3 DESC";
+    }
+
+    /** How many rows the queue holds: effects still to be called, and failed ones waiting for an operator. */
+    public String countQuery() {
+        return "SELECT count(*) FROM " + name;
     }
 
     /**
