@@ -175,6 +175,7 @@ class PreflightIT {
                     + " onceflow_writers TO " + writer);
             sql.execute("GRANT SELECT ON onceflow_rejects TO " + writer);
             sql.execute("GRANT SELECT, INSERT, UPDATE, DELETE ON onceflow_events_effect_queue TO " + writer);
+            sql.execute("GRANT SELECT, INSERT ON onceflow_events_effect_log TO " + writer);
         }
         settings.put("postgres.user", writer);
         settings.put("postgres.password", "");
