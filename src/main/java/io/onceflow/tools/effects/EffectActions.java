@@ -6,6 +6,7 @@ import io.onceflow.sink.postgres.PostgresTableOptions;
 import io.onceflow.sink.postgres.PostgresWriterOptions;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.schema.EffectLogTable;
 import io.onceflow.sink.postgres.internal.schema.EventsTable;
 import io.onceflow.sink.postgres.internal.schema.PendingEffectsTable;
 import java.sql.Array;
@@ -27,12 +28,12 @@ import java.util.Map;
  * <ul>
  *   <li><b>retry failed</b>: effects whose function raised an error about the message stay queued,
  *       marked failed; once the cause is fixed, the mark is cleared and the running job's effect
- *       workers apply each exactly once ({@link PendingEffectsTable#retryFailedStatement});
+ *       workers apply each exactly once ({@link EffectLogTable#retryFailedStatement});
  *   <li><b>retry rejected</b>, by name only: a rejection is a business outcome, but a rejection
  *       caused by a mistake (a wrong limit, an account opened late) may be undone: the result goes
- *       back to pending and the effect is queued again ({@link PendingEffectsTable#retryRejectedStatement});
+ *       back to pending and the effect is queued again ({@link EffectLogTable#retryRejectedStatement});
  *   <li><b>skip</b>: a failed effect that is not to be called leaves the queue, its result says
- *       {@code skipped} with the reason ({@link PendingEffectsTable#skipFailedStatement}).
+ *       {@code skipped} with the reason ({@link EffectLogTable#skipFailedStatement}).
  * </ul>
  *
  * <p>Exactly once also when run twice, or by two operators at the same time: each statement
@@ -123,7 +124,7 @@ public final class EffectActions {
      * @throws SQLException if the database cannot be used; nothing is changed then
      */
     public Outcome retryFailed(List<String> ids, String reason) throws SQLException {
-        return act("re-driven", ids, events.queue().retryFailedStatement(), true, (statement, array) -> {
+        return act("re-driven", ids, events.queue().log().retryFailedStatement(), true, (statement, array) -> {
             statement.setString(1, effectFunction);
             statement.setArray(2, array);
             statement.setArray(3, array);
@@ -135,7 +136,7 @@ public final class EffectActions {
     /** Re-drives the rejected effects of {@code ids} (not empty), as {@link #retryFailed}. */
     public Outcome retryRejected(List<String> ids, String reason) throws SQLException {
         requireIds(ids);
-        return act("re-driven", ids, events.queue().retryRejectedStatement(), true, (statement, array) -> {
+        return act("re-driven", ids, events.queue().log().retryRejectedStatement(), true, (statement, array) -> {
             statement.setArray(1, array);
             statement.setString(2, sink.sinkPrefix());
             statement.setString(3, effectFunction);
@@ -146,7 +147,7 @@ public final class EffectActions {
     /** Skips the failed effects of {@code ids} (not empty) with {@code reason}. */
     public Outcome skip(List<String> ids, String reason) throws SQLException {
         requireIds(ids);
-        return act("skipped", ids, events.queue().skipFailedStatement(), false, (statement, array) -> {
+        return act("skipped", ids, events.queue().log().skipFailedStatement(), false, (statement, array) -> {
             statement.setString(1, sink.sinkPrefix());
             statement.setArray(2, array);
             statement.setString(3, reason);

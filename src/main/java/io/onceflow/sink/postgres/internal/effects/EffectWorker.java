@@ -151,7 +151,7 @@ public final class EffectWorker implements AutoCloseable {
                 } else {
                     // one at a time next, to tell the effect that fails from the batch it was in
                     limit = 1;
-                    backoffMs = backoffMs == 0 ? MIN_BACKOFF.toMillis() : Math.min(2 * backoffMs, MAX_BACKOFF.toMillis());
+                    backoffMs = doubled(backoffMs);
                     LOG.warn("{} of sink {}: the effect transaction failed and is tried again in {} ms, one effect at"
                             + " first: {}", name, config.sinkPrefix(), backoffMs, explained);
                     sleep(backoffMs);
@@ -163,12 +163,17 @@ public final class EffectWorker implements AutoCloseable {
                 metrics.effectRetries.inc();
                 closeConnection();
                 limit = 1;
-                backoffMs = backoffMs == 0 ? MIN_BACKOFF.toMillis() : Math.min(2 * backoffMs, MAX_BACKOFF.toMillis());
+                backoffMs = doubled(backoffMs);
                 LOG.error("{} of sink {} failed unexpectedly; its transaction is rolled back and tried again in {} ms",
                         name, config.sinkPrefix(), backoffMs, e);
                 sleep(backoffMs);
             }
         }
+    }
+
+    /** The next wait after a failure: {@link #MIN_BACKOFF} first, then doubled up to {@link #MAX_BACKOFF}. */
+    private static long doubled(long backoffMs) {
+        return backoffMs == 0 ? MIN_BACKOFF.toMillis() : Math.min(2 * backoffMs, MAX_BACKOFF.toMillis());
     }
 
     private Connection connection() throws SQLException {

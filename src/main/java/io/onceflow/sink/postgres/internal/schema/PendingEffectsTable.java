@@ -41,7 +41,7 @@ public final class PendingEffectsTable {
     public PendingEffectsTable(String events) {
         this.events = events;
         this.name = events + SUFFIX;
-        this.log = new EffectLogTable(events);
+        this.log = new EffectLogTable(events, this);
     }
 
     public String name() {
@@ -258,61 +258,6 @@ public final class PendingEffectsTable {
     /** The history of what operators did to this queue's effects. */
     public EffectLogTable log() {
         return log;
-    }
-
-    /**
-     * Re-drives failed effects: binds them to the function named by parameter 1 (the operator's);
-     * of the ids in parameters 2 and 3 (the same array), or every one when it is NULL, that failed in
-     * the sink prefix in parameter 4. Their failure mark is cleared, their result goes back to NULL
-     * (pending), and each is logged with the reason in parameter 5, in one statement. Returns the
-     * ids re-driven.
-     */
-    public String retryFailedStatement() {
-        return "WITH redriven AS (UPDATE " + name + " SET " + FAILED_AT_COLUMN + " = NULL, queued_at = clock_timestamp(),"
-                + " " + EFFECT_FUNCTION_COLUMN + " = " + functionIdentity() + " WHERE " + FAILED_AT_COLUMN + " IS NOT NULL"
-                + " AND (?::text[] IS NULL OR id = ANY (?::text[])) AND " + SINK_PREFIX_COLUMN + " = ? RETURNING id),"
-                + withPreviousResults("redriven") + ","
-                + " logged AS (" + log.logRowsOf("previous", EffectLogTable.RETRIED) + ")"
-                + " UPDATE " + events + " e SET result = NULL FROM redriven r WHERE e.id = r.id RETURNING e.id";
-    }
-
-    /**
-     * Re-drives rejected effects, by name only (a rejection is a business outcome): of the ids in
-     * parameter 1 whose result says rejected and that have no queue row, the result goes back to
-     * NULL (pending) and they are queued, bound to the sink prefix in parameter 2 and the function
-     * named by parameter 3, and logged with the reason in parameter 4. Returns the ids queued.
-     */
-    public String retryRejectedStatement() {
-        return "WITH previous AS (SELECT e.id, e.result, e.source_topic, e.source_partition, e.source_offset FROM "
-                + events + " e"
-                + " WHERE e.id = ANY (?::text[]) AND e.result->>'status' = '" + EffectFunction.REJECTED + "'"
-                + " AND NOT " + isUnsettled("e") + " FOR UPDATE),"
-                + " queued AS (INSERT INTO " + name + " (id, " + SOURCE_TOPIC_COLUMN + ", source_partition, source_offset, "
-                + SINK_PREFIX_COLUMN + ", " + EFFECT_FUNCTION_COLUMN + ") SELECT id, source_topic, source_partition,"
-                + " source_offset, ?::text, " + functionIdentity() + " FROM previous),"
-                + " logged AS (" + log.logRowsOf("previous", EffectLogTable.RETRIED) + ")"
-                + " UPDATE " + events + " e SET result = NULL FROM previous p WHERE e.id = p.id RETURNING e.id";
-    }
-
-    /**
-     * Skips failed effects of the sink prefix in parameter 1: of the ids in parameter 2, the queue
-     * row goes, the result becomes {@code {"status":"skipped","reason":...,"skipped":<the
-     * failure>}} with the reason in parameter 3, logged with the same reason (parameter 4). Returns
-     * the ids skipped.
-     */
-    public String skipFailedStatement() {
-        return "WITH skipped AS (DELETE FROM " + name + " WHERE " + FAILED_AT_COLUMN + " IS NOT NULL AND "
-                + SINK_PREFIX_COLUMN + " = ? AND id = ANY (?::text[]) RETURNING id),"
-                + withPreviousResults("skipped") + ","
-                + " marked AS (UPDATE " + events + " e SET result = jsonb_build_object('status', '"
-                + EffectFunction.SKIPPED + "', 'reason', ?::text, 'skipped', e.result) FROM skipped s WHERE e.id = s.id"
-                + " RETURNING e.id)"
-                + " " + log.logRowsOf("previous", EffectLogTable.SKIPPED) + " RETURNING id";
-    }
-
-    /** The CTE {@code previous}: the id and result of the events rows of the ids in the CTE {@code ids}. */
-    private String withPreviousResults(String ids) {
-        return " previous AS (SELECT e.id, e.result FROM " + events + " e JOIN " + ids + " USING (id))";
     }
 
     /**
