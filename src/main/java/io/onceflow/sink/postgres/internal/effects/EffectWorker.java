@@ -23,11 +23,11 @@ import org.slf4j.LoggerFactory;
  * empty; then it waits for the committer's notification that a transaction committed (or polls).
  * A slow or blocked effect delays results, never checkpoints or ingest.
  *
- * <p>Workers share the queue: each batch takes the oldest free effects ({@code SKIP LOCKED}), so
- * any worker of any attempt of any run on the same events table applies any effect, and none is
- * stranded by a rescale or a restart; of each source partition, a batch takes effects only from the
- * partition's head on ({@link PendingEffectsTable#lockBatchStatement}), so a worker never passes an
- * effect that another worker holds or retries, and a partition's effects are called in offset order. A zombie's worker (a paused TaskManager that wakes up) is
+ * <p>Workers share the queue: each batch takes the oldest effects of the source partitions no other
+ * batch holds ({@link PendingEffectsTable#lockBatchStatement}: a lock per partition for the
+ * transaction), so any worker of any attempt of any run on the same events table applies any
+ * effect, none is stranded by a rescale or a restart, a worker never passes an effect that another
+ * holds or retries, and a partition's effects are called in offset order. A zombie's worker (a paused TaskManager that wakes up) is
  * harmless: an effect leaves the queue in the transaction that applies it. Its transaction never
  * waits for the client longer than {@link #IDLE_LIMIT}: the server ends a paused worker's session,
  * releasing its locks for the others.
@@ -125,7 +125,7 @@ public final class EffectWorker implements AutoCloseable {
                 backoffMs = 0;
                 limit = Math.min(maxBatch, limit * 2);
                 if (taken == 0) {
-                    if (drainDeadline != 0 && (queued == 0 || System.nanoTime() - drainDeadline > 0)) {
+                    if (drainDeadline != 0 && (nothingToCall(session) || System.nanoTime() - drainDeadline > 0)) {
                         return;
                     }
                     awaitWork(session);
@@ -192,6 +192,18 @@ public final class EffectWorker implements AutoCloseable {
             refreshBacklog(opened, true);
         }
         return connection;
+    }
+
+    /**
+     * Whether no queued effect is left to call, rows whose events row is gone (never taken) aside:
+     * for the end of a bounded input, once a batch found nothing.
+     */
+    private boolean nothingToCall(Connection session) throws SQLException {
+        try (PreparedStatement query = session.prepareStatement(queue.toCallQuery());
+                ResultSet count = query.executeQuery()) {
+            count.next();
+            return count.getLong(1) == 0;
+        }
     }
 
     /** Until a committer's notification, {@link #IDLE_POLL}, or {@link #close}. */

@@ -76,6 +76,7 @@ public final class EffectQueueStartChecks {
                     if (exists(connection, legacy)) {
                         queueLegacyPending(connection, queue, sinkPrefix, function);
                         statement.execute(queue.queueLegacyFailuresStatement());
+                        statement.execute(queue.backfillTopicStatement());
                         // never wait behind a prepared transaction that only this job's committer ends
                         statement.execute("SET LOCAL lock_timeout = '" + LEGACY_INDEX_LOCK_WAIT.toMillis() + "ms'");
                         statement.execute("DROP INDEX " + legacy);

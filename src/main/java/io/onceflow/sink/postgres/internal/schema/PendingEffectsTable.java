@@ -178,38 +178,46 @@ public final class PendingEffectsTable {
 
     /**
      * Locks up to parameter 4 queued effects of the sink prefix in parameter 1 and the function named
-     * by parameter 2 whose events row is committed, in source order, skipping those another worker
-     * holds, those that failed and those of the partitions in parameter 3 (keys {@code
-     * topic/partition}, set aside after a failure); returns their ids and partition keys, of each
-     * partition only those from its head on: none after a queued effect of the partition that this
-     * batch does not hold (another worker's, whose retry it must not pass). So a partition's effects
-     * are called in offset order by whichever worker holds its head, at any number of workers. Effects
-     * of the sink with no function (queued while it did not exist) are its function's: a call of a
-     * missing function fails as transient and is retried. Another sink's or function's effects are
-     * not this worker's to apply. The events rows are not locked: a writer's upsert of a redelivered
-     * id must not wait for the effect calls.
+     * by parameter 2 whose events row is committed, in source order, none that failed and none of
+     * the partitions in parameter 3 (keys {@code topic/partition}, set aside after a failure); returns
+     * their ids and partition keys. A batch takes a partition's effects only while it holds the
+     * partition's lock ({@link #tryLockPartition}, held to the end of its transaction), so no batch
+     * takes an effect of a partition while another holds, calls or retries an earlier one: a
+     * partition's effects are called in offset order at any number of workers, and a held partition
+     * holds back only itself (the scan goes on to the next). Effects of the sink with no function
+     * (queued while it did not exist) are its function's: a call of a missing function fails as
+     * transient and is retried. Another sink's or function's effects are not this worker's to apply.
+     * The events rows are not locked: a writer's upsert of a redelivered id must not wait for the
+     * effect calls.
      */
     public String lockBatchStatement() {
-        String partitionKey = "coalesce(q." + SOURCE_TOPIC_COLUMN + ", '') || '/' || coalesce(q.source_partition, -1)";
-        // NULL function: queued by this sink while its function did not exist (dropped and created
-        // again while the job ran); the run's function is the one it was queued for
-        String ours = " AND %1$s." + SINK_PREFIX_COLUMN + " = (SELECT sink FROM params) AND (%1$s." + EFFECT_FUNCTION_COLUMN
-                + " = (SELECT function FROM params) OR %1$s." + EFFECT_FUNCTION_COLUMN + " IS NULL)";
-        return "WITH params AS (SELECT ?::text AS sink, " + functionIdentity() + " AS function, ?::text[] AS set_aside),"
-                + " locked AS (SELECT q.id, q." + SOURCE_TOPIC_COLUMN + " AS topic, q.source_partition AS part,"
-                + " q.source_offset, " + partitionKey + " AS partition_key FROM " + name + " q JOIN " + events
-                + " e ON e.id = q.id WHERE q." + FAILED_AT_COLUMN + " IS NULL" + ours.formatted("q")
-                + " AND " + partitionKey + " <> ALL (SELECT unnest(set_aside) FROM params)"
-                + " ORDER BY q.source_partition, q.source_offset LIMIT ? FOR UPDATE OF q SKIP LOCKED),"
-                // per partition, the first queued effect of ours that this batch does not hold: it and all
-                // after it wait
-                + " blockers AS (SELECT p.topic, p.part, (SELECT min(h.source_offset) FROM " + name + " h JOIN " + events
-                + " he ON he.id = h.id WHERE h.source_partition = p.part AND h." + SOURCE_TOPIC_COLUMN
-                + " IS NOT DISTINCT FROM p.topic AND h." + FAILED_AT_COLUMN + " IS NULL" + ours.formatted("h")
-                + " AND h.id NOT IN (SELECT id FROM locked)) AS blocked_from FROM (SELECT DISTINCT topic, part FROM locked) p)"
-                + " SELECT l.id, l.partition_key FROM locked l LEFT JOIN blockers b ON b.part = l.part AND b.topic"
-                + " IS NOT DISTINCT FROM l.topic WHERE b.blocked_from IS NULL OR l.source_offset < b.blocked_from"
-                + " ORDER BY l.part, l.source_offset";
+        return "WITH params AS (SELECT ?::text AS sink, " + functionIdentity() + " AS function, ?::text[] AS set_aside)"
+                + " SELECT q.id, " + partitionKey("q") + " FROM " + name + " q JOIN " + events + " e ON e.id = q.id"
+                // CASE: the partition is locked only for a row this batch would take
+                + " WHERE CASE WHEN q." + FAILED_AT_COLUMN + " IS NULL AND q." + SINK_PREFIX_COLUMN
+                + " = (SELECT sink FROM params)"
+                // NULL function: queued by this sink while its function did not exist (dropped and
+                // created again while the job ran); the run's function is the one it was queued for
+                + " AND (q." + EFFECT_FUNCTION_COLUMN + " = (SELECT function FROM params) OR q." + EFFECT_FUNCTION_COLUMN
+                + " IS NULL) AND " + partitionKey("q") + " <> ALL (SELECT unnest(set_aside) FROM params)"
+                + " THEN " + tryLockPartition("q") + " ELSE false END"
+                + " ORDER BY q.source_partition, q.source_offset LIMIT ? FOR UPDATE OF q";
+    }
+
+    /** The key of the source partition of the queue row in {@code alias}: {@code topic/partition}. */
+    private static String partitionKey(String alias) {
+        return "coalesce(" + alias + "." + SOURCE_TOPIC_COLUMN + ", '') || '/' || coalesce(" + alias
+                + ".source_partition, -1)";
+    }
+
+    /**
+     * Takes the lock of the source partition of the queue row in {@code alias} for the rest of the
+     * transaction, if no other transaction holds it (a transaction-scoped advisory lock, keyed by
+     * this queue, the topic and the partition); true if taken, or already held by this transaction.
+     */
+    public String tryLockPartition(String alias) {
+        return "pg_try_advisory_xact_lock(hashtext('onceflow-effects:" + name + ":' || coalesce(" + alias + "."
+                + SOURCE_TOPIC_COLUMN + ", '')), coalesce(" + alias + ".source_partition, -1))";
     }
 
     /**
@@ -270,9 +278,18 @@ public final class PendingEffectsTable {
                 + " END, count(*) FROM " + name + " GROUP BY 1, 2 ORDER BY 3 DESC";
     }
 
-    /** How many rows the queue holds: effects still to be called, and failed ones waiting for an operator. */
+    /**
+     * How many effects the queue holds that a worker or an operator can act on: still to be called,
+     * or failed and waiting for an operator; not a row whose events row is gone (deleted by hand),
+     * which no worker takes.
+     */
     public String countQuery() {
-        return "SELECT count(*) FROM " + name;
+        return "SELECT count(*) FROM " + name + " q WHERE EXISTS (SELECT FROM " + events + " e WHERE e.id = q.id)";
+    }
+
+    /** As {@link #countQuery}, only the effects still to be called: what a final drain waits for. */
+    public String toCallQuery() {
+        return countQuery() + " AND q." + FAILED_AT_COLUMN + " IS NULL";
     }
 
     /**
