@@ -13,7 +13,7 @@ import org.slf4j.LoggerFactory;
 
 /**
  * Internal. The start's side of the rule that a queued effect belongs to one sink and one function
- * ({@link PendingEffectsTable#bindingColumns()}): the workers and the re-drive take only their own,
+ * ({@link PendingEffectsTable#addedColumns()}): the workers and the re-drive take only their own,
  * and a start refuses what would leave effects that nobody applies, or that another sink or another
  * function would apply: effects queued by another sink prefix (two sinks on one events table), and
  * effects of this sink queued for another function, unless the operator re-binds them.
