@@ -101,6 +101,45 @@ class EffectPartitionLocksTest {
     }
 
     /**
+     * The lock is tried row by row as the batch scans: a batch whose scan passed a partition's head
+     * while another transaction held the partition, and got the lock at a later row once that
+     * transaction ended, must take none of the partition (its head is still queued). The holder lets
+     * go while the batch scans a partition of 200k queued effects.
+     */
+    @Test
+    void aBatchThatGetsAPartitionsLockOnlyPastItsHeadTakesNoneOfIt() throws Exception {
+        PostgresSinkConfig config = db.config(db.builder("ordered").setEffectFunction(FUNCTION).setBatchSize(10));
+        db.execute("INSERT INTO " + SinkDatabase.TABLE + " (id, payload, source_topic, source_partition, source_offset,"
+                + " effect_transaction) SELECT 'p0-' || n, '{}', 'payments', 0, n, 'x' FROM generate_series(0, 199999) n");
+        db.execute("INSERT INTO " + SinkDatabase.TABLE + "_effect_queue (id, source_topic, source_partition, source_offset,"
+                + " sink_prefix) SELECT 'p0-' || n, 'payments', 0, n, 'ordered' FROM generate_series(0, 199999) n");
+        db.execute("ANALYZE");
+        EffectBatch batch = new EffectBatch(new EventsTable(config.tables().events()), config.sinkPrefix(), FUNCTION, null,
+                PostgresSinkMetrics.unregistered());
+        PendingEffectsTable queue = new EventsTable(SinkDatabase.TABLE).queue();
+        try (Connection holder = PostgresConnections.open(config, "review-holder");
+                Connection worker = PostgresConnections.open(config, "review-worker")) {
+            holder.setAutoCommit(false);
+            try (Statement hold = holder.createStatement()) {
+                hold.execute("SELECT " + queue.tryLockPartition("q") + " FROM " + queue.name() + " q WHERE id = 'p0-0'");
+            }
+            Thread release = new Thread(() -> {
+                try {
+                    Thread.sleep(30);
+                    holder.commit();
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+            release.start();
+            batch.run(worker, 10);
+            release.join();
+        }
+        assertThat(db.database.rows("SELECT id FROM ledger.calls ORDER BY seq")).as("none, or from the head on")
+                .isSubsetOf("p0-0", "p0-1", "p0-2", "p0-3", "p0-4", "p0-5", "p0-6", "p0-7", "p0-8", "p0-9");
+    }
+
+    /**
      * An events table of the version before the queue: the start creates the queue and moves the
      * pending rows and the failures into it, each with its topic (without it, a re-driven failure
      * would be a partition of its own, "/0", not ordered with "payments/0").

@@ -181,8 +181,9 @@ public final class PendingEffectsTable {
      * by parameter 2 whose events row is committed, in source order, none that failed and none of
      * the partitions in parameter 3 (keys {@code topic/partition}, set aside after a failure); returns
      * their ids and partition keys. A batch takes a partition's effects only while it holds the
-     * partition's lock ({@link #tryLockPartition}, held to the end of its transaction), so no batch
-     * takes an effect of a partition while another holds, calls or retries an earlier one: a
+     * partition's lock ({@link #tryLockPartition}, held to the end of its transaction), and only from
+     * the partition's head on, so no batch takes an effect of a partition while another holds, calls
+     * or retries an earlier one: a
      * partition's effects are called in offset order at any number of workers, and a held partition
      * holds back only itself (the scan goes on to the next). Effects of the sink with no function
      * (queued while it did not exist) are its function's: a call of a missing function fails as
@@ -191,17 +192,27 @@ public final class PendingEffectsTable {
      * effect calls.
      */
     public String lockBatchStatement() {
-        return "WITH params AS (SELECT ?::text AS sink, " + functionIdentity() + " AS function, ?::text[] AS set_aside)"
-                + " SELECT q.id, " + partitionKey("q") + " FROM " + name + " q JOIN " + events + " e ON e.id = q.id"
+        String ours = " AND %1$s." + SINK_PREFIX_COLUMN + " = (SELECT sink FROM params) AND (%1$s." + EFFECT_FUNCTION_COLUMN
+                + " = (SELECT function FROM params) OR %1$s." + EFFECT_FUNCTION_COLUMN + " IS NULL)";
+        return "WITH params AS (SELECT ?::text AS sink, " + functionIdentity() + " AS function, ?::text[] AS set_aside),"
+                + " taken AS (SELECT q.id, " + partitionKey("q") + " AS partition_key, q." + SOURCE_TOPIC_COLUMN
+                + " AS topic, q.source_partition AS part, q.source_offset FROM " + name + " q JOIN " + events
+                + " e ON e.id = q.id"
                 // CASE: the partition is locked only for a row this batch would take
-                + " WHERE CASE WHEN q." + FAILED_AT_COLUMN + " IS NULL AND q." + SINK_PREFIX_COLUMN
-                + " = (SELECT sink FROM params)"
-                // NULL function: queued by this sink while its function did not exist (dropped and
-                // created again while the job ran); the run's function is the one it was queued for
-                + " AND (q." + EFFECT_FUNCTION_COLUMN + " = (SELECT function FROM params) OR q." + EFFECT_FUNCTION_COLUMN
-                + " IS NULL) AND " + partitionKey("q") + " <> ALL (SELECT unnest(set_aside) FROM params)"
+                + " WHERE CASE WHEN q." + FAILED_AT_COLUMN + " IS NULL" + ours.formatted("q")
+                + " AND " + partitionKey("q") + " <> ALL (SELECT unnest(set_aside) FROM params)"
                 + " THEN " + tryLockPartition("q") + " ELSE false END"
-                + " ORDER BY q.source_partition, q.source_offset LIMIT ? FOR UPDATE OF q";
+                + " ORDER BY q.source_partition, q.source_offset LIMIT ? FOR UPDATE OF q),"
+                + " firsts AS (SELECT topic, part, min(source_offset) AS first FROM taken GROUP BY topic, part)"
+                + " SELECT t.id, t.partition_key FROM taken t JOIN firsts f ON f.part IS NOT DISTINCT FROM t.part"
+                + " AND f.topic IS NOT DISTINCT FROM t.topic"
+                // the lock is tried row by row: a batch that got it only after a row of the partition
+                // (another batch held it then, and let go) starts past the head, and takes none of it
+                + " WHERE f.part IS NULL OR f.first = (SELECT h.source_offset FROM " + name + " h WHERE h.source_partition"
+                + " = f.part AND h." + SOURCE_TOPIC_COLUMN + " IS NOT DISTINCT FROM f.topic AND h." + FAILED_AT_COLUMN
+                + " IS NULL" + ours.formatted("h") + " AND EXISTS (SELECT FROM " + events + " he WHERE he.id = h.id)"
+                + " ORDER BY h.source_offset LIMIT 1)"
+                + " ORDER BY t.part, t.source_offset";
     }
 
     /** The key of the source partition of the queue row in {@code alias}: {@code topic/partition}. */
