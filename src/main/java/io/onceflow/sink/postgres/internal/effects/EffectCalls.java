@@ -108,8 +108,8 @@ public final class EffectCalls {
             if (outcomes.sqlStates.get(i) != null) {
                 LOG.warn("The effect function failed on message id '{}' with SQLSTATE {}: {}. Its result records the"
                         + " failure; it stays queued, marked failed, and is not retried until an operator re-drives it"
-                        + " once the cause is fixed (bin/onceflow effects retry-failed) or skips it (effects skip).", outcomes.ids.get(i), outcomes.sqlStates.get(i),
-                        outcomes.errors.get(i));
+                        + " once the cause is fixed (bin/onceflow effects retry-failed) or skips it (effects skip).",
+                        outcomes.ids.get(i), outcomes.sqlStates.get(i), outcomes.errors.get(i));
             }
         }
     }

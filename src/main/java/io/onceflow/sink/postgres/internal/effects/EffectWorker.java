@@ -27,19 +27,18 @@ import org.slf4j.LoggerFactory;
  * batch holds ({@link PendingEffectsTable#lockBatchStatement}: a lock per partition for the
  * transaction), so any worker of any attempt of any run on the same events table applies any
  * effect, none is stranded by a rescale or a restart, a worker never passes an effect that another
- * holds or retries, and a partition's effects are called in offset order. A zombie's worker (a paused TaskManager that wakes up) is
- * harmless: an effect leaves the queue in the transaction that applies it. Its transaction never
- * waits for the client longer than {@link #IDLE_LIMIT}: the server ends a paused worker's session,
- * releasing its locks for the others.
+ * holds or retries, and a partition's effects are called in offset order. A zombie's worker (a
+ * paused TaskManager that wakes up) is harmless: an effect leaves the queue in the transaction that
+ * applies it. Its transaction never waits for the client longer than {@link #IDLE_LIMIT}: the server
+ * ends a paused worker's session, releasing its locks for the others.
  *
  * <p>Failures: only an error about one message's data is a verdict on it ({@link EffectFailures});
  * anything else (an {@link Error} too: a worker never dies while its task runs, and the {@code
  * effectWorkerLoopAgeSeconds} gauge shows that it goes round) rolls the batch back and is tried
- * again with exponential backoff (up to {@link
- * #MAX_BACKOFF}), logged with what to do, one effect at a time at first (the batch doubles again
- * with each success). When that one effect fails too, its partition is set aside, with a backoff of
- * its own: the effect is retried, and effects of other partitions go on meanwhile instead of waiting
- * behind it (one partition's order is kept).
+ * again with exponential backoff (up to {@link #MAX_BACKOFF}), logged with what to do, one effect at
+ * a time at first (the batch doubles again with each success). When that one effect fails too, its
+ * partition is set aside, with a backoff of its own: the effect is retried, and effects of other
+ * partitions go on meanwhile instead of waiting behind it (one partition's order is kept).
  */
 @Internal
 public final class EffectWorker implements AutoCloseable {

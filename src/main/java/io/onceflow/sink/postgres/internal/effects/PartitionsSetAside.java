@@ -7,8 +7,8 @@ import java.util.Set;
 import org.apache.flink.annotation.Internal;
 
 /**
- * Internal. The source partitions ({@code topic/partition}) whose first queued effect keeps failing alone, each with a backoff
- * of its own: an {@link EffectWorker} leaves them out of its batches until their time comes, so one
+ * Internal. The source partitions ({@code topic/partition}) whose first queued effect keeps failing
+ * alone, each with a backoff of its own: an {@link EffectWorker} leaves them out of its batches until their time comes, so one
  * effect that is retried (a timeout, a missing privilege for one payload) holds up only its own
  * partition, whose order must be kept, and not the effects of the others.
  */

@@ -13,18 +13,17 @@ import org.apache.flink.annotation.Internal;
  * Internal. What operators do to effects, and the history of it: the statements that re-drive or
  * skip them, each of which also logs, in the same statement, one row per effect with the reason
  * given, the result the effect had before, the role that did it and when, so the history and the
- * change are one. Named
- * after the events table, {@code <events>}{@value #SUFFIX} (shorter than the queue's suffix, so
- * any events name that leaves room for the queue leaves room for it). Retention leaves it: a few
- * rows per operator action.
+ * change are one. Named after the events table, {@code <events>}{@value #SUFFIX} (shorter than the
+ * queue's suffix, so any events name that leaves room for the queue leaves room for it). Retention
+ * leaves it: a few rows per operator action.
  */
 @Internal
 public final class EffectLogTable {
-    public static final String SUFFIX = "_effect_log";
+    static final String SUFFIX = "_effect_log";
     /** Re-driven: queued again after it failed or was rejected. */
-    public static final String RETRIED = "retried";
+    private static final String RETRIED = "retried";
     /** Skipped: a failed effect that is not to be called, with the operator's reason. */
-    public static final String SKIPPED = "skipped";
+    private static final String SKIPPED = "skipped";
 
     private final String name;
     private final String events;
@@ -61,7 +60,6 @@ public final class EffectLogTable {
         return "INSERT INTO " + name + " (id, action, reason, previous_result) SELECT id, '" + action
                 + "', ?::text, result FROM " + rows;
     }
-
 
     /**
      * Re-drives failed effects: binds them to the function named by parameter 1 (the operator's);

@@ -183,8 +183,7 @@ public final class PendingEffectsTable {
      * their ids and partition keys. A batch takes a partition's effects only while it holds the
      * partition's lock ({@link #tryLockPartition}, held to the end of its transaction), and only from
      * the partition's head on, so no batch takes an effect of a partition while another holds, calls
-     * or retries an earlier one: a
-     * partition's effects are called in offset order at any number of workers, and a held partition
+     * or retries an earlier one: a partition's effects are called in offset order at any number of workers, and a held partition
      * holds back only itself (the scan goes on to the next). Effects of the sink with no function
      * (queued while it did not exist) are its function's: a call of a missing function fails as
      * transient and is retried. Another sink's or function's effects are not this worker's to apply.
