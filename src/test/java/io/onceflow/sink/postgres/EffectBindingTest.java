@@ -180,6 +180,9 @@ class EffectBindingTest {
 
         PostgresSinkConfig upgraded = db.config(db.builder("ledger").setEffectFunction(FUNCTION));
 
+        assertThat(db.database.rows("SELECT to_regclass('onceflow_events_effect_queue_partition_order') IS NOT NULL,"
+                + " to_regclass('onceflow_events_effect_queue_source_order') IS NULL"))
+                .as("the upgrade replaced the queue's index").containsExactly("t t");
         assertThat(SinkDatabase.drainEffects(upgraded, PostgresSinkMetrics.unregistered())).isEqualTo(1);
         assertThat(db.ledgerBalances()).containsOnly(entry("alice", 95), entry("bob", 5));
         assertThat(db.config(db.builder("other").setEffectFunction("ledger.log_call"))).isNotNull(); // drained

@@ -13,6 +13,8 @@ import io.onceflow.sink.postgres.internal.schema.PendingEffectsTable;
 import io.onceflow.testing.Eventually;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -22,7 +24,7 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /**
- * The partition locks of the effect batches (PendingEffectsTable.lockBatchStatement), against a real
+ * The partition locks of the effect batches (EffectBatch, PendingEffectsTable.takeStatement), against a real
  * server: a partition whose effect another worker holds, calls or retries holds back only itself,
  * with a backlog larger than a batch too; the queue rows of an upgrade carry their topic; a queue row
  * whose events row is gone does not hold a bounded job's end. (From an adversarial review: the first,
@@ -90,21 +92,32 @@ class EffectPartitionLocksTest {
         try (Connection holder = PostgresConnections.open(config, "review-holder");
                 Connection worker = PostgresConnections.open(config, "review-worker")) {
             holder.setAutoCommit(false);
-            try (Statement hold = holder.createStatement()) {
-                PendingEffectsTable queue = new EventsTable(SinkDatabase.TABLE).queue();
-                hold.execute("SELECT " + queue.tryLockPartition("q") + " FROM " + queue.name() + " q WHERE id = 'p0-0'");
-            }
+            holdPartition(holder, new EventsTable(SinkDatabase.TABLE).queue(), "payments", 0);
             int taken = batch.run(worker, 10);
             assertThat(taken).as("p1-0, the head of a partition nobody holds").isEqualTo(1);
             holder.rollback();
         }
     }
 
+    /** Takes the partition's lock in {@code holder}'s open transaction, as a batch does. */
+    private static void holdPartition(Connection holder, PendingEffectsTable queue, String topic, int partition)
+            throws Exception {
+        try (PreparedStatement hold = holder.prepareStatement(queue.tryLockPartitionStatement())) {
+            hold.setString(1, topic);
+            hold.setInt(2, partition);
+            try (ResultSet locked = hold.executeQuery()) {
+                locked.next();
+                assertThat(locked.getBoolean(1)).as("the holder has the partition").isTrue();
+            }
+        }
+    }
+
     /**
-     * The lock is tried row by row as the batch scans: a batch whose scan passed a partition's head
-     * while another transaction held the partition, and got the lock at a later row once that
-     * transaction ended, must take none of the partition (its head is still queued). The holder lets
-     * go while the batch scans a partition of 200k queued effects.
+     * A batch whose look at the queue came before another transaction let go of a partition, and
+     * that got the partition's lock just after, must take the partition from its head on (the rows
+     * the other transaction left). (From a review: the row-by-row lock of an earlier version took
+     * effects past the head here.) The holder lets go while the batch looks at a partition of 200k
+     * queued effects.
      */
     @Test
     void aBatchThatGetsAPartitionsLockOnlyPastItsHeadTakesNoneOfIt() throws Exception {
@@ -120,9 +133,7 @@ class EffectPartitionLocksTest {
         try (Connection holder = PostgresConnections.open(config, "review-holder");
                 Connection worker = PostgresConnections.open(config, "review-worker")) {
             holder.setAutoCommit(false);
-            try (Statement hold = holder.createStatement()) {
-                hold.execute("SELECT " + queue.tryLockPartition("q") + " FROM " + queue.name() + " q WHERE id = 'p0-0'");
-            }
+            holdPartition(holder, queue, "payments", 0);
             Thread release = new Thread(() -> {
                 try {
                     Thread.sleep(30);

@@ -37,8 +37,9 @@ class PostgresSchemaTest {
                         + "    id text PRIMARY KEY,\n    source_partition int,\n    source_offset bigint,\n"
                         + "    queued_at timestamptz NOT NULL DEFAULT clock_timestamp(),\n    effect_transaction text,\n"
                         + "    sink_prefix text,\n    effect_function text,\n    failed_at timestamptz,\n    source_topic text\n);",
-                        "CREATE INDEX IF NOT EXISTS events_effect_queue_source_order ON sink.events_effect_queue"
-                        + " (source_partition, source_offset);");
+                        "CREATE INDEX IF NOT EXISTS events_effect_queue_partition_order ON sink.events_effect_queue"
+                        + " ((coalesce(source_topic, '')), (coalesce(source_partition, -1)), source_offset)"
+                        + " WHERE failed_at IS NULL;");
         assertThat(ddl).contains("CREATE TABLE IF NOT EXISTS sink.events_effect_log (\n    id text NOT NULL,\n"
                 + "    action text NOT NULL,\n    reason text,\n    previous_result jsonb,\n");
         assertThat(ddl).contains("CREATE TABLE IF NOT EXISTS sink.commit_log (\n    gid text PRIMARY KEY,\n"

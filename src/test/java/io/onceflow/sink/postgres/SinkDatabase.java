@@ -226,10 +226,14 @@ final class SinkDatabase {
         String ddl = new PostgresSchema(PostgresTableOptions.defaults()).ddl();
         String earlier = ddl.replace(",\n    sink_prefix text,\n    effect_function text,\n    failed_at timestamptz,"
                 + "\n    source_topic text", "");
-        if (earlier.equals(ddl)) {
+        String index = new PostgresSchema(PostgresTableOptions.defaults()).ddl().lines()
+                .filter(line -> line.startsWith("CREATE INDEX")).findFirst().orElseThrow();
+        if (earlier.equals(ddl) || !index.contains("_partition_order")) {
             throw new IllegalStateException("the queue's DDL changed: update ddlBeforeBoundEffects");
         }
-        return earlier;
+        // that version's index of the queue
+        return earlier.replace(index, "CREATE INDEX IF NOT EXISTS onceflow_events_effect_queue_source_order"
+                + " ON onceflow_events_effect_queue (source_partition, source_offset);");
     }
 
     /** The effects queued to be called; not those that failed (they stay queued for an operator). */

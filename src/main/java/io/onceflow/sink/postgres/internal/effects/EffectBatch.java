@@ -19,8 +19,10 @@ import org.apache.flink.annotation.Internal;
 import org.postgresql.jdbc.PgConnection;
 
 /**
- * Internal. One transaction of effects: takes up to {@code limit} queued effects in source order
- * (partition, offset), skipping those another worker holds and the partitions set aside; locks
+ * Internal. One transaction of effects: takes the lock of one source partition that no other batch
+ * holds and that is not set aside, trying them in turn from the one after the partition it took
+ * last, and up to {@code limit} of its queued effects from its head on, in offset order
+ * ({@link PendingEffectsTable#takeStatement}); locks
  * their keys ({@link EffectKeys}); calls the function for them in that order ({@link EffectCalls});
  * stores the results; and deletes them from the queue, except those that failed, which stay
  * marked failed for an operator. All of it commits together or not at all: an effect's changes,
@@ -29,7 +31,9 @@ import org.postgresql.jdbc.PgConnection;
  */
 @Internal
 public final class EffectBatch {
-    private final String lockBatchSql;
+    private final String partitionsSql;
+    private final String tryLockSql;
+    private final String takeSql;
     private final String sinkPrefix;
     private final String effectFunction;
     private final String dequeueSql;
@@ -37,8 +41,10 @@ public final class EffectBatch {
     private final EffectCalls calls;
     /** Null without a keys function. */
     private final EffectKeys keys;
-    /** The partition ({@code topic/partition}) of the first effect the last run took, or null: the one to set aside when it fails. */
+    /** The partition ({@code topic/partition}) the last run took effects of, or null: the one to set aside when it fails. */
     private String headPartition;
+    /** Where the next run starts trying partitions: after the one it took last, so that each gets its turn. */
+    private int nextPartition;
 
     /**
      * @param sinkPrefix the sink whose queued effects it takes, with {@code effectFunction}: no other's
@@ -49,7 +55,9 @@ public final class EffectBatch {
         PendingEffectsTable queue = events.queue();
         this.sinkPrefix = sinkPrefix;
         this.effectFunction = effectFunction;
-        this.lockBatchSql = queue.lockBatchStatement();
+        this.partitionsSql = queue.partitionsQuery();
+        this.tryLockSql = queue.tryLockPartitionStatement();
+        this.takeSql = queue.takeStatement();
         this.dequeueSql = queue.dequeueStatement();
         this.markFailedSql = queue.markFailedStatement();
         this.calls = new EffectCalls(events, sinkPrefix, effectFunction, metrics);
@@ -105,22 +113,71 @@ public final class EffectBatch {
         return headPartition;
     }
 
+    /**
+     * The effects of the first partition in turn, not set aside, whose lock this transaction gets
+     * and which has effects of this sink and function to call; empty if none has. The partitions
+     * locked on the way without any stay locked to the end of the transaction, harmlessly.
+     */
     private Rows lockBatch(Connection connection, int limit, Set<String> setAside) throws SQLException {
+        List<SourcePartition> partitions = new ArrayList<>();
+        try (PreparedStatement query = connection.prepareStatement(partitionsSql);
+                ResultSet rows = query.executeQuery()) {
+            while (rows.next()) {
+                SourcePartition partition = new SourcePartition(rows.getString(1), rows.getInt(2));
+                if (!setAside.contains(partition.key())) {
+                    partitions.add(partition);
+                }
+            }
+        }
+        for (int i = 0; i < partitions.size(); i++) {
+            int turn = Math.floorMod(nextPartition + i, partitions.size());
+            SourcePartition partition = partitions.get(turn);
+            if (!tryLock(connection, partition)) {
+                continue;
+            }
+            List<String> ids = take(connection, partition, limit);
+            if (!ids.isEmpty()) {
+                headPartition = partition.key();
+                nextPartition = turn + 1;
+                return Rows.ofIds(ids);
+            }
+        }
+        return Rows.ofIds(List.of());
+    }
+
+    private boolean tryLock(Connection connection, SourcePartition partition) throws SQLException {
+        try (PreparedStatement lock = connection.prepareStatement(tryLockSql)) {
+            lock.setString(1, partition.topic());
+            lock.setInt(2, partition.partition());
+            try (ResultSet locked = lock.executeQuery()) {
+                locked.next();
+                return locked.getBoolean(1);
+            }
+        }
+    }
+
+    private List<String> take(Connection connection, SourcePartition partition, int limit) throws SQLException {
         List<String> ids = new ArrayList<>();
-        try (PreparedStatement lock = connection.prepareStatement(lockBatchSql)) {
-            lock.setString(1, sinkPrefix);
-            lock.setString(2, effectFunction);
-            lock.setArray(3, connection.unwrap(PgConnection.class).createArrayOf("text", setAside.toArray()));
-            lock.setInt(4, limit);
-            try (ResultSet rows = lock.executeQuery()) {
+        try (PreparedStatement take = connection.prepareStatement(takeSql)) {
+            take.setString(1, sinkPrefix);
+            take.setString(2, effectFunction);
+            take.setString(3, partition.topic());
+            take.setInt(4, partition.partition());
+            take.setInt(5, limit);
+            try (ResultSet rows = take.executeQuery()) {
                 while (rows.next()) {
-                    if (ids.isEmpty()) {
-                        headPartition = rows.getString(2);
-                    }
                     ids.add(rows.getString(1));
                 }
             }
         }
-        return Rows.ofIds(ids);
+        return ids;
+    }
+
+    /** A source partition as the queue keys it: {@code ''} and -1 for a row of an earlier version without them. */
+    private record SourcePartition(String topic, int partition) {
+        /** As {@link PartitionsSetAside} and the logs name it. */
+        String key() {
+            return topic + "/" + partition;
+        }
     }
 }

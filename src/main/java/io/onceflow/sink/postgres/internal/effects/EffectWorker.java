@@ -23,12 +23,12 @@ import org.slf4j.LoggerFactory;
  * empty; then it waits for the committer's notification that a transaction committed (or polls).
  * A slow or blocked effect delays results, never checkpoints or ingest.
  *
- * <p>Workers share the queue: each batch takes the oldest effects of the source partitions no other
- * batch holds ({@link PendingEffectsTable#lockBatchStatement}: a lock per partition for the
- * transaction), so any worker of any attempt of any run on the same events table applies any
- * effect, none is stranded by a rescale or a restart, a worker never passes an effect that another
- * holds or retries, and a partition's effects are called in offset order. A zombie's worker (a
- * paused TaskManager that wakes up) is harmless: an effect leaves the queue in the transaction that
+ * <p>Workers share the queue: each batch takes the oldest effects of a source partition no other
+ * batch holds ({@link EffectBatch}: a lock per partition for the transaction, the partitions in
+ * turn), so any worker of any attempt of any run on the same events table applies any effect, none
+ * is stranded by a rescale or a restart, a worker never passes an effect that another holds or
+ * retries, and a partition's effects are called in offset order. A zombie's worker (a paused
+ * TaskManager that wakes up) is harmless: an effect leaves the queue in the transaction that
  * applies it. Its transaction never waits for the client longer than {@link #IDLE_LIMIT}: the server
  * ends a paused worker's session, releasing its locks for the others.
  *

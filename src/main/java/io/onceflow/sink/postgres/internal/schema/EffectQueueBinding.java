@@ -25,49 +25,57 @@ public final class EffectQueueBinding {
     private EffectQueueBinding() {}
 
     /**
-     * Adds the columns a queue of an earlier version lacks ({@link PendingEffectsTable#addedColumns()});
-     * with the failure mark, the failures that version recorded only in the events rows join the
-     * queue, marked failed, and with the topic, every queued row gets its own, in the same
-     * transaction. The table's owner only.
+     * Brings a queue of an earlier version up to this one: adds the columns it lacks ({@link
+     * PendingEffectsTable#addedColumns()}; with the failure mark, the failures that version recorded
+     * only in the events rows join the queue, marked failed, and with the topic, every queued row
+     * gets its own, in the same transaction), and replaces its source order index by the partition
+     * order index. The table's owner only.
      *
-     * @throws IllegalStateException naming the statement the table's owner must run, if the user may
+     * @throws IllegalStateException naming the statements the table's owner must run, if the user may
      *     not alter the table
      */
-    static void addColumnsIfMissing(Connection connection, PendingEffectsTable queue) throws SQLException {
+    static void upgradeIfNeeded(Connection connection, PendingEffectsTable queue) throws SQLException {
         for (String column : PendingEffectsTable.addedColumns().keySet()) {
-            if (PostgresSchema.columnType(connection, queue.name(), column) != null) {
-                continue;
+            if (PostgresSchema.columnType(connection, queue.name(), column) == null) {
+                upgrade(connection, queue, "no " + column + " column", queue.addColumnStatements(column));
             }
-            List<String> statements = queue.addColumnStatements(column);
-            refuseBehindPreparedTransactions(connection, queue, column);
-            try {
-                PostgresConnections.inTransaction(connection, () -> {
-                    try (Statement statement = connection.createStatement()) {
-                        PostgresSchema.lockSchema(statement);
-                        for (String sql : statements) {
-                            statement.execute(sql);
-                        }
+        }
+        if (!EffectQueueStartChecks.exists(connection, queue.partitionOrderIndex())) {
+            upgrade(connection, queue, "no index " + queue.partitionOrderIndex(),
+                    List.of(queue.createPartitionOrderIndexStatement(), queue.dropSourceOrderIndexStatement()));
+        }
+    }
+
+    private static void upgrade(Connection connection, PendingEffectsTable queue, String lacking,
+            List<String> statements) throws SQLException {
+        refuseBehindPreparedTransactions(connection, queue, lacking);
+        try {
+            PostgresConnections.inTransaction(connection, () -> {
+                try (Statement statement = connection.createStatement()) {
+                    PostgresSchema.lockSchema(statement);
+                    for (String sql : statements) {
+                        statement.execute(sql);
                     }
-                });
-            } catch (SQLException e) {
-                if (!"42501".equals(e.getSQLState())) {
-                    throw e;
                 }
-                throw new IllegalStateException("the effect queue " + queue.name() + " of an earlier version has no "
-                        + column + " column, and the user may not add it (only the table's owner may): have the owner"
-                        + " run, in one transaction, " + String.join("; ", statements) + "; then start the job again ("
-                        + e.getMessage() + ")", e);
+            });
+        } catch (SQLException e) {
+            if (!"42501".equals(e.getSQLState())) {
+                throw e;
             }
+            throw new IllegalStateException("the effect queue " + queue.name() + " of an earlier version has " + lacking
+                    + ", and the user may not add it (only the table's owner may): have the owner run, in one"
+                    + " transaction, " + String.join("; ", statements) + "; then start the job again ("
+                    + e.getMessage() + ")", e);
         }
     }
 
     /**
-     * The ALTER TABLE needs the queue to itself, and a prepared transaction of the earlier version (of
+     * The ALTER TABLE (and CREATE INDEX) needs the queue to itself, and a prepared transaction of the earlier version (of
      * the checkpoint this start restores) holds it until this job's committer commits it, after the
      * start: waiting would end in lock_timeout at every start. Refuses at once, naming the way out.
      */
     private static void refuseBehindPreparedTransactions(Connection connection, PendingEffectsTable queue,
-            String column) throws SQLException {
+            String lacking) throws SQLException {
         long holding;
         try (PreparedStatement query = connection.prepareStatement(queue.queuedByPreparedTransactionsQuery());
                 ResultSet count = query.executeQuery()) {
@@ -75,8 +83,8 @@ public final class EffectQueueBinding {
             holding = count.getLong(1);
         }
         if (holding > 0) {
-            throw new IllegalStateException("the effect queue " + queue.name() + " of an earlier version has no "
-                    + column + " column, and " + holding + " prepared transaction(s) of the earlier version (of the"
+            throw new IllegalStateException("the effect queue " + queue.name() + " of an earlier version has "
+                    + lacking + ", and " + holding + " prepared transaction(s) of the earlier version (of the"
                     + " checkpoint this start would restore, committed only after the start) hold it, so it cannot be"
                     + " added: resume the earlier version from that checkpoint and stop it with stop-with-savepoint"
                     + " (which commits them), then start this version from that savepoint (docs/effects.md,"

@@ -110,7 +110,7 @@ public final class EffectQueueStartChecks {
         return exists(connection, queue.legacyIndex());
     }
 
-    private static boolean exists(Connection connection, String relation) throws SQLException {
+    static boolean exists(Connection connection, String relation) throws SQLException {
         try (PreparedStatement query = connection.prepareStatement("SELECT to_regclass(?) IS NOT NULL")) {
             query.setString(1, relation);
             try (ResultSet found = query.executeQuery()) {

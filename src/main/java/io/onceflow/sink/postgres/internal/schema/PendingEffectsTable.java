@@ -30,6 +30,10 @@ public final class PendingEffectsTable {
     static final String EFFECT_FUNCTION_COLUMN = "effect_function";
     static final String FAILED_AT_COLUMN = "failed_at";
     static final String SOURCE_TOPIC_COLUMN = "source_topic";
+    /** A row's topic and partition as the partition order index keys them: rows of an earlier version may have neither. */
+    private static final String TOPIC_KEY = "coalesce(source_topic, '')";
+    private static final String PARTITION_KEY = "coalesce(source_partition, -1)";
+    private static final String PARTITION_ORDER_INDEX_SUFFIX = "_partition_order";
     /** PostgreSQL truncates identifiers at 63 bytes: the events table's own name may be this long. */
     public static final int MAX_EVENTS_NAME_LENGTH = 63 - SUFFIX.length();
 
@@ -148,11 +152,31 @@ public final class PendingEffectsTable {
                 + " JOIN pg_namespace n ON n.oid = p.pronamespace WHERE p.oid = to_regprocedure(? || '(text,jsonb)'))";
     }
 
-    /** The order effects are called in: the source's (partition, offset). */
-    public String createSourceOrderIndexStatement() {
-        String unqualified = name.substring(name.indexOf('.') + 1);
-        return "CREATE INDEX IF NOT EXISTS " + unqualified + "_source_order ON " + name
-                + " (source_partition, source_offset)";
+    /**
+     * The index effects are taken by: per source partition ({@link #partitionsQuery}), its queued
+     * effects in offset order ({@link #takeStatement}); without the failed ones, which wait for an
+     * operator and hold back nothing.
+     */
+    public String createPartitionOrderIndexStatement() {
+        return "CREATE INDEX IF NOT EXISTS " + unqualified() + PARTITION_ORDER_INDEX_SUFFIX + " ON " + name + " (("
+                + TOPIC_KEY + "), (" + PARTITION_KEY + "), source_offset) WHERE " + FAILED_AT_COLUMN + " IS NULL";
+    }
+
+    /** The name of the index of {@link #createPartitionOrderIndexStatement}, schema-qualified as the queue is. */
+    public String partitionOrderIndex() {
+        return name + PARTITION_ORDER_INDEX_SUFFIX;
+    }
+
+    /**
+     * The index of the versions before {@link #createPartitionOrderIndexStatement}: the upgrade drops it
+     * (in the same transaction as it creates the new one).
+     */
+    public String dropSourceOrderIndexStatement() {
+        return "DROP INDEX IF EXISTS " + name + "_source_order";
+    }
+
+    private String unqualified() {
+        return name.substring(name.indexOf('.') + 1);
     }
 
     /**
@@ -177,57 +201,50 @@ public final class PendingEffectsTable {
     }
 
     /**
-     * Locks up to parameter 4 queued effects of the sink prefix in parameter 1 and the function named
-     * by parameter 2 whose events row is committed, in source order, none that failed and none of
-     * the partitions in parameter 3 (keys {@code topic/partition}, set aside after a failure); returns
-     * their ids and partition keys. A batch takes a partition's effects only while it holds the
-     * partition's lock ({@link #tryLockPartition}, held to the end of its transaction), and only from
-     * the partition's head on, so no batch takes an effect of a partition while another holds, calls
-     * or retries an earlier one: a partition's effects are called in offset order at any number of workers, and a held partition
-     * holds back only itself (the scan goes on to the next). Effects of the sink with no function
-     * (queued while it did not exist) are its function's: a call of a missing function fails as
-     * transient and is retried. Another sink's or function's effects are not this worker's to apply.
-     * The events rows are not locked: a writer's upsert of a redelivered id must not wait for the
-     * effect calls.
+     * The source partitions with effects queued to be called, by topic ({@code ''} for a row of an
+     * earlier version without one) and partition ({@code -1} without one): a loose scan of the
+     * partition order index, one index probe per partition, however long the backlog.
      */
-    public String lockBatchStatement() {
-        String ours = " AND %1$s." + SINK_PREFIX_COLUMN + " = (SELECT sink FROM params) AND (%1$s." + EFFECT_FUNCTION_COLUMN
-                + " = (SELECT function FROM params) OR %1$s." + EFFECT_FUNCTION_COLUMN + " IS NULL)";
-        return "WITH params AS (SELECT ?::text AS sink, " + functionIdentity() + " AS function, ?::text[] AS set_aside),"
-                + " taken AS (SELECT q.id, " + partitionKey("q") + " AS partition_key, q." + SOURCE_TOPIC_COLUMN
-                + " AS topic, q.source_partition AS part, q.source_offset FROM " + name + " q JOIN " + events
-                + " e ON e.id = q.id"
-                // CASE: the partition is locked only for a row this batch would take
-                + " WHERE CASE WHEN q." + FAILED_AT_COLUMN + " IS NULL" + ours.formatted("q")
-                + " AND " + partitionKey("q") + " <> ALL (SELECT unnest(set_aside) FROM params)"
-                + " THEN " + tryLockPartition("q") + " ELSE false END"
-                + " ORDER BY q.source_partition, q.source_offset LIMIT ? FOR UPDATE OF q),"
-                + " firsts AS (SELECT topic, part, min(source_offset) AS first FROM taken GROUP BY topic, part)"
-                + " SELECT t.id, t.partition_key FROM taken t JOIN firsts f ON f.part IS NOT DISTINCT FROM t.part"
-                + " AND f.topic IS NOT DISTINCT FROM t.topic"
-                // the lock is tried row by row: a batch that got it only after a row of the partition
-                // (another batch held it then, and let go) starts past the head, and takes none of it
-                + " WHERE f.part IS NULL OR f.first = (SELECT h.source_offset FROM " + name + " h WHERE h.source_partition"
-                + " = f.part AND h." + SOURCE_TOPIC_COLUMN + " IS NOT DISTINCT FROM f.topic AND h." + FAILED_AT_COLUMN
-                + " IS NULL" + ours.formatted("h") + " AND EXISTS (SELECT FROM " + events + " he WHERE he.id = h.id)"
-                + " ORDER BY h.source_offset LIMIT 1)"
-                + " ORDER BY t.part, t.source_offset";
-    }
-
-    /** The key of the source partition of the queue row in {@code alias}: {@code topic/partition}. */
-    private static String partitionKey(String alias) {
-        return "coalesce(" + alias + "." + SOURCE_TOPIC_COLUMN + ", '') || '/' || coalesce(" + alias
-                + ".source_partition, -1)";
+    public String partitionsQuery() {
+        String next = "SELECT " + TOPIC_KEY + " AS topic, " + PARTITION_KEY + " AS part FROM " + name + " WHERE "
+                + FAILED_AT_COLUMN + " IS NULL%s ORDER BY " + TOPIC_KEY + ", " + PARTITION_KEY + " LIMIT 1";
+        return "WITH RECURSIVE parts AS ((" + next.formatted("") + ") UNION ALL SELECT n.topic, n.part FROM parts p,"
+                + " LATERAL (" + next.formatted(" AND (" + TOPIC_KEY + ", " + PARTITION_KEY + ") > (p.topic, p.part)")
+                + ") n) SELECT topic, part FROM parts";
     }
 
     /**
-     * Takes the lock of the source partition of the queue row in {@code alias} for the rest of the
-     * transaction, if no other transaction holds it (a transaction-scoped advisory lock, keyed by
-     * this queue, the topic and the partition); true if taken, or already held by this transaction.
+     * Takes the lock of the source partition of topic parameter 1 and partition parameter 2 (as
+     * {@link #partitionsQuery} returns them) for the rest of the transaction, if no other transaction
+     * holds it; true if taken, or held by this transaction already. A transaction-scoped advisory
+     * lock, keyed by this queue, the topic and the partition: a paused worker's ends with its
+     * session ({@code idle_in_transaction_session_timeout}).
      */
-    public String tryLockPartition(String alias) {
-        return "pg_try_advisory_xact_lock(hashtext('onceflow-effects:" + name + ":' || coalesce(" + alias + "."
-                + SOURCE_TOPIC_COLUMN + ", '')), coalesce(" + alias + ".source_partition, -1))";
+    public String tryLockPartitionStatement() {
+        return "SELECT pg_try_advisory_xact_lock(hashtext('onceflow-effects:" + name + ":' || ?::text), ?::int)";
+    }
+
+    /**
+     * Locks and returns the ids of up to parameter 5 effects queued to be called of the source
+     * partition of topic parameter 3 and partition parameter 4, in offset order, those of the sink
+     * prefix in parameter 1 and the function named by parameter 2 only (or of that sink with no
+     * function: queued while it did not exist; a call of a missing function fails as transient and
+     * is retried), whose events rows exist (a queue row whose events row is gone is never taken).
+     *
+     * <p>Run only while holding the partition's lock ({@link #tryLockPartitionStatement}), in a
+     * statement after the one that took it: its snapshot is then taken after the batch that held the
+     * partition before ended, so its first row is the partition's head. This is what keeps a
+     * partition's order at any number of workers: no batch takes an effect of a partition while
+     * another holds, calls or retries an earlier one. The events rows are not locked: a writer's
+     * upsert of a redelivered id must not wait for the effect calls.
+     */
+    public String takeStatement() {
+        return "SELECT q.id FROM " + name + " q WHERE q." + SINK_PREFIX_COLUMN + " = ?::text AND (q."
+                + EFFECT_FUNCTION_COLUMN + " = " + functionIdentity() + " OR q." + EFFECT_FUNCTION_COLUMN + " IS NULL)"
+                // unqualified: the queue's columns, as the partition order index names them
+                + " AND " + TOPIC_KEY + " = ?::text AND " + PARTITION_KEY + " = ?::int AND q." + FAILED_AT_COLUMN + " IS NULL"
+                + " AND EXISTS (SELECT FROM " + events + " e WHERE e.id = q.id)"
+                + " ORDER BY q.source_offset LIMIT ? FOR UPDATE OF q";
     }
 
     /**

@@ -90,13 +90,14 @@ public final class PostgresSchema {
 
     /** The {@code CREATE TABLE IF NOT EXISTS} statements, each ending with {@code ;}, for DBAs. */
     public String ddl() {
-        return String.join("\n\n", createStatements().stream().map(sql -> sql + ";").toList()) + "\n";
+        List<String> statements = new ArrayList<>(createStatements());
+        statements.add(2, events.queue().createPartitionOrderIndexStatement());
+        return String.join("\n\n", statements.stream().map(sql -> sql + ";").toList()) + "\n";
     }
 
     private List<String> createStatements() {
-        return List.of(events.createStatement(), events.queue().createStatement(),
-                events.queue().createSourceOrderIndexStatement(), events.queue().log().createStatement(), rejects.createStatement(), commitLog.createStatement(), runs.createStatement(),
-                writers.createStatement());
+        return List.of(events.createStatement(), events.queue().createStatement(), events.queue().log().createStatement(),
+                rejects.createStatement(), commitLog.createStatement(), runs.createStatement(), writers.createStatement());
     }
 
     /**
@@ -113,8 +114,13 @@ public final class PostgresSchema {
         PostgresConnections.inTransaction(connection, () -> {
             try (Statement statement = connection.createStatement()) {
                 lockSchema(statement);
+                // a queue of an earlier version may lack the index's columns: the upgrade adds both
+                boolean newQueue = !EffectQueueStartChecks.exists(connection, events.queue().name());
                 for (String sql : createStatements()) {
                     statement.execute(sql);
+                }
+                if (newQueue) {
+                    statement.execute(events.queue().createPartitionOrderIndexStatement());
                 }
             }
         });
@@ -149,11 +155,11 @@ public final class PostgresSchema {
             throw new IllegalStateException("an effect function (postgres.effect.function) needs the sink's prefix"
                     + " (postgres.sink.prefix): the queued effects are bound to it");
         }
-        EffectQueueBinding.addColumnsIfMissing(connection, events.queue());
-        EffectQueueStartChecks.migrateLegacyPendingIndex(connection, events, sinkPrefix, effectFunction);
         if (columnType(connection, events.name(), EventsTable.RESULT_COLUMN) == null) {
             addResultColumn(connection);
         }
+        EffectQueueBinding.upgradeIfNeeded(connection, events.queue());
+        EffectQueueStartChecks.migrateLegacyPendingIndex(connection, events, sinkPrefix, effectFunction);
         String type = columnType(connection, events.name(), EventsTable.RESULT_COLUMN);
         if (!"jsonb".equals(type)) {
             throw new IllegalStateException("the column result of " + events.name() + " has the type " + type + ", but the"
