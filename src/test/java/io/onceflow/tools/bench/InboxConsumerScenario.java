@@ -68,6 +68,9 @@ final class InboxConsumerScenario {
     private final AtomicLong committedIds = new AtomicLong();
     private final AtomicLong startNanos = new AtomicLong();
     private final AtomicLong endNanos = new AtomicLong();
+    /** When the last thread got its first partitions: until then (a group rebalance) fewer threads consume. */
+    private final AtomicLong allAssignedNanos = new AtomicLong();
+    private final AtomicLong assignedThreads = new AtomicLong();
     private final AtomicLong retries = new AtomicLong();
     private final AtomicLong transactions = new AtomicLong();
     private final AtomicBoolean stop = new AtomicBoolean();
@@ -105,8 +108,10 @@ final class InboxConsumerScenario {
             long peakRss = ResourceMeter.peakRssBytes();
             stop.set(true);
             all.get(1, TimeUnit.MINUTES);
-            Benchmark.say(String.format("%s: %,d ids committed in %,d transactions after %.1f s, %,d retried",
-                    name, committedIds.get(), transactions.get(), seconds, retries.get()));
+            Benchmark.say(String.format("%s: %,d ids committed in %,d transactions after %.1f s, %,d retried; every"
+                    + " thread had partitions after %.1f s", name, committedIds.get(), transactions.get(), seconds,
+                    retries.get(), allAssignedNanos.get() == 0 ? Double.NaN
+                            : (allAssignedNanos.get() - startNanos.get()) / 1e9));
             return measurement.throughputOnly(name, workload.inputRecords(), seconds, cpu, peakRss);
         } finally {
             stop.set(true);
@@ -127,8 +132,15 @@ final class InboxConsumerScenario {
             connection.setAutoCommit(false);
             consumer.subscribe(List.of(workload.inputTopic()));
             startNanos.compareAndSet(0, System.nanoTime());
+            boolean assigned = false;
             while (!stop.get()) {
                 ConsumerRecords<byte[], byte[]> records = consumer.poll(POLL_TIMEOUT);
+                if (!assigned && !consumer.assignment().isEmpty()) {
+                    assigned = true;
+                    if (assignedThreads.incrementAndGet() == workload.settings().parallelism()) {
+                        allAssignedNanos.set(System.nanoTime());
+                    }
+                }
                 if (records.isEmpty()) {
                     continue;
                 }
