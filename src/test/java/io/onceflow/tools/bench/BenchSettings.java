@@ -29,7 +29,8 @@ import org.apache.flink.util.TimeUtils;
  * bench.checkpoint.interval the jobs' checkpoint interval, a job duration such as 1s (default 1s)
  * bench.parallelism        the jobs' parallelism (default 2)
  * bench.scenarios          comma-separated subset of
- *                          raw,alo,jdbc-alo,eo,eo-200ms,effect,effect-keys,effect-scaling,streams,copier,payloads,state
+ *                          raw,alo,jdbc-alo,eo,eo-200ms,effect,effect-keys,effect-one-update,effect-scaling,inbox,
+ *                          streams,copier,payloads,state
  *                          (default all; jdbc-alo: alo with flink-connector-jdbc's JdbcSink as the PostgreSQL sink;
  *                          eo-200ms: eo with 200 ms checkpoints; effect:
  *                          eo with the ledger's effect function, one UPDATE per payment; streams: a Kafka Streams
@@ -37,7 +38,9 @@ import org.apache.flink.util.TimeUtils;
  *                          payloads: raw and eo again over inputs of each of bench.payload.sizes; effect-keys: effect
  *                          with the payment's account as its key (postgres.effect.keys); effect-scaling:
  *                          eo with an effect that sleeps 2 ms in PostgreSQL per call, at parallelism 1 and 4, over an
- *                          input of bench.effect.events, effects/s from the database)
+ *                          input of bench.effect.events, effects/s from the database; effect-one-update: effect-keys
+ *                          with bench.debit, one UPDATE per payment; inbox: a hand-written inbox consumer with the same
+ *                          function, no Flink, its peer)
  * bench.effect.events      input records of the effect-scaling scenario (default 30000)
  * bench.payload.sizes      payload sizes of the "payloads" scenario (default 1024,10240)
  * bench.state.ids          ids preloaded into dedup state for the "state" scenario (default 1000000,10000000)
@@ -87,13 +90,15 @@ record BenchSettings(
     static final String ONE_UPDATE_EFFECT = "effect-one-update";
     /** Exactly-once with a wall-clock-bound effect at {@link #EFFECT_SCALING_PARALLELISMS}. */
     static final String EFFECT_SCALING = "effect-scaling";
+    /** The hand-written inbox consumer with {@link #ONE_UPDATE_EFFECT}'s function: its peer (issue #30). */
+    static final String INBOX = "inbox";
     static final List<Integer> EFFECT_SCALING_PARALLELISMS = List.of(1, 4);
     static final String STREAMS = "streams";
     static final String COPIER = "copier";
     static final String PAYLOADS = "payloads";
     private static final List<String> ALL_SCENARIOS =
             List.of(RAW, AT_LEAST_ONCE, JDBC_AT_LEAST_ONCE, EXACTLY_ONCE, EXACTLY_ONCE_FAST_CHECKPOINTS, EFFECT,
-                    EFFECT_WITH_KEYS, ONE_UPDATE_EFFECT, EFFECT_SCALING, STREAMS, COPIER, PAYLOADS, STATE);
+                    EFFECT_WITH_KEYS, ONE_UPDATE_EFFECT, EFFECT_SCALING, INBOX, STREAMS, COPIER, PAYLOADS, STATE);
     /** The scenarios that run the onceflow job, which a discarded run warms up for. */
     static final Set<String> JOB_SCENARIOS =
             Set.of(AT_LEAST_ONCE, JDBC_AT_LEAST_ONCE, EXACTLY_ONCE, EXACTLY_ONCE_FAST_CHECKPOINTS, EFFECT,

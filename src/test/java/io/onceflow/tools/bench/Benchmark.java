@@ -38,7 +38,8 @@ import org.apache.kafka.clients.producer.KafkaProducer;
  * exactly-once sinks (also with 200 ms checkpoints and with a business effect), two Kafka-only
  * exactly-once systems (a Kafka Streams dedup, Kafka's transactional copier), the raw limit and
  * exactly-once again with 1 KB and 10 KB payloads, and the exactly-once job with 1M and 10M ids
- * already tracked in dedup state; prints
+ * already tracked in dedup state, and a hand-written inbox consumer with the one-UPDATE effect's
+ * function (the effect path's peer, no Flink); prints
  * a table and the ratios, and optionally writes JSON.
  *
  * <p>Everything runs on embedded services: the Kafka broker and the Flink MiniCluster inside this
@@ -114,6 +115,9 @@ public final class Benchmark {
         say("produced the input: " + input);
 
         List<ScenarioResult> results = new ArrayList<>();
+        // checks that fail the run, after its report: the figures of a run that got the ledger wrong mean nothing
+        List<String> failures = new ArrayList<>();
+        Optional<TestPostgres.TestDatabase> oneUpdateLedger = Optional.empty();
         if (settings.scenarios().contains(BenchSettings.RAW)) {
             results.add(rawLimit(Report.RAW_LIMIT, kafka, inputTopic, settings.events(), meter));
         }
@@ -151,7 +155,7 @@ public final class Benchmark {
                 // exactly-once with the ledger's effect: one UPDATE of an account per payment (half the events)
                 PipelineScenario scenario = jobs.newScenario("bench-effect", "exactly-once")
                         .with("postgres.effect.function", Ledger.FUNCTION);
-                openLedger(scenario);
+                openLedger(scenario.database());
                 results.add(jobs.run(Report.EXACTLY_ONCE_WITH_EFFECT, scenario, Optional.empty(), 0));
             }
             if (settings.scenarios().contains(BenchSettings.EFFECT_WITH_KEYS)) {
@@ -159,19 +163,26 @@ public final class Benchmark {
                 PipelineScenario scenario = jobs.newScenario("bench-effect-keys", "exactly-once")
                         .with("postgres.effect.function", Ledger.FUNCTION)
                         .with("postgres.effect.keys", Ledger.KEYS);
-                openLedger(scenario);
+                openLedger(scenario.database());
                 results.add(jobs.run(Report.EXACTLY_ONCE_WITH_EFFECT_AND_KEYS, scenario, Optional.empty(), 0));
             }
             if (settings.scenarios().contains(BenchSettings.ONE_UPDATE_EFFECT)) {
                 PipelineScenario scenario = jobs.newScenario("bench-effect-one-update", "exactly-once")
                         .with("postgres.effect.function", ONE_UPDATE_EFFECT)
                         .with("postgres.effect.keys", Ledger.KEYS);
-                openLedger(scenario);
-                try (Connection connection = scenario.database().connect();
-                        Statement statement = connection.createStatement()) {
-                    statement.execute(ONE_UPDATE_EFFECT_SQL);
-                }
+                openLedger(scenario.database());
+                scenario.database().execute(ONE_UPDATE_EFFECT_SQL);
                 results.add(jobs.run(Report.EXACTLY_ONCE_WITH_ONE_UPDATE_EFFECT, scenario, Optional.empty(), 0));
+                oneUpdateLedger = Optional.of(scenario.database());
+            }
+            if (settings.scenarios().contains(BenchSettings.INBOX)) {
+                // its peer: the same input, function and ledger, consumed by hand (no Flink)
+                TestPostgres.TestDatabase database = TestPostgres.shared().newDatabase();
+                openLedger(database);
+                database.execute(ONE_UPDATE_EFFECT_SQL);
+                results.add(new InboxConsumerScenario(workload, kafka.bootstrapServers(), database).run(Report.INBOX));
+                failures.addAll(InboxCheck.check(database, input.uniqueIds(), kafka.bootstrapServers(), inputTopic,
+                        oneUpdateLedger));
             }
             KafkaOnlyScenario kafkaOnly = new KafkaOnlyScenario(workload);
             if (settings.scenarios().contains(BenchSettings.STREAMS)) {
@@ -211,6 +222,9 @@ public final class Benchmark {
         if (settings.json().isPresent()) {
             report.writeJson(settings.json().get());
             say("wrote " + settings.json().get());
+        }
+        if (!failures.isEmpty()) {
+            throw new IllegalStateException("the run's checks failed: " + failures);
         }
     }
 
@@ -268,8 +282,8 @@ public final class Benchmark {
         return results;
     }
 
-    private static void openLedger(PipelineScenario scenario) throws Exception {
-        try (Connection ledger = scenario.database().connect()) {
+    private static void openLedger(TestPostgres.TestDatabase database) throws Exception {
+        try (Connection ledger = database.connect()) {
             Ledger.install(ledger);
             Ledger.openAccounts(ledger, EventGenerator.ACCOUNTS, LEDGER_OPENING_BALANCE, false);
         }

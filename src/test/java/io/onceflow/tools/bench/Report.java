@@ -25,6 +25,8 @@ final class Report {
     static final String EXACTLY_ONCE_WITH_EFFECT = "exactly-once + effect";
     static final String EXACTLY_ONCE_WITH_EFFECT_AND_KEYS = "exactly-once + effect, keys";
     static final String EXACTLY_ONCE_WITH_ONE_UPDATE_EFFECT = "exactly-once + one-UPDATE effect, keys";
+    /** No Flink: {@link InboxConsumerScenario}, the peer of {@link #EXACTLY_ONCE_WITH_ONE_UPDATE_EFFECT}. */
+    static final String INBOX = "hand-written inbox + one-UPDATE effect";
     /** Issue #23: exactly-once + the ledger's effect >= 0.7 x plain exactly-once, checkpoint p99 <= 1.5 x. */
     static final double TARGET_EFFECT_VS_EO = 0.7;
     static final double TARGET_EFFECT_CHECKPOINT_P99_VS_EO = 1.5;
@@ -186,6 +188,9 @@ final class Report {
                         verdict(checkpoints <= TARGET_EFFECT_CHECKPOINT_P99_VS_EO)));
             }));
         }
+        throughputRatio(EXACTLY_ONCE_WITH_ONE_UPDATE_EFFECT, INBOX).ifPresent(ratio -> text.append(String.format(
+                Locale.ROOT, "EO + one-UPDATE effect / hand-written inbox: throughput %.2f, CPU per record %.2f%n",
+                ratio, cpuRatio(EXACTLY_ONCE_WITH_ONE_UPDATE_EFFECT, INBOX).orElseThrow())));
         effectScaling().ifPresent(ratio -> text.append(String.format(Locale.ROOT,
                 "2 ms effect, effects/s at parallelism 4 / 1: %.2f (target >= %.2f: %s)%n", ratio,
                 TARGET_EFFECT_SCALING, verdict(ratio >= TARGET_EFFECT_SCALING))));
@@ -306,6 +311,10 @@ final class Report {
                 .ifPresent(ratio -> ratios.put("eoOneUpdateEffectOverEo", ratio));
         result(EXACTLY_ONCE_WITH_EFFECT).ifPresent(effect -> result(EXACTLY_ONCE).ifPresent(eo -> ratios.put(
                 "eoEffectCheckpointP99OverEo", effect.checkpointDuration().p99() / (double) eo.checkpointDuration().p99())));
+        throughputRatio(EXACTLY_ONCE_WITH_ONE_UPDATE_EFFECT, INBOX)
+                .ifPresent(ratio -> ratios.put("eoOneUpdateEffectOverInbox", ratio));
+        cpuRatio(EXACTLY_ONCE_WITH_ONE_UPDATE_EFFECT, INBOX)
+                .ifPresent(ratio -> ratios.put("eoOneUpdateEffectCpuOverInboxCpu", ratio));
         effectScaling().ifPresent(ratio -> ratios.put("sleepEffectP4OverP1", ratio));
         throughputRatio(EXACTLY_ONCE, KAFKA_STREAMS).ifPresent(ratio -> ratios.put("eoOverKafkaStreams", ratio));
         cpuRatio(KAFKA_STREAMS, EXACTLY_ONCE).ifPresent(ratio -> ratios.put("kafkaStreamsCpuOverEoCpu", ratio));
