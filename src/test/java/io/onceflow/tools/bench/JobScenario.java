@@ -138,7 +138,7 @@ final class JobScenario {
                 Benchmark.say(String.format("%s: every row committed after %.1f s (%,.0f records/s); waiting for"
                         + " the effects...", name, (System.nanoTime() - startNanos) / 1e9,
                         workload.inputRecords() / ((System.nanoTime() - startNanos) / 1e9)));
-                await(backlogTimeout, () -> probes.queuedEffects() == 0, "every effect applied", job);
+                await(backlogTimeout, () -> !probes.effectsQueued(), "every effect applied", job);
             }
             double seconds = (System.nanoTime() - startNanos) / 1e9;
             ResourceMeter.CpuTime cpu = measurement.cpuSoFar();
@@ -200,7 +200,7 @@ final class JobScenario {
             await(workload.backlogTimeout(), () -> probes.postgresRows() >= uniqueIds, "all ids committed in PostgreSQL",
                     job);
             double rowsSeconds = (System.nanoTime() - startNanos) / 1e9;
-            await(workload.backlogTimeout(), () -> probes.queuedEffects() == 0, "every effect applied", job);
+            await(workload.backlogTimeout(), () -> !probes.effectsQueued(), "every effect applied", job);
             double seconds = (System.nanoTime() - startNanos) / 1e9;
             ResourceMeter.CpuTime cpu = measurement.cpuSoFar();
             long peakRss = ResourceMeter.peakRssBytes();

@@ -79,7 +79,10 @@ public final class EffectBatch {
         int[] taken = {0};
         headPartition = null;
         PostgresConnections.inTransaction(connection, () -> {
-            Rows rows = lockBatch(connection, limit, setAside);
+            // with keys, a batch stops where its keys would pass EffectKeys' limit (a key a message at
+            // least): effects taken beyond it only go back to the queue, their keys computed for nothing
+            Rows rows = lockBatch(connection, keys == null ? limit : Math.min(limit, EffectKeys.MAX_KEYS_PER_TRANSACTION),
+                    setAside);
             if (rows.size() == 0) {
                 return;
             }
