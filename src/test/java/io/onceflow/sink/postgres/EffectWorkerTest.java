@@ -23,7 +23,6 @@ import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.OptionalLong;
@@ -277,29 +276,6 @@ class EffectWorkerTest {
                 awaitDrained();
             }
         }
-    }
-
-    @Test
-    void aTransactionLocksAtMostItsKeyBudgetAndAMessageWithMoreKeysFails() throws Exception {
-        db.execute("CREATE FUNCTION ledger.many_keys(message_id text, payload jsonb) RETURNS text[] LANGUAGE sql"
-                + " AS $$ SELECT array_agg(message_id || '-' || n) FROM generate_series(1, (payload->>'keys')::int) n $$");
-        db.execute("CREATE FUNCTION ledger.count_keys(message_id text, payload jsonb) RETURNS jsonb LANGUAGE sql"
-                + " AS $$ SELECT jsonb_build_object('status', 'applied', 'locks', (SELECT count(*) FROM pg_locks"
-                + " WHERE locktype = 'advisory' AND pid = pg_backend_pid())) $$");
-        PostgresSinkConfig config = db.config(db.builder("ledger").setEffectFunction("ledger.count_keys")
-                .setEffectKeys("ledger.many_keys"));
-        Event[] events = new Event[12];
-        for (int i = 0; i < events.length; i++) {
-            events[i] = BusinessEffectsTest.event("m" + i, "{\"keys\":" + (i == 5 ? 300 : 100) + "}");
-        }
-        db.commitFreshCheckpoint(config, events);
-        SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered());
-
-        Map<String, Long> locks = new HashMap<>();
-        db.query("SELECT id, (result->>'locks')::bigint FROM " + SinkDatabase.TABLE + " WHERE id <> 'm5'",
-                row -> locks.put(row.getString(1), row.getLong(2)));
-        assertThat(locks).hasSize(11).allSatisfy((id, held) -> assertThat(held).as(id).isBetween(100L, 256L));
-        assertThat(db.effectStatuses()).containsEntry("m5", "failed");
     }
 
     @Test

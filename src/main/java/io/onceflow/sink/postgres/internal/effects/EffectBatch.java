@@ -9,10 +9,13 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.sql.Savepoint;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collection;
+import java.util.HashMap;
 import java.util.HashSet;
+import java.util.Map;
 import java.util.List;
 import java.util.Set;
 import org.apache.flink.annotation.Internal;
@@ -34,6 +37,8 @@ public final class EffectBatch {
     private final String partitionsSql;
     private final String tryLockSql;
     private final String takeSql;
+    /** With a keys function: {@link #takeSql} that computes the keys too. */
+    private final String takeWithKeysSql;
     private final String sinkPrefix;
     private final String effectFunction;
     private final String dequeueSql;
@@ -45,6 +50,8 @@ public final class EffectBatch {
     private String headPartition;
     /** Where the next run starts trying partitions: after the one it took last, so that each gets its turn. */
     private int nextPartition;
+    /** The keys of the effects the last run took, computed as it took them; null if it could not. */
+    private Map<String, Set<Long>> takenKeys;
 
     /**
      * @param sinkPrefix the sink whose queued effects it takes, with {@code effectFunction}: no other's
@@ -57,11 +64,12 @@ public final class EffectBatch {
         this.effectFunction = effectFunction;
         this.partitionsSql = queue.partitionsQuery();
         this.tryLockSql = queue.tryLockPartitionStatement();
-        this.takeSql = queue.takeStatement();
         this.dequeueSql = queue.dequeueStatement();
         this.markFailedSql = queue.markFailedStatement();
         this.calls = new EffectCalls(events, sinkPrefix, effectFunction, metrics);
         this.keys = keysFunction == null ? null : new EffectKeys(events, keysFunction);
+        this.takeSql = queue.takeStatement(null);
+        this.takeWithKeysSql = keys == null ? null : queue.takeStatement(keys.hashesColumn("e"));
     }
 
     /** As {@link #run(Connection, int, Set)}, with no partition set aside. */
@@ -87,7 +95,8 @@ public final class EffectBatch {
                 return;
             }
             EffectOutcomes outcomes = new EffectOutcomes();
-            Rows locked = keys == null ? rows : keys.lock(connection, rows, outcomes);
+            Rows locked = keys == null ? rows
+                    : takenKeys == null ? keys.lock(connection, rows, outcomes) : keys.lock(connection, rows, takenKeys, outcomes);
             calls.call(connection, locked, outcomes);
             calls.store(connection, outcomes);
             Set<String> done = new HashSet<>(outcomes.ids);
@@ -159,9 +168,36 @@ public final class EffectBatch {
         }
     }
 
+    /**
+     * The effects of {@code partition} to take, with their keys if there is a keys function. A keys
+     * function that fails on one message's data fails the statement: then they are taken without,
+     * and {@link EffectKeys#lock(Connection, Rows, EffectOutcomes)} tells that message from the others.
+     */
     private List<String> take(Connection connection, SourcePartition partition, int limit) throws SQLException {
+        takenKeys = null;
+        if (takeWithKeysSql == null) {
+            return take(connection, takeSql, partition, limit, null);
+        }
+        Savepoint savepoint = connection.setSavepoint();
+        try {
+            Map<String, Set<Long>> keysById = new HashMap<>();
+            List<String> ids = take(connection, takeWithKeysSql, partition, limit, keysById);
+            connection.releaseSavepoint(savepoint);
+            takenKeys = keysById;
+            return ids;
+        } catch (SQLException e) {
+            if (!EffectFailures.isAboutTheMessage(e)) {
+                throw e;
+            }
+            connection.rollback(savepoint);
+            return take(connection, takeSql, partition, limit, null);
+        }
+    }
+
+    private List<String> take(Connection connection, String sql, SourcePartition partition, int limit,
+            Map<String, Set<Long>> keysById) throws SQLException {
         List<String> ids = new ArrayList<>();
-        try (PreparedStatement take = connection.prepareStatement(takeSql)) {
+        try (PreparedStatement take = connection.prepareStatement(sql)) {
             take.setString(1, sinkPrefix);
             take.setString(2, effectFunction);
             take.setString(3, partition.topic());
@@ -170,6 +206,9 @@ public final class EffectBatch {
             try (ResultSet rows = take.executeQuery()) {
                 while (rows.next()) {
                     ids.add(rows.getString(1));
+                    if (keysById != null) {
+                        keysById.put(rows.getString(1), EffectKeys.keysOf(rows.getArray(2)));
+                    }
                 }
             }
         }

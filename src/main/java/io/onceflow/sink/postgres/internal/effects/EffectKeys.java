@@ -4,6 +4,7 @@ import io.onceflow.sink.postgres.internal.schema.EventsTable;
 import io.onceflow.sink.postgres.internal.schema.SqlIdentifiers;
 import io.onceflow.sink.postgres.internal.writer.RowIsolation;
 import io.onceflow.sink.postgres.internal.writer.Rows;
+import java.sql.Array;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -52,13 +53,37 @@ public final class EffectKeys {
     private final String keysSql;
     private final String lockSql;
 
+    private final String keysFunction;
+
     public EffectKeys(EventsTable events, String keysFunction) {
         SqlIdentifiers.requireFunctionName("effect keys function", keysFunction);
+        this.keysFunction = keysFunction;
         this.keysSql = "SELECT n.id, hashtext(k) FROM unnest(?::text[]) AS n(id) JOIN " + events.name()
                 + " e ON e.id = n.id, unnest(" + keysFunction + "(e.id, e.payload)) AS k WHERE k IS NOT NULL";
         // the volatile lock calls stay in the subquery's target list, evaluated row by row in its order
         this.lockSql = "SELECT count(*) FROM (SELECT pg_advisory_xact_lock(k) FROM (SELECT k FROM"
                 + " unnest(?::bigint[]) WITH ORDINALITY AS t(k, position) ORDER BY position) ordered) locked";
+    }
+
+    /**
+     * The hashes of the keys of the events row in {@code alias} as an {@code int[]} ({@link
+     * #keysOf(Array)} reads it): for the statement that takes a batch, which reads the events rows
+     * anyway, so that the keys cost no second pass over them.
+     */
+    public String hashesColumn(String alias) {
+        return "(SELECT array_agg(hashtext(k)) FROM unnest(" + keysFunction + "(" + alias + ".id, " + alias
+                + ".payload)) AS k WHERE k IS NOT NULL)";
+    }
+
+    /** The keys of a {@link #hashesColumn}. */
+    static Set<Long> keysOf(Array hashes) throws SQLException {
+        Set<Long> keys = new HashSet<>();
+        if (hashes != null) {
+            for (Object hash : (Object[]) hashes.getArray()) {
+                keys.add(KEY_SPACE | (((Integer) hash) & 0xffffffffL));
+            }
+        }
+        return keys;
     }
 
     /**
@@ -77,13 +102,16 @@ public final class EffectKeys {
                     outcomes.failure(row.ids[0], failure);
                     failed.add(row.ids[0]);
                 });
+        return lock(connection, rows.select(id -> !failed.contains(id)), keysById, outcomes);
+    }
+
+    /** As {@link #lock(Connection, Rows, EffectOutcomes)}, with the keys known already (none for an id without). */
+    Rows lock(Connection connection, Rows rows, Map<String, Set<Long>> keysById, EffectOutcomes outcomes)
+            throws SQLException {
         List<String> candidates = new ArrayList<>();
         Set<Long> wanted = new HashSet<>();
         for (String id : rows.ids) {
             Set<Long> keys = keysById.getOrDefault(id, Set.of());
-            if (failed.contains(id)) {
-                continue;
-            }
             if (keys.size() > MAX_KEYS_PER_TRANSACTION) {
                 outcomes.failure(id, "54000", "the effect keys function returned " + keys.size() + " keys for this"
                         + " message; at most " + MAX_KEYS_PER_TRANSACTION + " are locked in one transaction");

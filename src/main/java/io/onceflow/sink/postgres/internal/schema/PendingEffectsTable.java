@@ -229,7 +229,9 @@ public final class PendingEffectsTable {
      * partition of topic parameter 3 and partition parameter 4, in offset order, those of the sink
      * prefix in parameter 1 and the function named by parameter 2 only (or of that sink with no
      * function: queued while it did not exist; a call of a missing function fails as transient and
-     * is retried), whose events rows exist (a queue row whose events row is gone is never taken).
+     * is retried), whose events rows exist (a queue row whose events row is gone is never taken);
+     * with {@code eventsColumn} (an expression over the events row {@code e}; null for none), its
+     * value as a second column.
      *
      * <p>Run only while holding the partition's lock ({@link #tryLockPartitionStatement}), in a
      * statement after the one that took it: its snapshot is then taken after the batch that held the
@@ -238,13 +240,18 @@ public final class PendingEffectsTable {
      * another holds, calls or retries an earlier one. The events rows are not locked: a writer's
      * upsert of a redelivered id must not wait for the effect calls.
      */
-    public String takeStatement() {
-        return "SELECT q.id FROM " + name + " q WHERE q." + SINK_PREFIX_COLUMN + " = ?::text AND (q."
-                + EFFECT_FUNCTION_COLUMN + " = " + functionIdentity() + " OR q." + EFFECT_FUNCTION_COLUMN + " IS NULL)"
-                // unqualified: the queue's columns, as the partition order index names them
-                + " AND " + TOPIC_KEY + " = ?::text AND " + PARTITION_KEY + " = ?::int AND q." + FAILED_AT_COLUMN + " IS NULL"
-                + " AND EXISTS (SELECT FROM " + events + " e WHERE e.id = q.id)"
-                + " ORDER BY q.source_offset LIMIT ? FOR UPDATE OF q";
+    public String takeStatement(String eventsColumn) {
+        return "SELECT q.id" + (eventsColumn == null ? "" : ", " + eventsColumn) + " FROM " + name + " q JOIN " + events
+                + " e ON e.id = q.id WHERE q." + SINK_PREFIX_COLUMN + " = ?::text AND (q." + EFFECT_FUNCTION_COLUMN
+                + " = " + functionIdentity() + " OR q." + EFFECT_FUNCTION_COLUMN + " IS NULL)"
+                // the queue's columns, as the partition order index names them
+                + " AND " + queueKey(TOPIC_KEY) + " = ?::text AND " + queueKey(PARTITION_KEY) + " = ?::int AND q."
+                + FAILED_AT_COLUMN + " IS NULL ORDER BY q.source_offset LIMIT ? FOR UPDATE OF q";
+    }
+
+    /** A key expression of the partition order index, over the queue's alias {@code q}. */
+    private static String queueKey(String key) {
+        return key.replace("source_", "q.source_");
     }
 
     /**
