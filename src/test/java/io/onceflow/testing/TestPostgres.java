@@ -58,7 +58,7 @@ public final class TestPostgres implements AutoCloseable {
     private final TestDatabase admin;
     /** Server settings beyond {@link #builder}'s; null for an external server. */
     private final Map<String, String> serverSettings;
-    private final Path dataDirectory;
+    private Path dataDirectory;
     private final int port;
     private EmbeddedPostgres embedded;
 
@@ -238,6 +238,27 @@ public final class TestPostgres implements AutoCloseable {
         }
         stop();
         embedded = startEmbedded(dataDirectory, port, serverSettings);
+    }
+
+    /**
+     * Stops the server cleanly, copies its data directory to {@code copy} ({@link #copyDataDirectory})
+     * and starts it again on the same port: a replica, or a backup, as it stands now.
+     */
+    public synchronized void copyTo(Path copy) throws IOException {
+        stop();
+        copyDataDirectory(dataDirectory, copy);
+        embedded = startEmbedded(dataDirectory, port, serverSettings);
+    }
+
+    /**
+     * Stops the server as a crash would look to clients and starts the copy in {@code copy} in its
+     * place, on the same port: a failover to a replica that was behind, or a restored backup, as
+     * the clients see it (the same address, the same system identifier, an earlier state).
+     */
+    public synchronized void failOverTo(Path copy) {
+        stop();
+        dataDirectory = copy;
+        embedded = startEmbedded(copy, port, serverSettings);
     }
 
     /** Stops a server of {@link #start(Path)}; the shared one stops with the JVM. */

@@ -50,6 +50,8 @@ public final class EffectBatch {
     private String headPartition;
     /** Where the next run starts trying partitions: after the one it took last, so that each gets its turn. */
     private int nextPartition;
+    /** The transaction id of the last run that took effects (xid8), or -1. */
+    private long transactionId = -1;
     /** The keys of the effects the last run took, computed as it took them; null if it could not. */
     private Map<String, Set<Long>> takenKeys;
 
@@ -94,6 +96,7 @@ public final class EffectBatch {
             if (rows.size() == 0) {
                 return;
             }
+            transactionId = currentTransactionId(connection);
             EffectOutcomes outcomes = new EffectOutcomes();
             Rows locked = keys == null ? rows
                     : takenKeys == null ? keys.lock(connection, rows, outcomes) : keys.lock(connection, rows, takenKeys, outcomes);
@@ -117,6 +120,22 @@ public final class EffectBatch {
         try (PreparedStatement statement = connection.prepareStatement(sql)) {
             statement.setArray(1, connection.unwrap(PgConnection.class).createArrayOf("text", ids.toArray()));
             statement.executeUpdate();
+        }
+    }
+
+    /**
+     * The transaction id of the last {@link #run} that took effects, -1 if none did: once it returned,
+     * a server that has not issued it lost that commit.
+     */
+    public long lastTransactionId() {
+        return transactionId;
+    }
+
+    private static long currentTransactionId(Connection connection) throws SQLException {
+        try (PreparedStatement query = connection.prepareStatement("SELECT pg_current_xact_id()::text::bigint");
+                ResultSet xid = query.executeQuery()) {
+            xid.next();
+            return xid.getLong(1);
         }
     }
 

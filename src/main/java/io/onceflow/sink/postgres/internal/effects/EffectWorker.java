@@ -6,12 +6,14 @@ import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.schema.EffectQueueStartChecks;
 import io.onceflow.sink.postgres.internal.schema.EventsTable;
 import io.onceflow.sink.postgres.internal.schema.PendingEffectsTable;
+import io.onceflow.sink.postgres.internal.schema.ServerIdentity;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
+import java.util.List;
 import org.apache.flink.annotation.Internal;
 import org.postgresql.PGConnection;
 import org.slf4j.Logger;
@@ -74,6 +76,11 @@ public final class EffectWorker implements AutoCloseable {
     private final PartitionsSetAside setAside = new PartitionsSetAside(MIN_BACKOFF, MAX_BACKOFF);
     /** Whether the events table still has the index of pending effects of an earlier version. */
     private boolean legacyPending;
+    /** The server of the worker's first connection, and the newest transaction id it committed effects in. */
+    private ServerIdentity firstServer;
+    private long committedTransactionId = -1;
+    /** Why the worker applies nothing any more (the server changed under it), or null. */
+    private volatile String serverChange;
 
     private EffectWorker(PostgresSinkConfig config, int subtaskIndex, PostgresSinkMetrics metrics) {
         EventsTable events = new EventsTable(config.tables().events());
@@ -116,7 +123,16 @@ public final class EffectWorker implements AutoCloseable {
             loopNanos = System.nanoTime();
             try {
                 Connection session = connection();
+                if (serverChange != null) {
+                    if (drainDeadline != 0) {
+                        return; // the input ended: what is queued stays for the restart
+                    }
+                    refreshBacklog(session, false);
+                    sleep(IDLE_POLL.toMillis());
+                    continue;
+                }
                 int taken = batch.run(session, limit, setAside.now());
+                committedTransactionId = Math.max(committedTransactionId, batch.lastTransactionId());
                 refreshBacklog(session, taken == 0 && drainDeadline != 0);
                 if (batch.headPartition() != null) {
                     setAside.succeeded(batch.headPartition());
@@ -187,10 +203,37 @@ public final class EffectWorker implements AutoCloseable {
                 throw e;
             }
             connection = opened;
+            checkServer(opened);
             legacyPending = EffectQueueStartChecks.hasLegacyIndex(opened, queue);
             refreshBacklog(opened, true);
         }
         return connection;
+    }
+
+    /**
+     * At each connection: whether the server is the one the worker applied effects on, or has all it
+     * had. After a failover to a replica that was behind (or a restored copy), effects whose commit
+     * was acknowledged but lost are queued again, and applying them again could give another outcome
+     * than the one the function returned before (another balance, a rejection): the worker applies
+     * nothing more until the job restarts, which an operator does once they checked (docs/failover.md).
+     */
+    private void checkServer(Connection session) throws SQLException {
+        ServerIdentity server = ServerIdentity.read(session);
+        if (firstServer == null) {
+            firstServer = server;
+            return;
+        }
+        ServerIdentity seen = new ServerIdentity(firstServer.systemIdentifier(), firstServer.timeline(),
+                Math.max(firstServer.nextXid(), committedTransactionId + 1));
+        List<String> signs = server.changesSince(seen, "the server this worker applied effects on");
+        if (!signs.isEmpty() && serverChange == null) {
+            serverChange = String.join("; ", signs);
+            LOG.error("{} of sink {}: the PostgreSQL server changed under this worker ({}). Effects it applied may be"
+                    + " queued again here, with their changes lost, and applying them again could give another"
+                    + " outcome. It applies no effect until the job restarts: check what the effects applied before"
+                    + " the failover did (docs/failover.md, \"Effects after a failover\"), then restart the job; its"
+                    + " new workers apply what is queued.", name, config.sinkPrefix(), serverChange);
+        }
     }
 
     /**

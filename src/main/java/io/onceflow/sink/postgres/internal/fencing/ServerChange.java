@@ -8,7 +8,6 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Types;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.OptionalLong;
@@ -91,21 +90,9 @@ public final class ServerChange {
 
     private static List<String> signs(Connection connection, PostgresSinkConfig config, ServerIdentity server)
             throws SQLException {
-        List<String> signs = new ArrayList<>();
-        if (server.nextXid() <= config.run()) {
-            signs.add("its transaction-id counter (next xid " + server.nextXid() + ") is behind run " + config.run()
-                    + ", which the server had issued");
-        }
         Recorded run = recorded(connection, config);
-        if (run.system() != null && server.systemIdentifier() != null && !run.system().equals(server.systemIdentifier())) {
-            signs.add("its system_identifier " + server.systemIdentifier() + " is not " + run.system()
-                    + ", recorded with the run: another database cluster");
-        }
-        if (run.timeline() != null && server.timeline() != null && server.timeline() > run.timeline()) {
-            signs.add("its timeline grew from " + run.timeline() + " to " + server.timeline()
-                    + ": a replica was promoted, or the server was recovered to a point in time");
-        }
-        return signs;
+        // the run's id is a transaction id the server had issued: the counter must be past it
+        return server.changesSince(new ServerIdentity(run.system(), run.timeline(), config.run() + 1), "run " + config.run());
     }
 
     /** The run's row: whether it exists, and the identity recorded with it (null where unknown). */

@@ -4,6 +4,8 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.util.ArrayList;
+import java.util.List;
 import org.apache.flink.annotation.Internal;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -63,6 +65,32 @@ public record ServerIdentity(Long systemIdentifier, Long timeline, long nextXid)
             result.next();
             return result.getLong(1);
         }
+    }
+
+    /**
+     * The signs that this server is not the one {@code earlier} was read from, nor a copy of it that
+     * has all it had: another system identifier (another cluster), a newer timeline (a promotion or a
+     * point-in-time recovery), or a transaction-id counter behind {@code earlier}'s (transaction ids
+     * it had issued are not issued here: a replica promoted while behind, a restored file-level copy).
+     * Empty if none; an unknown identifier or timeline is no sign.
+     *
+     * @param earlierName what {@code earlier} is, for the signs' text (e.g. "run 1234")
+     */
+    public List<String> changesSince(ServerIdentity earlier, String earlierName) {
+        List<String> signs = new ArrayList<>();
+        if (nextXid < earlier.nextXid) {
+            signs.add("its transaction-id counter (next xid " + nextXid + ") is behind " + earlierName + " (next xid "
+                    + earlier.nextXid + ")");
+        }
+        if (earlier.systemIdentifier != null && systemIdentifier != null && !earlier.systemIdentifier.equals(systemIdentifier)) {
+            signs.add("its system_identifier " + systemIdentifier + " is not " + earlier.systemIdentifier + ", "
+                    + earlierName + "'s: another database cluster");
+        }
+        if (earlier.timeline != null && timeline != null && timeline > earlier.timeline) {
+            signs.add("its timeline grew from " + earlier.timeline + " to " + timeline + " since " + earlierName
+                    + ": a replica was promoted, or the server was recovered to a point in time");
+        }
+        return signs;
     }
 
     /** E.g. "system 7301..., timeline 2, next xid 1234". */
