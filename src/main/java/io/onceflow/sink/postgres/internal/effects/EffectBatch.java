@@ -9,6 +9,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.sql.Savepoint;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collection;
@@ -115,8 +116,10 @@ public final class EffectBatch {
 
     /**
      * The effects of the first partition in turn, not set aside, whose lock this transaction gets
-     * and which has effects of this sink and function to call; empty if none has. The partitions
-     * locked on the way without any stay locked to the end of the transaction, harmlessly.
+     * and which has effects of this sink and function to call; empty if none has. A partition locked
+     * on the way without any is let go at once (rolled back to a savepoint taken before its lock):
+     * held to the end of the transaction, what is queued in it meanwhile would wait for this batch's
+     * calls of another partition, a slow one's too, while other workers are idle.
      */
     private Rows lockBatch(Connection connection, int limit, Set<String> setAside) throws SQLException {
         List<SourcePartition> partitions = new ArrayList<>();
@@ -129,6 +132,12 @@ public final class EffectBatch {
                 }
             }
         }
+        if (partitions.isEmpty()) {
+            return Rows.ofIds(List.of());
+        }
+        // a partition's lock is taken under this savepoint, and let go by rolling back to it if the
+        // partition has nothing to take
+        Savepoint attempt = connection.setSavepoint();
         for (int i = 0; i < partitions.size(); i++) {
             int turn = Math.floorMod(nextPartition + i, partitions.size());
             SourcePartition partition = partitions.get(turn);
@@ -136,12 +145,16 @@ public final class EffectBatch {
                 continue;
             }
             List<String> ids = take(connection, partition, limit);
-            if (!ids.isEmpty()) {
-                headPartition = partition.key();
-                nextPartition = turn + 1;
-                return Rows.ofIds(ids);
+            if (ids.isEmpty()) {
+                connection.rollback(attempt);
+                continue;
             }
+            connection.releaseSavepoint(attempt); // its lock and the rows' stay, to the end of the transaction
+            headPartition = partition.key();
+            nextPartition = turn + 1;
+            return Rows.ofIds(ids);
         }
+        connection.releaseSavepoint(attempt);
         return Rows.ofIds(List.of());
     }
 
