@@ -44,8 +44,15 @@ public final class EffectBatch {
     private final EffectKeys keys;
     /** The partition ({@code topic/partition}) the last run took effects of, or null: the one to set aside when it fails. */
     private String headPartition;
-    /** Where the next run starts trying partitions: after the one it took last, so that each gets its turn. */
+    /**
+     * Where the next run starts trying partitions: after the one it took last, so that each gets its
+     * turn. Moved on only when the batch commits: a failed batch's partition is tried first again,
+     * so that the worker's retry with one effect ({@link EffectWorker}) is of that partition, and
+     * sets it aside if it fails alone.
+     */
     private int nextPartition;
+    /** The turn of the partition the running batch took, or -1. */
+    private int takenTurn;
 
     /**
      * @param sinkPrefix the sink whose queued effects it takes, with {@code effectFunction}: no other's
@@ -79,6 +86,7 @@ public final class EffectBatch {
     public int run(Connection connection, int limit, Set<String> setAside) throws SQLException {
         int[] taken = {0};
         headPartition = null;
+        takenTurn = -1;
         PostgresConnections.inTransaction(connection, () -> {
             Rows rows = lockBatch(connection, limit, setAside);
             if (rows.size() == 0) {
@@ -96,6 +104,9 @@ public final class EffectBatch {
             execute(connection, markFailedSql, failed);
             taken[0] = done.size() + failed.size();
         });
+        if (takenTurn >= 0) {
+            nextPartition = takenTurn + 1;
+        }
         return taken[0];
     }
 
@@ -151,7 +162,7 @@ public final class EffectBatch {
             }
             connection.releaseSavepoint(attempt); // its lock and the rows' stay, to the end of the transaction
             headPartition = partition.key();
-            nextPartition = turn + 1;
+            takenTurn = turn;
             return Rows.ofIds(ids);
         }
         connection.releaseSavepoint(attempt);
