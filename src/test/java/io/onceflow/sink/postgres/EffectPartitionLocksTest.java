@@ -292,20 +292,23 @@ class EffectPartitionLocksTest {
             db.config(db.builder("fresh" + length).setTable(table).setEffectFunction(FUNCTION));
             indexes.put("a new queue, events table of " + length, partitionOrderIndexes(table + PendingEffectsTable.SUFFIX));
         }
-        String upgraded = ("upgraded_" + "y".repeat(60)).substring(0, PendingEffectsTable.MAX_EVENTS_NAME_LENGTH - 1);
-        String queue = upgraded + PendingEffectsTable.SUFFIX;
-        db.config(db.builder("upgraded").setTable(upgraded).setEffectFunction(FUNCTION));
-        // the previous version's queue: all its columns, and the source order index in place of the new one
-        for (String index : db.database.rows("SELECT indexrelid::regclass FROM pg_index WHERE indrelid = '" + queue
-                + "'::regclass AND NOT indisprimary")) {
-            db.execute("DROP INDEX " + index);
+        for (int length : new int[] {PendingEffectsTable.MAX_EVENTS_NAME_LENGTH, PendingEffectsTable.MAX_EVENTS_NAME_LENGTH - 1}) {
+            String upgraded = ("upgraded_" + "y".repeat(60)).substring(0, length);
+            String queue = upgraded + PendingEffectsTable.SUFFIX;
+            db.config(db.builder("upgraded" + length).setTable(upgraded).setEffectFunction(FUNCTION));
+            // the previous version's queue: all its columns, and the source order index in place of the
+            // new one (at 50 characters, that version could not create it: its name was the queue's)
+            for (String index : db.database.rows("SELECT indexrelid::regclass FROM pg_index WHERE indrelid = '" + queue
+                    + "'::regclass AND NOT indisprimary")) {
+                db.execute("DROP INDEX " + index);
+            }
+            db.execute("CREATE INDEX IF NOT EXISTS " + queue + "_source_order ON " + queue + " (source_partition, source_offset)");
+            db.config(db.builder("upgraded" + length).setTable(upgraded).setEffectFunction(FUNCTION)); // the upgrade's start
+            indexes.put("an upgraded queue, events table of " + length, partitionOrderIndexes(queue));
         }
-        db.execute("CREATE INDEX " + queue + "_source_order ON " + queue + " (source_partition, source_offset)");
-        db.config(db.builder("upgraded").setTable(upgraded).setEffectFunction(FUNCTION)); // the upgrade's start
-        indexes.put("an upgraded queue, events table of " + upgraded.length(), partitionOrderIndexes(queue));
         assertThat(indexes).as("partition order indexes of each queue").containsOnly(
                 Map.entry("a new queue, events table of 49", 1), Map.entry("a new queue, events table of 50", 1),
-                Map.entry("an upgraded queue, events table of 49", 1));
+                Map.entry("an upgraded queue, events table of 49", 1), Map.entry("an upgraded queue, events table of 50", 1));
     }
 
     /** How many indexes of the queue {@code queue} key partitions by coalesce(source_topic, ''), as the batches read them. */
