@@ -15,11 +15,14 @@ import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
+import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
@@ -186,6 +189,132 @@ class EffectPartitionLocksTest {
                 () -> db.database.rows("SELECT 1 FROM ledger.calls WHERE id = 'kept'").size() == 1);
         org.junit.jupiter.api.Assertions.assertTimeoutPreemptively(Duration.ofSeconds(10), worker::closeAfterDraining,
                 "the end of a bounded input waits for a stale row no worker can take");
+    }
+
+    /**
+     * A batch that locks a partition and finds none of its effects to take does not keep it while it
+     * calls another partition's: here partition 0's only queued row is stale (its events row gone),
+     * and a batch passes it, takes partition 1, whose head is slow, and waits in that call; an effect
+     * queued in partition 0 meanwhile is taken by another batch, otherwise idle. The same happens to
+     * any partition that another batch emptied between a batch's list of partitions and its take.
+     * (From the third review: the partition stayed locked to the end of the transaction, so the slow
+     * effect of one partition held back another while workers were idle.)
+     */
+    @Test
+    void aPartitionFoundEmptyIsNotHeldWhileTheBatchCallsAnothersEffects() throws Exception {
+        PostgresSinkConfig config = db.config(db.builder("ordered").setEffectFunction(FUNCTION).setBatchSize(10));
+        db.commitFreshCheckpoint(config, event("gone", "{}", "payments", 0, 0),
+                event("p1-0", "{\"slow\":true}", "payments", 1, 0));
+        db.execute("DELETE FROM " + SinkDatabase.TABLE + " WHERE id = 'gone'");
+        EventsTable events = new EventsTable(config.tables().events());
+        EffectBatch slow = new EffectBatch(events, config.sinkPrefix(), FUNCTION, null, PostgresSinkMetrics.unregistered());
+        EffectBatch idle = new EffectBatch(events, config.sinkPrefix(), FUNCTION, null, PostgresSinkMetrics.unregistered());
+        try (Connection holder = PostgresConnections.open(config, "review-holder");
+                Statement hold = holder.createStatement();
+                Connection slowWorker = PostgresConnections.open(config, "review-slow-worker");
+                Connection idleWorker = PostgresConnections.open(config, "review-idle-worker")) {
+            hold.execute("SELECT pg_advisory_lock(42)");
+            int[] slowTook = {-1};
+            Thread slowBatch = new Thread(() -> {
+                try {
+                    slowTook[0] = slow.run(slowWorker, 10);
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+            slowBatch.start();
+            Eventually.await("the batch passed partition 0 and waits in partition 1's slow effect", Duration.ofSeconds(10),
+                    Duration.ofMillis(20), () -> !db.database.rows("SELECT 1 FROM pg_locks WHERE locktype = 'advisory'"
+                            + " AND NOT granted").isEmpty());
+            db.execute("INSERT INTO " + SinkDatabase.TABLE + " (id, payload, source_topic, source_partition, source_offset,"
+                    + " effect_transaction) VALUES ('p0-1', '{}', 'payments', 0, 1, 'x')");
+            db.execute("INSERT INTO " + SinkDatabase.TABLE + "_effect_queue (id, source_topic, source_partition,"
+                    + " source_offset, sink_prefix) VALUES ('p0-1', 'payments', 0, 1, 'ordered')");
+
+            int taken = idle.run(idleWorker, 10);
+
+            hold.execute("SELECT pg_advisory_unlock(42)");
+            slowBatch.join(10_000);
+            assertThat(taken).as("p0-1, queued in a partition the slow batch found empty").isEqualTo(1);
+            assertThat(slowTook[0]).as("p1-0").isEqualTo(1);
+        }
+    }
+
+    /**
+     * A partition whose head keeps failing for a reason that is not about the message (retried) is
+     * set aside once its head failed alone, and the worker goes on with the other partitions in
+     * batches that grow again: partition 1's 300 effects are applied in a few seconds. (From the third
+     * review: the retry of one effect went to the next partition in turn, which went through, so the
+     * failing partition was never set aside; each of its failures cut the batch back to one and
+     * slept, and partition 1 went on at about one effect per 100 ms.)
+     */
+    @Test
+    void aHeadThatKeepsFailingIsSetAsideAndTheOtherPartitionsGoOnInFullBatches() throws Exception {
+        db.execute("CREATE OR REPLACE FUNCTION " + FUNCTION + "(message_id text, payload jsonb) RETURNS jsonb"
+                + " LANGUAGE plpgsql AS $$ BEGIN\n"
+                + "  IF payload ? 'broken' THEN RAISE EXCEPTION 'not about the message' USING ERRCODE = '55000'; END IF;\n"
+                + "  INSERT INTO ledger.calls (id) VALUES (message_id);\n"
+                + "  RETURN jsonb_build_object('status', 'applied'); END $$");
+        PostgresSinkConfig config = db.config(db.builder("ordered").setEffectFunction(FUNCTION).setBatchSize(100));
+        List<Event> events = new ArrayList<>();
+        events.add(event("p0-0", "{\"broken\":true}", "payments", 0, 0));
+        for (int offset = 0; offset < 300; offset++) {
+            events.add(event("p1-" + offset, "{}", "payments", 1, offset));
+        }
+        db.commitFreshCheckpoint(config, events.toArray(Event[]::new));
+        PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
+        EffectWorker worker = EffectWorker.startIfConfigured(config, 0, metrics);
+        try {
+            long start = System.nanoTime();
+            Eventually.await("partition 1's effects are applied", Duration.ofSeconds(60), Duration.ofMillis(50),
+                    () -> db.database.rows("SELECT 1 FROM ledger.calls").size() == 300);
+            long seconds = (System.nanoTime() - start) / 1_000_000_000L;
+            assertThat(seconds).as("partition 1 applied in full batches, partition 0 set aside (%d retries)",
+                    metrics.effectRetries.getCount()).isLessThan(8);
+        } finally {
+            worker.close();
+        }
+    }
+
+    /**
+     * The index effects are taken by exists for the longest events table name the sink accepts, and
+     * an upgrade from the previous version replaces its index by it: PostgreSQL truncates names at 63
+     * bytes, so {@code <queue>_partition_order} was the queue's own name at 50 characters (CREATE
+     * INDEX IF NOT EXISTS skipped it, and the start's check found the table), and at 49 the old
+     * index's name too (the upgrade's check found the old index and kept it). Without the index, the
+     * list of partitions and every take read the whole backlog. (From the third review.)
+     */
+    @Test
+    void theQueueOfTheLongestEventsTableNamesHasItsPartitionOrderIndex() throws Exception {
+        Map<String, Integer> indexes = new TreeMap<>();
+        for (int length : new int[] {PendingEffectsTable.MAX_EVENTS_NAME_LENGTH, PendingEffectsTable.MAX_EVENTS_NAME_LENGTH - 1}) {
+            String table = ("events_of_a_rather_long_name_" + "x".repeat(60)).substring(0, length);
+            db.config(db.builder("fresh" + length).setTable(table).setEffectFunction(FUNCTION));
+            indexes.put("a new queue, events table of " + length, partitionOrderIndexes(table + PendingEffectsTable.SUFFIX));
+        }
+        for (int length : new int[] {PendingEffectsTable.MAX_EVENTS_NAME_LENGTH, PendingEffectsTable.MAX_EVENTS_NAME_LENGTH - 1}) {
+            String upgraded = ("upgraded_" + "y".repeat(60)).substring(0, length);
+            String queue = upgraded + PendingEffectsTable.SUFFIX;
+            db.config(db.builder("upgraded" + length).setTable(upgraded).setEffectFunction(FUNCTION));
+            // the previous version's queue: all its columns, and the source order index in place of the
+            // new one (at 50 characters, that version could not create it: its name was the queue's)
+            for (String index : db.database.rows("SELECT indexrelid::regclass FROM pg_index WHERE indrelid = '" + queue
+                    + "'::regclass AND NOT indisprimary")) {
+                db.execute("DROP INDEX " + index);
+            }
+            db.execute("CREATE INDEX IF NOT EXISTS " + queue + "_source_order ON " + queue + " (source_partition, source_offset)");
+            db.config(db.builder("upgraded" + length).setTable(upgraded).setEffectFunction(FUNCTION)); // the upgrade's start
+            indexes.put("an upgraded queue, events table of " + length, partitionOrderIndexes(queue));
+        }
+        assertThat(indexes).as("partition order indexes of each queue").containsOnly(
+                Map.entry("a new queue, events table of 49", 1), Map.entry("a new queue, events table of 50", 1),
+                Map.entry("an upgraded queue, events table of 49", 1), Map.entry("an upgraded queue, events table of 50", 1));
+    }
+
+    /** How many indexes of the queue {@code queue} key partitions by coalesce(source_topic, ''), as the batches read them. */
+    private int partitionOrderIndexes(String queue) throws SQLException {
+        return db.database.rows("SELECT 1 FROM pg_index WHERE indrelid = '" + queue + "'::regclass AND NOT indisprimary"
+                + " AND pg_get_indexdef(indexrelid) LIKE '%COALESCE(source_topic%'").size();
     }
 
     private static Event event(String id, String payload, String topic, int partition, long offset) {

@@ -48,12 +48,19 @@ public final class EffectBatch {
     private final EffectKeys keys;
     /** The partition ({@code topic/partition}) the last run took effects of, or null: the one to set aside when it fails. */
     private String headPartition;
-    /** Where the next run starts trying partitions: after the one it took last, so that each gets its turn. */
+    /**
+     * Where the next run starts trying partitions: after the one it took last, so that each gets its
+     * turn. Moved on only when the batch commits: a failed batch's partition is tried first again,
+     * so that the worker's retry with one effect ({@link EffectWorker}) is of that partition, and
+     * sets it aside if it fails alone.
+     */
     private int nextPartition;
     /** The transaction id of the last run that took effects (xid8), or -1. */
     private long transactionId = -1;
     /** The keys of the effects the last run took, computed as it took them; null if it could not. */
     private Map<String, Set<Long>> takenKeys;
+    /** The turn of the partition the running batch took, or -1. */
+    private int takenTurn;
 
     /**
      * @param sinkPrefix the sink whose queued effects it takes, with {@code effectFunction}: no other's
@@ -88,6 +95,7 @@ public final class EffectBatch {
     public int run(Connection connection, int limit, Set<String> setAside) throws SQLException {
         int[] taken = {0};
         headPartition = null;
+        takenTurn = -1;
         PostgresConnections.inTransaction(connection, () -> {
             // with keys, a batch stops where its keys would pass EffectKeys' limit (a key a message at
             // least): effects taken beyond it only go back to the queue, their keys computed for nothing
@@ -110,6 +118,9 @@ public final class EffectBatch {
             execute(connection, markFailedSql, failed);
             taken[0] = done.size() + failed.size();
         });
+        if (takenTurn >= 0) {
+            nextPartition = takenTurn + 1;
+        }
         return taken[0];
     }
 
@@ -146,8 +157,10 @@ public final class EffectBatch {
 
     /**
      * The effects of the first partition in turn, not set aside, whose lock this transaction gets
-     * and which has effects of this sink and function to call; empty if none has. The partitions
-     * locked on the way without any stay locked to the end of the transaction, harmlessly.
+     * and which has effects of this sink and function to call; empty if none has. A partition locked
+     * on the way without any is let go at once (rolled back to a savepoint taken before its lock):
+     * held to the end of the transaction, what is queued in it meanwhile would wait for this batch's
+     * calls of another partition, a slow one's too, while other workers are idle.
      */
     private Rows lockBatch(Connection connection, int limit, Set<String> setAside) throws SQLException {
         List<SourcePartition> partitions = new ArrayList<>();
@@ -160,6 +173,12 @@ public final class EffectBatch {
                 }
             }
         }
+        if (partitions.isEmpty()) {
+            return Rows.ofIds(List.of());
+        }
+        // a partition's lock is taken under this savepoint, and let go by rolling back to it if the
+        // partition has nothing to take
+        Savepoint attempt = connection.setSavepoint();
         for (int i = 0; i < partitions.size(); i++) {
             int turn = Math.floorMod(nextPartition + i, partitions.size());
             SourcePartition partition = partitions.get(turn);
@@ -167,12 +186,16 @@ public final class EffectBatch {
                 continue;
             }
             List<String> ids = take(connection, partition, limit);
-            if (!ids.isEmpty()) {
-                headPartition = partition.key();
-                nextPartition = turn + 1;
-                return Rows.ofIds(ids);
+            if (ids.isEmpty()) {
+                connection.rollback(attempt);
+                continue;
             }
+            connection.releaseSavepoint(attempt); // its lock and the rows' stay, to the end of the transaction
+            headPartition = partition.key();
+            takenTurn = turn;
+            return Rows.ofIds(ids);
         }
+        connection.releaseSavepoint(attempt);
         return Rows.ofIds(List.of());
     }
 

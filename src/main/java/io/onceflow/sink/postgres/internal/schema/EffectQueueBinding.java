@@ -6,6 +6,7 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.util.ArrayList;
 import java.util.List;
 import org.apache.flink.annotation.Internal;
 import org.slf4j.Logger;
@@ -41,8 +42,10 @@ public final class EffectQueueBinding {
             }
         }
         if (!EffectQueueStartChecks.exists(connection, queue.partitionOrderIndex())) {
-            upgrade(connection, queue, "no index " + queue.partitionOrderIndex(),
-                    List.of(queue.createPartitionOrderIndexStatement(), queue.dropSourceOrderIndexStatement()));
+            List<String> statements = new ArrayList<>();
+            statements.add(queue.createPartitionOrderIndexStatement());
+            statements.addAll(queue.dropSourceOrderIndexStatements());
+            upgrade(connection, queue, "no index " + queue.partitionOrderIndex(), statements);
         }
     }
 

@@ -3,6 +3,7 @@ package io.onceflow.sink.postgres.internal.schema;
 import io.onceflow.sink.postgres.EffectFunction;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import org.apache.flink.annotation.Internal;
 
@@ -34,8 +35,12 @@ public final class PendingEffectsTable {
     private static final String TOPIC_KEY = "coalesce(source_topic, '')";
     private static final String PARTITION_KEY = "coalesce(source_partition, -1)";
     private static final String PARTITION_ORDER_INDEX_SUFFIX = "_partition_order";
-    /** PostgreSQL truncates identifiers at 63 bytes: the events table's own name may be this long. */
-    public static final int MAX_EVENTS_NAME_LENGTH = 63 - SUFFIX.length();
+    /** The suffix of the index of the versions before the partition order index. */
+    private static final String SOURCE_ORDER_INDEX_SUFFIX = "_source_order";
+    /** PostgreSQL truncates identifiers at 63 bytes. */
+    private static final int MAX_IDENTIFIER_LENGTH = 63;
+    /** The events table's own name may be this long. */
+    public static final int MAX_EVENTS_NAME_LENGTH = MAX_IDENTIFIER_LENGTH - SUFFIX.length();
 
     private final String name;
     private final String events;
@@ -158,21 +163,49 @@ public final class PendingEffectsTable {
      * operator and hold back nothing.
      */
     public String createPartitionOrderIndexStatement() {
-        return "CREATE INDEX IF NOT EXISTS " + unqualified() + PARTITION_ORDER_INDEX_SUFFIX + " ON " + name + " (("
-                + TOPIC_KEY + "), (" + PARTITION_KEY + "), source_offset) WHERE " + FAILED_AT_COLUMN + " IS NULL";
+        return "CREATE INDEX IF NOT EXISTS " + partitionOrderIndexName() + " ON " + name + " ((" + TOPIC_KEY + "), ("
+                + PARTITION_KEY + "), source_offset) WHERE " + FAILED_AT_COLUMN + " IS NULL";
     }
 
     /** The name of the index of {@link #createPartitionOrderIndexStatement}, schema-qualified as the queue is. */
     public String partitionOrderIndex() {
-        return name + PARTITION_ORDER_INDEX_SUFFIX;
+        return name.substring(0, name.indexOf('.') + 1) + partitionOrderIndexName();
     }
 
     /**
-     * The index of the versions before {@link #createPartitionOrderIndexStatement}: the upgrade drops it
-     * (in the same transaction as it creates the new one).
+     * {@code <queue>_partition_order}, as PostgreSQL truncates it (at 63 bytes; the names are ASCII),
+     * unless that would be the queue's own name or the name of the index it replaces ({@code
+     * <queue>_source_order} truncated): for a queue name of 62 or 63 characters, the first 38 of it
+     * and a hash of the whole. (IF NOT EXISTS skipped an index whose truncated name was taken, and
+     * the start's check found the other relation: the batches read the whole backlog.)
      */
-    public String dropSourceOrderIndexStatement() {
-        return "DROP INDEX IF EXISTS " + name + "_source_order";
+    private String partitionOrderIndexName() {
+        String queue = unqualified().toLowerCase(Locale.ROOT);
+        String plain = truncated(queue + PARTITION_ORDER_INDEX_SUFFIX);
+        if (!plain.equals(queue) && !plain.equals(truncated(queue + SOURCE_ORDER_INDEX_SUFFIX))) {
+            return plain;
+        }
+        String hash = String.format("_%08x", queue.hashCode());
+        return queue.substring(0, MAX_IDENTIFIER_LENGTH - hash.length() - PARTITION_ORDER_INDEX_SUFFIX.length()) + hash
+                + PARTITION_ORDER_INDEX_SUFFIX;
+    }
+
+    private static String truncated(String identifier) {
+        return identifier.substring(0, Math.min(identifier.length(), MAX_IDENTIFIER_LENGTH));
+    }
+
+    /**
+     * What drops the index of the versions before {@link #createPartitionOrderIndexStatement}: the
+     * upgrade runs it in the same transaction as it creates the new one. None where its name,
+     * truncated, is the queue's own (those versions could not create it).
+     */
+    public List<String> dropSourceOrderIndexStatements() {
+        String queue = unqualified().toLowerCase(Locale.ROOT);
+        if (truncated(queue + SOURCE_ORDER_INDEX_SUFFIX).equals(queue)) {
+            return List.of();
+        }
+        return List.of("DROP INDEX IF EXISTS " + name.substring(0, name.indexOf('.') + 1)
+                + truncated(queue + SOURCE_ORDER_INDEX_SUFFIX));
     }
 
     private String unqualified() {
