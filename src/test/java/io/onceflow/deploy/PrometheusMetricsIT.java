@@ -106,7 +106,7 @@ class PrometheusMetricsIT {
                     () -> idsInState(PrometheusScrape.of(taskManager.metricsPort()))
                             >= (1 - IDS_IN_STATE_TOLERANCE_PERCENT / 100) * truth.uniqueIds());
             // the effects are applied after their rows, by the workers; each worker reads the backlog
-            // every EffectWorker.BACKLOG_REFRESH (5 s) after a batch or an idle wait
+            // every EffectBacklog.REFRESH (5 s) after a batch or an idle wait
             Eventually.await(String.format("every effect applied, and the backlog gauges at 0 within %s", TIMEOUT),
                     TIMEOUT, POLL_INTERVAL, () -> {
                         PrometheusScrape now = PrometheusScrape.of(taskManager.metricsPort());

@@ -6,7 +6,6 @@ import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.schema.EffectQueueStartChecks;
 import io.onceflow.sink.postgres.internal.schema.EventsTable;
 import io.onceflow.sink.postgres.internal.schema.PendingEffectsTable;
-import io.onceflow.sink.postgres.internal.schema.ServerIdentity;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -50,7 +49,6 @@ public final class EffectWorker implements AutoCloseable {
     static final Duration IDLE_POLL = Duration.ofMillis(500);
     static final Duration MIN_BACKOFF = Duration.ofMillis(100);
     static final Duration MAX_BACKOFF = Duration.ofSeconds(30);
-    static final Duration BACKLOG_REFRESH = Duration.ofSeconds(5);
     /** Longest a worker whose input ended keeps applying the queue before it stops. */
     static final Duration FINAL_DRAIN_LIMIT = Duration.ofMinutes(10);
 
@@ -65,20 +63,14 @@ public final class EffectWorker implements AutoCloseable {
     private volatile boolean running = true;
     /** When a worker told that the input ended ({@link #closeAfterDraining}) stops at the latest; 0 otherwise. */
     private volatile long drainDeadline;
-    private volatile long queued;
-    private volatile long awaitingRedrive;
+    private final EffectBacklog backlog;
     /** When the worker's loop last came round (nanoTime): after a batch, a wait, or a failure handled. */
     private volatile long loopNanos = System.nanoTime();
-    /** The oldest queued effect's age in ms at the last read of the backlog, and when that was (nanoTime). */
-    private volatile long oldestQueuedMillisAtRead;
-    private volatile long backlogReadNanos = System.nanoTime();
     private volatile Connection connection;
     private final PartitionsSetAside setAside = new PartitionsSetAside(MIN_BACKOFF, MAX_BACKOFF);
     /** Whether the events table still has the index of pending effects of an earlier version. */
     private boolean legacyPending;
-    /** The server of the worker's first connection, and the newest transaction id it committed effects in. */
-    private ServerIdentity firstServer;
-    private long committedTransactionId = -1;
+    private final EffectServerWatch server = new EffectServerWatch();
     /** Why the worker applies nothing any more (the server changed under it), or null. */
     private volatile String serverChange;
 
@@ -92,7 +84,8 @@ public final class EffectWorker implements AutoCloseable {
                 + (config.tables().effectKeys() == null ? "" : " (or its keys function " + config.tables().effectKeys() + ")");
         this.maxBatch = config.writer().batchSize();
         this.metrics = metrics;
-        metrics.reportEffectBacklog(() -> queued, this::oldestQueuedSeconds, () -> awaitingRedrive,
+        this.backlog = new EffectBacklog(queue);
+        metrics.reportEffectBacklog(backlog::queued, backlog::oldestQueuedSeconds, backlog::awaitingRedrive,
                 () -> (System.nanoTime() - loopNanos) / 1_000_000_000L);
         this.thread = new Thread(this::run, "onceflow-" + config.sinkPrefix() + "-" + name);
         this.thread.setDaemon(true);
@@ -132,7 +125,7 @@ public final class EffectWorker implements AutoCloseable {
                     continue;
                 }
                 int taken = batch.run(session, limit, setAside.now());
-                committedTransactionId = Math.max(committedTransactionId, batch.lastTransactionId());
+                server.committed(batch.lastTransactionId());
                 refreshBacklog(session, taken == 0 && drainDeadline != 0);
                 if (batch.headPartition() != null) {
                     setAside.succeeded(batch.headPartition());
@@ -150,7 +143,9 @@ public final class EffectWorker implements AutoCloseable {
                     return;
                 }
                 metrics.effectRetries.inc();
-                boolean connectionLost = e.getSQLState() == null || e.getSQLState().startsWith("08");
+                // 57P01: an administrator (or a failover's fencing) ended the session
+                boolean connectionLost = e.getSQLState() == null || e.getSQLState().startsWith("08")
+                        || "57P01".equals(e.getSQLState());
                 if (connectionLost) {
                     closeConnection();
                 }
@@ -210,22 +205,9 @@ public final class EffectWorker implements AutoCloseable {
         return connection;
     }
 
-    /**
-     * At each connection: whether the server is the one the worker applied effects on, or has all it
-     * had. After a failover to a replica that was behind (or a restored copy), effects whose commit
-     * was acknowledged but lost are queued again, and applying them again could give another outcome
-     * than the one the function returned before (another balance, a rejection): the worker applies
-     * nothing more until the job restarts, which an operator does once they checked (docs/failover.md).
-     */
+    /** At each connection: a server that changed under the worker stops it applying effects ({@link EffectServerWatch}). */
     private void checkServer(Connection session) throws SQLException {
-        ServerIdentity server = ServerIdentity.read(session);
-        if (firstServer == null) {
-            firstServer = server;
-            return;
-        }
-        ServerIdentity seen = new ServerIdentity(firstServer.systemIdentifier(), firstServer.timeline(),
-                Math.max(firstServer.nextXid(), committedTransactionId + 1));
-        List<String> signs = server.changesSince(seen, "the server this worker applied effects on");
+        List<String> signs = server.changes(session);
         if (!signs.isEmpty() && serverChange == null) {
             serverChange = String.join("; ", signs);
             LOG.error("{} of sink {}: the PostgreSQL server changed under this worker ({}). Effects it applied may be"
@@ -261,22 +243,14 @@ public final class EffectWorker implements AutoCloseable {
     }
 
     private void refreshBacklog(Connection session, boolean now) throws SQLException {
-        if (!now && System.nanoTime() - backlogReadNanos < BACKLOG_REFRESH.toNanos()) {
+        if (!now && !backlog.due()) {
             return;
         }
         if (legacyPending) {
             // rows that an earlier version's prepared transactions committed after the upgrade's start
             EffectQueueStartChecks.queueLegacyPending(session, queue, config.sinkPrefix(), config.tables().effectFunction());
         }
-        try (PreparedStatement query = session.prepareStatement(queue.backlogQuery());
-                ResultSet backlog = query.executeQuery()) {
-            backlog.next();
-            long readNanos = System.nanoTime();
-            oldestQueuedMillisAtRead = Math.round(backlog.getDouble(2) * 1000);
-            backlogReadNanos = readNanos;
-            queued = backlog.getLong(1);
-            awaitingRedrive = backlog.getLong(3);
-        }
+        backlog.read(session);
     }
 
     /**
@@ -293,19 +267,6 @@ public final class EffectWorker implements AutoCloseable {
         } catch (SQLException e) {
             LOG.debug("{} of sink {} could not read the effect backlog", name, config.sinkPrefix(), e);
         }
-    }
-
-    /**
-     * The oldest queued effect's age: its age at the last read plus the time since. While a batch
-     * is blocked, or the worker cannot read the queue (the database is down), the figure keeps
-     * growing from what it last saw, so that an alert on it fires: an effect the worker saw queued is
-     * assumed still queued until a read says otherwise.
-     */
-    private long oldestQueuedSeconds() {
-        if (queued == 0) {
-            return 0;
-        }
-        return (oldestQueuedMillisAtRead + (System.nanoTime() - backlogReadNanos) / 1_000_000) / 1000;
     }
 
     private void sleep(long millis) {
@@ -341,9 +302,9 @@ public final class EffectWorker implements AutoCloseable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
-        if (queued > 0) {
+        if (backlog.queued() > 0) {
             LOG.warn("{} of sink {} stops with {} effects still queued; the next start of the job applies them", name,
-                    config.sinkPrefix(), queued);
+                    config.sinkPrefix(), backlog.queued());
         }
         close();
     }
