@@ -277,6 +277,41 @@ class EffectPartitionLocksTest {
     }
 
     /**
+     * As {@link #aHeadThatKeepsFailingIsSetAsideAndTheOtherPartitionsGoOnInFullBatches}, with the
+     * failure in the keys function, which runs in the statement that takes the batch: an error that
+     * is not about the message (here 55000; a statement timeout of a keys function slow on one
+     * payload, a missing privilege) failed that statement before the batch knew its partition, so
+     * the partition was never set aside, and the worker, which moves on to the next partition only
+     * when a batch commits, retried it for ever: the other partition's effects were never applied.
+     * (From the review of the keys computed in the take.)
+     */
+    @Test
+    void aHeadWhoseKeysFunctionKeepsFailingIsSetAsideAndTheOtherPartitionsGoOn() throws Exception {
+        db.execute("CREATE FUNCTION ledger.account_keys(message_id text, payload jsonb) RETURNS text[]"
+                + " LANGUAGE plpgsql AS $$ BEGIN\n"
+                + "  IF payload ? 'broken' THEN RAISE EXCEPTION 'not about the message' USING ERRCODE = '55000'; END IF;\n"
+                + "  RETURN ARRAY[message_id]; END $$");
+        PostgresSinkConfig config = db.config(db.builder("ordered").setEffectFunction(FUNCTION)
+                .setEffectKeys("ledger.account_keys").setBatchSize(100));
+        List<Event> events = new ArrayList<>();
+        events.add(event("p0-0", "{\"broken\":true}", "payments", 0, 0));
+        for (int offset = 0; offset < 50; offset++) {
+            events.add(event("p1-" + offset, "{}", "payments", 1, offset));
+        }
+        db.commitFreshCheckpoint(config, events.toArray(Event[]::new));
+        PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
+        EffectWorker worker = EffectWorker.startIfConfigured(config, 0, metrics);
+        try {
+            Eventually.await("partition 1's effects are applied", Duration.ofSeconds(30), Duration.ofMillis(50),
+                    () -> db.database.rows("SELECT 1 FROM ledger.calls").size() == 50);
+        } finally {
+            worker.close();
+        }
+        assertThat(db.failedEffects()).as("55000 is no verdict on p0-0").isZero();
+        assertThat(db.queuedEffects()).as("p0-0 waits, queued").isEqualTo(1);
+    }
+
+    /**
      * The index effects are taken by exists for the longest events table name the sink accepts, and
      * an upgrade from the previous version replaces its index by it: PostgreSQL truncates names at 63
      * bytes, so {@code <queue>_partition_order} was the queue's own name at 50 characters (CREATE
