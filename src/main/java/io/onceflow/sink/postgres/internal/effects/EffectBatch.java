@@ -150,7 +150,10 @@ public final class EffectBatch {
         }
     }
 
-    /** The partition of the first effect the last {@link #run} took, or null if it took none. */
+    /**
+     * The partition of the first effect the last {@link #run} took, or whose take failed; null if it
+     * took none.
+     */
     public String headPartition() {
         return headPartition;
     }
@@ -185,13 +188,16 @@ public final class EffectBatch {
             if (!tryLock(connection, partition)) {
                 continue;
             }
+            // named before the take: a take that fails (a keys function's error that is not about the
+            // message: a timeout, a privilege) fails of this partition, which the worker then sets aside
+            headPartition = partition.key();
             List<String> ids = take(connection, partition, limit);
             if (ids.isEmpty()) {
+                headPartition = null;
                 connection.rollback(attempt);
                 continue;
             }
             connection.releaseSavepoint(attempt); // its lock and the rows' stay, to the end of the transaction
-            headPartition = partition.key();
             takenTurn = turn;
             return Rows.ofIds(ids);
         }
