@@ -55,7 +55,7 @@ public final class EffectBatch {
      * sets it aside if it fails alone.
      */
     private int nextPartition;
-    /** The transaction id of the last run that took effects (xid8), or -1. */
+    /** The transaction id (xid8) of the last run that took effects and committed (or may have), or -1. */
     private long transactionId = -1;
     /** The keys of the effects the last run took, computed as it took them; null if it could not. */
     private Map<String, Set<Long>> takenKeys;
@@ -96,6 +96,26 @@ public final class EffectBatch {
         int[] taken = {0};
         headPartition = null;
         takenTurn = -1;
+        // the batch's transaction id, and whether its work is done (only its commit can fail after)
+        long[] xid = {-1};
+        boolean[] committing = {false};
+        try {
+            runTransaction(connection, limit, setAside, taken, xid, committing);
+        } finally {
+            // committed, or its commit's outcome unknown (the connection broke during COMMIT): a server
+            // that lacks it may have lost it. Not a transaction that rolled back: no server needs it.
+            if (committing[0] && xid[0] >= 0) {
+                transactionId = xid[0];
+            }
+        }
+        if (takenTurn >= 0) {
+            nextPartition = takenTurn + 1;
+        }
+        return taken[0];
+    }
+
+    private void runTransaction(Connection connection, int limit, Set<String> setAside, int[] taken, long[] xid,
+            boolean[] committing) throws SQLException {
         PostgresConnections.inTransaction(connection, () -> {
             // with keys, a batch stops where its keys would pass EffectKeys' limit (a key a message at
             // least): effects taken beyond it only go back to the queue, their keys computed for nothing
@@ -104,7 +124,7 @@ public final class EffectBatch {
             if (rows.size() == 0) {
                 return;
             }
-            transactionId = currentTransactionId(connection);
+            xid[0] = currentTransactionId(connection);
             EffectOutcomes outcomes = new EffectOutcomes();
             Rows locked = keys == null ? rows
                     : takenKeys == null ? keys.lock(connection, rows, outcomes) : keys.lock(connection, rows, takenKeys, outcomes);
@@ -117,11 +137,8 @@ public final class EffectBatch {
             execute(connection, dequeueSql, done);
             execute(connection, markFailedSql, failed);
             taken[0] = done.size() + failed.size();
+            committing[0] = true;
         });
-        if (takenTurn >= 0) {
-            nextPartition = takenTurn + 1;
-        }
-        return taken[0];
     }
 
     private static void execute(Connection connection, String sql, Collection<String> ids) throws SQLException {
@@ -135,8 +152,9 @@ public final class EffectBatch {
     }
 
     /**
-     * The transaction id of the last {@link #run} that took effects, -1 if none did: once it returned,
-     * a server that has not issued it lost that commit.
+     * The transaction id of the last {@link #run} that took effects and committed them, or whose
+     * commit's outcome is unknown (it failed in COMMIT); -1 if none did. Not of one that rolled back.
+     * Once it returned, a server that has not issued it lost that commit (or may have).
      */
     public long lastTransactionId() {
         return transactionId;

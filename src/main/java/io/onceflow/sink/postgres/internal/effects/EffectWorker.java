@@ -124,8 +124,13 @@ public final class EffectWorker implements AutoCloseable {
                     sleep(IDLE_POLL.toMillis());
                     continue;
                 }
-                int taken = batch.run(session, limit, setAside.now());
-                server.committed(batch.lastTransactionId());
+                int taken;
+                try {
+                    taken = batch.run(session, limit, setAside.now());
+                } finally {
+                    // before the reconnect's check: a batch whose COMMIT failed may have committed
+                    server.committed(batch.lastTransactionId());
+                }
                 refreshBacklog(session, taken == 0 && drainDeadline != 0);
                 if (batch.headPartition() != null) {
                     setAside.succeeded(batch.headPartition());
