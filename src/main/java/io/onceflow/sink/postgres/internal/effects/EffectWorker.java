@@ -198,12 +198,14 @@ public final class EffectWorker implements AutoCloseable {
                 // a paused worker's transaction must not hold its keys and rows for as long as the pause
                 statement.execute("SET idle_in_transaction_session_timeout = " + IDLE_LIMIT.toMillis());
                 statement.execute("LISTEN \"" + queue.notifyChannel() + "\"");
+                // before the connection is the worker's: a check that fails (without the connection
+                // failing) must not leave it in place for the next turn to apply effects on, unchecked
+                checkServer(opened);
             } catch (SQLException e) {
                 PostgresConnections.closeQuietly(opened, e);
                 throw e;
             }
             connection = opened;
-            checkServer(opened);
             legacyPending = EffectQueueStartChecks.hasLegacyIndex(opened, queue);
             refreshBacklog(opened, true);
         }
