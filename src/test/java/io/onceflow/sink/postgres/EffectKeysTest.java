@@ -77,4 +77,34 @@ class EffectKeysTest {
         statuses.remove("m7");
         assertThat(statuses).allSatisfy((id, status) -> assertThat(status).as(id).isEqualTo("applied"));
     }
+
+    /**
+     * What a keys function may return besides a plain list, as the take computes it: NULL and an
+     * empty array lock no key, NULL elements are skipped, duplicates are one key. Each message in a
+     * batch of its own, its effect counts the key locks it runs under (the partition's lock, of two
+     * int keys, aside). (From the review of the keys computed in the take: as the keys statement did.)
+     */
+    @Test
+    void nullEmptyNullElementsAndDuplicateKeysLockWhatTheyName() throws Exception {
+        db.execute("CREATE SCHEMA IF NOT EXISTS ledger");
+        db.execute("CREATE FUNCTION ledger.odd_keys(message_id text, payload jsonb) RETURNS text[] LANGUAGE sql"
+                + " AS $$ SELECT CASE WHEN payload->'keys' = 'null' THEN NULL"
+                + " ELSE ARRAY(SELECT jsonb_array_elements_text(payload->'keys')) END $$");
+        db.execute("CREATE FUNCTION ledger.count_key_locks(message_id text, payload jsonb) RETURNS jsonb LANGUAGE sql"
+                + " AS $$ SELECT jsonb_build_object('status', 'applied', 'locks', (SELECT count(*) FROM pg_locks"
+                + " WHERE locktype = 'advisory' AND objsubid = 1 AND pid = pg_backend_pid())) $$");
+        PostgresSinkConfig config = db.config(db.builder("ledger").setEffectFunction("ledger.count_key_locks")
+                .setEffectKeys("ledger.odd_keys").setBatchSize(1));
+        db.commitFreshCheckpoint(config, BusinessEffectsTest.event("null", "{\"keys\":null}"),
+                BusinessEffectsTest.event("empty", "{\"keys\":[]}"),
+                BusinessEffectsTest.event("null-element", "{\"keys\":[null,\"a\"]}"),
+                BusinessEffectsTest.event("duplicates", "{\"keys\":[\"a\",\"b\",\"a\"]}"));
+        SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered());
+
+        Map<String, Long> locks = new HashMap<>();
+        db.query("SELECT id, (result->>'locks')::bigint FROM " + SinkDatabase.TABLE,
+                row -> locks.put(row.getString(1), row.getLong(2)));
+        assertThat(locks).containsExactlyInAnyOrderEntriesOf(
+                Map.of("null", 0L, "empty", 0L, "null-element", 1L, "duplicates", 2L));
+    }
 }
