@@ -261,6 +261,16 @@ public final class TestPostgres implements AutoCloseable {
         embedded = startEmbedded(copy, port, serverSettings);
     }
 
+    /**
+     * As {@link #failOverTo}, and the copy is promoted as a replica is: it starts as a standby and
+     * {@code pg_promote()} ends its recovery on a new timeline.
+     */
+    public synchronized void failOverToPromoted(Path copy) throws IOException {
+        Files.createFile(copy.resolve("standby.signal"));
+        failOverTo(copy);
+        execute("SELECT pg_promote()");
+    }
+
     /** Stops a server of {@link #start(Path)}; the shared one stops with the JVM. */
     @Override
     public void close() {

@@ -63,7 +63,8 @@ class EffectServerChangeTest {
                         .containsExactly("0");
                 assertThat(db.queuedEffects()).isEqualTo(10);
             }
-            // a restart, once an operator checked: the new worker applies what the copy has queued
+            // a restart of the run: the copy has the run's timeline and a counter past the run's id, so a new
+            // worker cannot tell it from the server it replaced (docs/failover.md: what this cannot see)
             try (EffectWorker restarted = EffectWorker.startIfConfigured(config, 0, PostgresSinkMetrics.unregistered())) {
                 Eventually.await("the restarted worker applies them", Duration.ofSeconds(30), Duration.ofMillis(50),
                         () -> db.queuedEffects() == 0);
@@ -123,10 +124,12 @@ class EffectServerChangeTest {
     }
 
     /**
-     * Two workers of one sink (parallelism 2), both connected before the effects were applied. The
-     * one that applied them refuses the copy that lost them; the other had committed nothing after
-     * the copy was taken (idle: its newest commit, or its first connection, is older), sees no sign,
-     * and applies all of them again. The watch is each worker's own, the queue is shared.
+     * Two workers of one sink (parallelism 2), both connected before the effects were applied, and a
+     * failover to a replica that was behind, promoted (a new timeline). The one that applied them
+     * refuses the replica that lost them; the other had committed nothing after the copy was taken,
+     * so its own watch has no sign: it must see the run's (the run was registered on the old
+     * timeline), or it applies all of them again (as it did when the watch was each worker's own).
+     * A restart of the job is the same run: its workers refuse too; a new submission applies them.
      */
     @Test
     void aWorkerThatAppliedNoneOfTheLostEffectsDoesNotApplyThemAgainEither() throws Exception {
@@ -141,7 +144,7 @@ class EffectServerChangeTest {
             PostgresSinkConfig config = db.config(db.builder("ledger").setEffectFunction(FUNCTION));
             // the same sink, connecting as another role: the test keeps it from connecting for a while
             PostgresSinkConfig otherConfig = db.builderAs("ledger", "other_worker").setEffectFunction(FUNCTION).build()
-                    .config();
+                    .config().withRun(config.run());
             Event[] events = new Event[10];
             for (int i = 0; i < events.length; i++) {
                 events[i] = event("m" + i, 0, i);
@@ -177,7 +180,7 @@ class EffectServerChangeTest {
                         Duration.ofMillis(50), () -> db.queuedEffects() == 0);
                 assertThat(db.database.rows("SELECT count(*) FROM ledger.calls")).containsExactly("10");
 
-                server.failOverTo(directory.resolve("behind"));
+                server.failOverToPromoted(directory.resolve("behind"));
                 Eventually.await("the copy is back", Duration.ofSeconds(30), Duration.ofMillis(100),
                         () -> db.queuedEffects() == 10);
                 db.execute("ALTER ROLE other_worker LOGIN");
@@ -190,6 +193,16 @@ class EffectServerChangeTest {
                 worker.close();
                 other.close();
             }
+            try (EffectWorker restarted = EffectWorker.startIfConfigured(config, 0, PostgresSinkMetrics.unregistered())) {
+                Thread.sleep(2000);
+                assertThat(db.database.rows("SELECT id FROM ledger.calls")).as("applied by a restart of the run").isEmpty();
+            }
+            PostgresSinkConfig resubmitted = SinkDatabase.newRun(config);
+            try (EffectWorker fresh = EffectWorker.startIfConfigured(resubmitted, 0, PostgresSinkMetrics.unregistered())) {
+                Eventually.await("a new submission applies them", Duration.ofSeconds(30), Duration.ofMillis(50),
+                        () -> db.queuedEffects() == 0);
+            }
+            assertThat(db.database.rows("SELECT count(*) FROM ledger.calls")).containsExactly("10");
         }
     }
 

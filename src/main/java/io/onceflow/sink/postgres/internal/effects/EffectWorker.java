@@ -70,7 +70,7 @@ public final class EffectWorker implements AutoCloseable {
     private final PartitionsSetAside setAside = new PartitionsSetAside(MIN_BACKOFF, MAX_BACKOFF);
     /** Whether the events table still has the index of pending effects of an earlier version. */
     private boolean legacyPending;
-    private final EffectServerWatch server = new EffectServerWatch();
+    private final EffectServerWatch server;
     /** Why the worker applies nothing any more (the server changed under it), or null. */
     private volatile String serverChange;
 
@@ -85,6 +85,7 @@ public final class EffectWorker implements AutoCloseable {
         this.maxBatch = config.writer().batchSize();
         this.metrics = metrics;
         this.backlog = new EffectBacklog(queue);
+        this.server = new EffectServerWatch(config);
         metrics.reportEffectBacklog(backlog::queued, backlog::oldestQueuedSeconds, backlog::awaitingRedrive,
                 () -> (System.nanoTime() - loopNanos) / 1_000_000_000L);
         this.thread = new Thread(this::run, "onceflow-" + config.sinkPrefix() + "-" + name);
@@ -219,9 +220,10 @@ public final class EffectWorker implements AutoCloseable {
             serverChange = String.join("; ", signs);
             LOG.error("{} of sink {}: the PostgreSQL server changed under this worker ({}). Effects it applied may be"
                     + " queued again here, with their changes lost, and applying them again could give another"
-                    + " outcome. It applies no effect until the job restarts: check what the effects applied before"
-                    + " the failover did (docs/failover.md, \"Effects after a failover\"), then restart the job; its"
-                    + " new workers apply what is queued.", name, config.sinkPrefix(), serverChange);
+                    + " outcome. It applies no effect: check what the effects applied before the failover did"
+                    + " (docs/failover.md, \"Effects after a failover\"), then submit the job again (stop it with a"
+                    + " savepoint, resume from it): the new run records this server, and its workers apply what is"
+                    + " queued.", name, config.sinkPrefix(), serverChange);
         }
     }
 

@@ -88,6 +88,17 @@ public final class ServerChange {
         return signs;
     }
 
+    /**
+     * The signs that {@code server} changed since the run of {@code config} was registered on it, as
+     * the runs table recorded it: for an effect worker, which applies no effect on such a server.
+     *
+     * @return a list the caller may add to
+     */
+    public static List<String> sinceRun(Connection connection, PostgresSinkConfig config, ServerIdentity server)
+            throws SQLException {
+        return signs(connection, config, server);
+    }
+
     private static List<String> signs(Connection connection, PostgresSinkConfig config, ServerIdentity server)
             throws SQLException {
         Recorded run = recorded(connection, config);
