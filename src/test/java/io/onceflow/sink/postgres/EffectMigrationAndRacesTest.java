@@ -176,7 +176,7 @@ class EffectMigrationAndRacesTest {
                 + " 'payments', 0, 1, 'ledger-checkpoint-3',"
                 + " '{\"status\":\"failed\",\"sqlstate\":\"P0001\",\"error\":\"x\",\"sink\":\"ledger\"}')");
         // what the refusal tells the table's owner to run, in one transaction
-        db.execute(String.join(";\n", new PendingEffectsTable(SinkDatabase.TABLE).addColumnStatements("failed_at")));
+        db.execute(String.join(";\n", new PendingEffectsTable(SinkDatabase.TABLE).upgrade().addColumnStatements("failed_at")));
 
         db.config(sink); // the upgrade's start
 

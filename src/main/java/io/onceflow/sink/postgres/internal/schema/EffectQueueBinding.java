@@ -14,7 +14,7 @@ import org.slf4j.LoggerFactory;
 
 /**
  * Internal. The start's side of the rule that a queued effect belongs to one sink and one function
- * ({@link PendingEffectsTable#addedColumns()}): the workers and the re-drive take only their own,
+ * ({@link EffectQueueUpgrade#addedColumns()}): the workers and the re-drive take only their own,
  * and a start refuses what would leave effects that nobody applies, or that another sink or another
  * function would apply: effects queued by another sink prefix (two sinks on one events table), and
  * effects of this sink queued for another function, unless the operator re-binds them.
@@ -27,7 +27,7 @@ public final class EffectQueueBinding {
 
     /**
      * Brings a queue of an earlier version up to this one: adds the columns it lacks ({@link
-     * PendingEffectsTable#addedColumns()}; with the failure mark, the failures that version recorded
+     * EffectQueueUpgrade#addedColumns()}; with the failure mark, the failures that version recorded
      * only in the events rows join the queue, marked failed, and with the topic, every queued row
      * gets its own, in the same transaction), and replaces its source order index by the partition
      * order index. The table's owner only.
@@ -36,15 +36,15 @@ public final class EffectQueueBinding {
      *     not alter the table
      */
     static void upgradeIfNeeded(Connection connection, PendingEffectsTable queue) throws SQLException {
-        for (String column : PendingEffectsTable.addedColumns().keySet()) {
+        for (String column : EffectQueueUpgrade.addedColumns().keySet()) {
             if (PostgresSchema.columnType(connection, queue.name(), column) == null) {
-                upgrade(connection, queue, "no " + column + " column", queue.addColumnStatements(column));
+                upgrade(connection, queue, "no " + column + " column", queue.upgrade().addColumnStatements(column));
             }
         }
         if (!EffectQueueStartChecks.exists(connection, queue.partitionOrderIndex())) {
             List<String> statements = new ArrayList<>();
             statements.add(queue.createPartitionOrderIndexStatement());
-            statements.addAll(queue.dropSourceOrderIndexStatements());
+            statements.addAll(queue.upgrade().dropSourceOrderIndexStatements());
             upgrade(connection, queue, "no index " + queue.partitionOrderIndex(), statements);
         }
     }

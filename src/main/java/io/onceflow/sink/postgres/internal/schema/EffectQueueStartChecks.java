@@ -65,7 +65,7 @@ public final class EffectQueueStartChecks {
     static void migrateLegacyPendingIndex(Connection connection, EventsTable events, String sinkPrefix, String function)
             throws SQLException {
         PendingEffectsTable queue = events.queue();
-        String legacy = queue.legacyIndex();
+        String legacy = queue.upgrade().legacyIndex();
         if (!hasLegacyIndex(connection, queue)) {
             return;
         }
@@ -75,8 +75,8 @@ public final class EffectQueueStartChecks {
                     PostgresSchema.lockSchema(statement);
                     if (exists(connection, legacy)) {
                         queueLegacyPending(connection, queue, sinkPrefix, function);
-                        statement.execute(queue.queueLegacyFailuresStatement());
-                        statement.execute(queue.backfillTopicStatement());
+                        statement.execute(queue.upgrade().queueLegacyFailuresStatement());
+                        statement.execute(queue.upgrade().backfillTopicStatement());
                         // never wait behind a prepared transaction that only this job's committer ends
                         statement.execute("SET LOCAL lock_timeout = '" + LEGACY_INDEX_LOCK_WAIT.toMillis() + "ms'");
                         statement.execute("DROP INDEX " + legacy);
@@ -98,7 +98,7 @@ public final class EffectQueueStartChecks {
      */
     public static void queueLegacyPending(Connection connection, PendingEffectsTable queue, String sinkPrefix,
             String function) throws SQLException {
-        try (PreparedStatement statement = connection.prepareStatement(queue.queueLegacyPendingStatement())) {
+        try (PreparedStatement statement = connection.prepareStatement(queue.upgrade().queueLegacyPendingStatement())) {
             statement.setString(1, sinkPrefix);
             statement.setString(2, function);
             statement.execute();
@@ -107,7 +107,7 @@ public final class EffectQueueStartChecks {
 
     /** Whether the events table still has the index of pending effects of an earlier version. */
     public static boolean hasLegacyIndex(Connection connection, PendingEffectsTable queue) throws SQLException {
-        return exists(connection, queue.legacyIndex());
+        return exists(connection, queue.upgrade().legacyIndex());
     }
 
     static boolean exists(Connection connection, String relation) throws SQLException {

@@ -36,7 +36,7 @@ public final class PendingEffectsTable {
     private static final String PARTITION_KEY = "coalesce(source_partition, -1)";
     private static final String PARTITION_ORDER_INDEX_SUFFIX = "_partition_order";
     /** The suffix of the index of the versions before the partition order index. */
-    private static final String SOURCE_ORDER_INDEX_SUFFIX = "_source_order";
+    static final String SOURCE_ORDER_INDEX_SUFFIX = "_source_order";
     /** PostgreSQL truncates identifiers at 63 bytes. */
     private static final int MAX_IDENTIFIER_LENGTH = 63;
     /** The events table's own name may be this long. */
@@ -45,12 +45,14 @@ public final class PendingEffectsTable {
     private final String name;
     private final String events;
     private final EffectLogTable log;
+    private final EffectQueueUpgrade upgrade;
 
     /** @param events the events table's validated name, {@code table} or {@code schema.table} */
     public PendingEffectsTable(String events) {
         this.events = events;
         this.name = events + SUFFIX;
         this.log = new EffectLogTable(events, this);
+        this.upgrade = new EffectQueueUpgrade(events, name);
     }
 
     public String name() {
@@ -88,63 +90,6 @@ public final class PendingEffectsTable {
                 + "    " + FAILED_AT_COLUMN + " timestamptz,\n"
                 + "    " + SOURCE_TOPIC_COLUMN + " text\n"
                 + ")";
-    }
-
-    /**
-     * The columns a queue of an earlier version lacks, with their types: those that bind each effect
-     * to the sink (its {@code postgres.sink.prefix}) and the function ({@link #functionIdentity})
-     * that queued it, and the failure mark. Nullable, so that adding them never rewrites the table; a
-     * row without a binding (queued by an earlier version) has no owner until a start adopts it
-     * ({@link #adoptUnboundStatement}).
-     */
-    public static Map<String, String> addedColumns() {
-        Map<String, String> columns = new LinkedHashMap<>();
-        columns.put(SINK_PREFIX_COLUMN, "text");
-        columns.put(EFFECT_FUNCTION_COLUMN, "text");
-        columns.put(FAILED_AT_COLUMN, "timestamptz");
-        columns.put(SOURCE_TOPIC_COLUMN, "text");
-        return columns;
-    }
-
-    /**
-     * What adds one of {@link #addedColumns()} to a queue of an earlier version, in one transaction:
-     * the ALTER TABLE, and what fills the column for the rows already there (with the failure mark,
-     * the failures that version recorded only in the events rows; with the topic, each row's). The
-     * start runs them, or names them for the table's owner.
-     */
-    public List<String> addColumnStatements(String column) {
-        String type = addedColumns().get(column);
-        if (type == null) {
-            throw new IllegalArgumentException("not a column added to the effect queue: " + column);
-        }
-        String alter = "ALTER TABLE " + name + " ADD COLUMN IF NOT EXISTS " + column + " " + type;
-        return switch (column) {
-            case FAILED_AT_COLUMN -> List.of(alter, queueLegacyFailuresStatement());
-            case SOURCE_TOPIC_COLUMN -> List.of(alter, backfillTopicStatement());
-            default -> List.of(alter);
-        };
-    }
-
-    /**
-     * With {@link #SOURCE_TOPIC_COLUMN} added: the topic of every queued row, from its events row, so
-     * that rows queued before and after the upgrade are one partition.
-     */
-    String backfillTopicStatement() {
-        return "UPDATE " + name + " q SET " + SOURCE_TOPIC_COLUMN + " = e.source_topic FROM " + events
-                + " e WHERE e.id = q.id AND q." + SOURCE_TOPIC_COLUMN + " IS NULL";
-    }
-
-    /**
-     * The failures an earlier version recorded only in the events rows (they had left the queue, or
-     * there was none) join it, marked failed, bound to the sink that recorded them (none before sinks
-     * were recorded: the start adopts them) and to no function yet: with {@link #FAILED_AT_COLUMN}
-     * added, or a queue created for an events table of the version before it.
-     */
-    public String queueLegacyFailuresStatement() {
-        return "INSERT INTO " + name + " (id, source_partition, source_offset, " + SINK_PREFIX_COLUMN + ", "
-                + FAILED_AT_COLUMN + ") SELECT id, source_partition, source_offset, result->>'"
-                + EventsTable.FAILED_SINK_FIELD + "', clock_timestamp() FROM " + events + " WHERE result->>'status' = '"
-                + EffectFunction.FAILED + "' ON CONFLICT (id) DO NOTHING";
     }
 
     /**
@@ -190,22 +135,8 @@ public final class PendingEffectsTable {
                 + PARTITION_ORDER_INDEX_SUFFIX;
     }
 
-    private static String truncated(String identifier) {
+    static String truncated(String identifier) {
         return identifier.substring(0, Math.min(identifier.length(), MAX_IDENTIFIER_LENGTH));
-    }
-
-    /**
-     * What drops the index of the versions before {@link #createPartitionOrderIndexStatement}: the
-     * upgrade runs it in the same transaction as it creates the new one. None where its name,
-     * truncated, is the queue's own (those versions could not create it).
-     */
-    public List<String> dropSourceOrderIndexStatements() {
-        String queue = unqualified().toLowerCase(Locale.ROOT);
-        if (truncated(queue + SOURCE_ORDER_INDEX_SUFFIX).equals(queue)) {
-            return List.of();
-        }
-        return List.of("DROP INDEX IF EXISTS " + name.substring(0, name.indexOf('.') + 1)
-                + truncated(queue + SOURCE_ORDER_INDEX_SUFFIX));
     }
 
     private String unqualified() {
@@ -330,6 +261,11 @@ public final class PendingEffectsTable {
         return "EXISTS (SELECT FROM " + name + " q WHERE q.id = " + alias + ".id)";
     }
 
+    /** The statements that bring a queue, and an events table, of an earlier version up to this one. */
+    public EffectQueueUpgrade upgrade() {
+        return upgrade;
+    }
+
     /** The history of what operators did to this queue's effects. */
     public EffectLogTable log() {
         return log;
@@ -385,23 +321,4 @@ public final class PendingEffectsTable {
                 + from.replace("'", "''") + "'";
     }
 
-    /**
-     * Queues the rows of an events table from before this queue that wait for their effect, for the
-     * migration ({@link #legacyIndex} finds them), bound to the sink prefix in parameter 1 and the
-     * function named by parameter 2.
-     */
-    public String queueLegacyPendingStatement() {
-        return "INSERT INTO " + name + " (id, " + SOURCE_TOPIC_COLUMN + ", source_partition, source_offset,"
-                + " effect_transaction, " + SINK_PREFIX_COLUMN + ", " + EFFECT_FUNCTION_COLUMN + ") SELECT id, source_topic,"
-                + " source_partition, source_offset, effect_transaction, ?::text, " + functionIdentity() + " FROM " + events
-                + " WHERE result IS NULL AND effect_transaction IS NOT NULL ON CONFLICT (id) DO NOTHING";
-    }
-
-    /**
-     * The partial index of pending effects on the events table of versions before this queue: its
-     * predicate made every result update non-HOT, and the migration drops it.
-     */
-    public String legacyIndex() {
-        return events + "_pending_effects";
-    }
 }
