@@ -102,6 +102,16 @@ class EffectPartitionLocksTest {
         }
     }
 
+    /** A head in partition 0 whose effect fails for a reason not its own, and {@code others} effects in partition 1. */
+    private void commitABrokenHeadBeside(PostgresSinkConfig config, int others) throws Exception {
+        List<Event> events = new ArrayList<>();
+        events.add(event("p0-0", "{\"broken\":true}", "payments", 0, 0));
+        for (int offset = 0; offset < others; offset++) {
+            events.add(event("p1-" + offset, "{}", "payments", 1, offset));
+        }
+        db.commitFreshCheckpoint(config, events.toArray(Event[]::new));
+    }
+
     /** Takes the partition's lock in {@code holder}'s open transaction, as a batch does. */
     private static void holdPartition(Connection holder, PendingEffectsTable queue, String topic, int partition)
             throws Exception {
@@ -256,12 +266,7 @@ class EffectPartitionLocksTest {
                 + "  INSERT INTO ledger.calls (id) VALUES (message_id);\n"
                 + "  RETURN jsonb_build_object('status', 'applied'); END $$");
         PostgresSinkConfig config = db.config(db.builder("ordered").setEffectFunction(FUNCTION).setBatchSize(100));
-        List<Event> events = new ArrayList<>();
-        events.add(event("p0-0", "{\"broken\":true}", "payments", 0, 0));
-        for (int offset = 0; offset < 300; offset++) {
-            events.add(event("p1-" + offset, "{}", "payments", 1, offset));
-        }
-        db.commitFreshCheckpoint(config, events.toArray(Event[]::new));
+        commitABrokenHeadBeside(config, 300);
         PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
         EffectWorker worker = EffectWorker.startIfConfigured(config, 0, metrics);
         try {
@@ -293,12 +298,7 @@ class EffectPartitionLocksTest {
                 + "  RETURN ARRAY[message_id]; END $$");
         PostgresSinkConfig config = db.config(db.builder("ordered").setEffectFunction(FUNCTION)
                 .setEffectKeys("ledger.account_keys").setBatchSize(100));
-        List<Event> events = new ArrayList<>();
-        events.add(event("p0-0", "{\"broken\":true}", "payments", 0, 0));
-        for (int offset = 0; offset < 50; offset++) {
-            events.add(event("p1-" + offset, "{}", "payments", 1, offset));
-        }
-        db.commitFreshCheckpoint(config, events.toArray(Event[]::new));
+        commitABrokenHeadBeside(config, 50);
         PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
         EffectWorker worker = EffectWorker.startIfConfigured(config, 0, metrics);
         try {

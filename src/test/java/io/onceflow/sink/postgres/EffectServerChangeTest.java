@@ -35,18 +35,9 @@ class EffectServerChangeTest {
     @Test
     void aWorkerAppliesNothingOnAServerThatLostItsCommits() throws Exception {
         try (TestPostgres server = TestPostgres.start(directory.resolve("live"))) {
-            SinkDatabase db = new SinkDatabase(server.newDatabase());
-            db.execute("CREATE SCHEMA ledger");
-            db.execute("CREATE TABLE ledger.calls (seq bigserial PRIMARY KEY, id text NOT NULL)");
-            db.execute("CREATE FUNCTION " + FUNCTION + "(message_id text, payload jsonb) RETURNS jsonb LANGUAGE plpgsql"
-                    + " AS $$ BEGIN INSERT INTO ledger.calls (id) VALUES (message_id);"
-                    + " RETURN jsonb_build_object('status', 'applied'); END $$");
+            SinkDatabase db = recordingCalls(server);
             PostgresSinkConfig config = db.config(db.builder("ledger").setEffectFunction(FUNCTION));
-            Event[] events = new Event[10];
-            for (int i = 0; i < events.length; i++) {
-                events[i] = BusinessEffectsTest.event("m" + i, "{}");
-            }
-            db.commitFreshCheckpoint(config, events);
+            db.commitFreshCheckpoint(config, tenEvents());
             server.copyTo(directory.resolve("behind"));
 
             try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, PostgresSinkMetrics.unregistered())) {
@@ -134,22 +125,13 @@ class EffectServerChangeTest {
     @Test
     void aWorkerThatAppliedNoneOfTheLostEffectsDoesNotApplyThemAgainEither() throws Exception {
         try (TestPostgres server = TestPostgres.start(directory.resolve("live"))) {
-            SinkDatabase db = new SinkDatabase(server.newDatabase());
-            db.execute("CREATE SCHEMA ledger");
-            db.execute("CREATE TABLE ledger.calls (seq bigserial PRIMARY KEY, id text NOT NULL)");
-            db.execute("CREATE FUNCTION " + FUNCTION + "(message_id text, payload jsonb) RETURNS jsonb LANGUAGE plpgsql"
-                    + " AS $$ BEGIN INSERT INTO ledger.calls (id) VALUES (message_id);"
-                    + " RETURN jsonb_build_object('status', 'applied'); END $$");
+            SinkDatabase db = recordingCalls(server);
             db.execute("CREATE ROLE other_worker LOGIN SUPERUSER");
             PostgresSinkConfig config = db.config(db.builder("ledger").setEffectFunction(FUNCTION));
             // the same sink, connecting as another role: the test keeps it from connecting for a while
             PostgresSinkConfig otherConfig = db.builderAs("ledger", "other_worker").setEffectFunction(FUNCTION).build()
                     .config().withRun(config.run());
-            Event[] events = new Event[10];
-            for (int i = 0; i < events.length; i++) {
-                events[i] = event("m" + i, 0, i);
-            }
-            db.commitFreshCheckpoint(config, events);
+            db.commitFreshCheckpoint(config, tenEvents());
 
             EffectWorker other;
             EffectWorker worker;
@@ -216,18 +198,9 @@ class EffectServerChangeTest {
     @Test
     void aWorkerThatCouldNotCheckTheServerAppliesNothingThere() throws Exception {
         try (TestPostgres server = TestPostgres.start(directory.resolve("live"))) {
-            SinkDatabase db = new SinkDatabase(server.newDatabase());
-            db.execute("CREATE SCHEMA ledger");
-            db.execute("CREATE TABLE ledger.calls (seq bigserial PRIMARY KEY, id text NOT NULL)");
-            db.execute("CREATE FUNCTION " + FUNCTION + "(message_id text, payload jsonb) RETURNS jsonb LANGUAGE plpgsql"
-                    + " AS $$ BEGIN INSERT INTO ledger.calls (id) VALUES (message_id);"
-                    + " RETURN jsonb_build_object('status', 'applied'); END $$");
+            SinkDatabase db = recordingCalls(server);
             PostgresSinkConfig config = db.config(db.builder("ledger").setEffectFunction(FUNCTION));
-            Event[] events = new Event[10];
-            for (int i = 0; i < events.length; i++) {
-                events[i] = event("m" + i, 0, i);
-            }
-            db.commitFreshCheckpoint(config, events);
+            db.commitFreshCheckpoint(config, tenEvents());
             String database = db.database.rows("SELECT current_database()").get(0);
             db.execute("CREATE SCHEMA shadow");
             db.execute("CREATE FUNCTION shadow.pg_current_snapshot() RETURNS pg_snapshot LANGUAGE plpgsql AS $$ BEGIN"
@@ -247,6 +220,26 @@ class EffectServerChangeTest {
                         .containsExactly("0");
             }
         }
+    }
+
+    /** A database on {@code server} whose effect function records each call in ledger.calls. */
+    private static SinkDatabase recordingCalls(TestPostgres server) throws Exception {
+        SinkDatabase db = new SinkDatabase(server.newDatabase());
+        db.execute("CREATE SCHEMA ledger");
+        db.execute("CREATE TABLE ledger.calls (seq bigserial PRIMARY KEY, id text NOT NULL)");
+        db.execute("CREATE FUNCTION " + FUNCTION + "(message_id text, payload jsonb) RETURNS jsonb LANGUAGE plpgsql"
+                + " AS $$ BEGIN INSERT INTO ledger.calls (id) VALUES (message_id);"
+                + " RETURN jsonb_build_object('status', 'applied'); END $$");
+        return db;
+    }
+
+    /** m0 to m9, offsets 0 to 9 of partition 0. */
+    private static Event[] tenEvents() {
+        Event[] events = new Event[10];
+        for (int i = 0; i < events.length; i++) {
+            events[i] = event("m" + i, 0, i);
+        }
+        return events;
     }
 
     private static long attempts(SinkDatabase db) throws Exception {
