@@ -114,8 +114,18 @@ public final class JobStart {
                 return continued.get();
             }
         }
-        if (!restoring && !discardPending) {
-            refuseWhileKafkaTransactionsPending(config, checkpointDir, resume);
+        if (!restoring) {
+            List<String> pending = pendingKafkaTransactions(config);
+            if (!discardPending) {
+                refuseWhileKafkaTransactionsPending(config, pending, checkpointDir, resume);
+            } else if (!pending.isEmpty()) {
+                // each attempt writes under its own tag, so the new run's writers leave an earlier
+                // run's transactions alone: they would hold back read_committed consumers until
+                // the transaction timeout
+                LOG.warn("fresh.start.pending=discard: aborting {} open Kafka transaction(s) of an earlier run: {}",
+                        pending.size(), pending);
+                PendingKafkaTransactions.abort(config.bootstrapServers(), config.kafkaClientProperties(), pending);
+            }
         }
         JobSinks sinks = new JobSinks(config, kafkaTransactionTimeout);
         Optional<PostgresSink> startedPostgres = Optional.empty();
@@ -198,9 +208,8 @@ public final class JobStart {
         }
     }
 
-    private static void refuseWhileKafkaTransactionsPending(OnceflowConfig config, Optional<String> checkpointDir,
-            ResumeCommand resume) {
-        List<String> pending = pendingKafkaTransactions(config);
+    private static void refuseWhileKafkaTransactionsPending(OnceflowConfig config, List<String> pending,
+            Optional<String> checkpointDir, ResumeCommand resume) {
         if (!pending.isEmpty()) {
             throw new FreshStartRefused("kafka.transactional.id.prefix '" + config.transactionalIdPrefix() + "' has "
                     + pending.size() + " open Kafka transaction(s) from an earlier run: " + pending + ". A fresh start"

@@ -70,6 +70,21 @@ class FlinkLoggingConfigTest {
                 .isFalse();
     }
 
+    @ParameterizedTest
+    @ValueSource(strings = {"flink-conf/log4j.properties", "flink-conf/log4j-console.properties",
+            "src/test/resources/log4j2-test.properties"})
+    void theKafkaWritersChangedPrefixWarningIsDroppedItsOtherLinesKept(String file) {
+        String writer = "org.apache.flink.connector.kafka.sink.ExactlyOnceKafkaWriter";
+        LoggerConfig kafkaWriter = loggerConfig(file, writer);
+
+        assertThat(kafkaWriter.getName()).isEqualTo(writer);
+        assertThat(kafkaWriter.isFiltered(Log4jLogEvent.newBuilder().setLoggerName(writer).setLevel(Level.WARN)
+                .setMessage(new SimpleMessage("Transactional id prefix from previous execution p-dlq-g0123abcd has"
+                        + " changed to p-dlq-g4567efgh.")).build())).isTrue();
+        assertThat(kafkaWriter.isFiltered(Log4jLogEvent.newBuilder().setLoggerName(writer).setLevel(Level.WARN)
+                .setMessage(new SimpleMessage("Producer p-dlq-g0123abcd-0-7 fenced while aborting")).build())).isFalse();
+    }
+
     @Test
     void theCommandLineToolsLocalRunShowsTheJobsStatesAndTaskFailuresButNotEachTasksSteps() {
         String executionGraph = "org.apache.flink.runtime.executiongraph.ExecutionGraph";

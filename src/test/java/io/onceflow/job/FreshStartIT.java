@@ -14,7 +14,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Comparator;
 import java.util.List;
-import java.util.Properties;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
@@ -25,9 +24,6 @@ import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.core.execution.SavepointFormatType;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.test.junit5.MiniClusterExtension;
-import org.apache.kafka.clients.producer.KafkaProducer;
-import org.apache.kafka.clients.producer.ProducerConfig;
-import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.api.io.TempDir;
@@ -104,10 +100,11 @@ class FreshStartIT {
                 .hasMessageContaining(" open Kafka transaction(s) from an earlier run: [")
                 .hasMessageNotContaining("PostgreSQL");
 
-        List<String> aborted = abortPendingKafkaTransactions(config);
-        assertThat(aborted).isNotEmpty();
-        assertThat(PendingKafkaTransactions.list(config.bootstrapServers(), config.kafkaClientProperties(),
-                config.transactionalIdPrefix())).isEmpty();
+        // as the brokers do when they outlive their timeout
+        List<String> pending = pendingKafkaTransactions(config);
+        assertThat(pending).isNotEmpty();
+        PendingKafkaTransactions.abort(config.bootstrapServers(), config.kafkaClientProperties(), pending);
+        assertThat(pendingKafkaTransactions(config)).isEmpty();
 
         assertThatThrownBy(() -> JobStart.start(config, environment(config, null)))
                 .isInstanceOf(JobStart.FreshStartRefused.class)
@@ -127,7 +124,10 @@ class FreshStartIT {
         crashBetweenASnapshotAndItsCompletion(scenario, config);
 
         OnceflowConfig discarding = scenario.with("fresh.start.pending", "discard").config();
+        assertThat(pendingKafkaTransactions(config)).as("the crashed run's open transactions").isNotEmpty();
         assertThat(JobStart.start(discarding, environment(discarding, null)).postgres()).isPresent();
+        // aborted by the start: the new run's writers, under tags of their own, would not
+        assertThat(pendingKafkaTransactions(config)).as("left open after the start").isEmpty();
     }
 
     /** A first run that dies between a checkpoint's snapshot and its completion, and is not restarted. */
@@ -144,23 +144,9 @@ class FreshStartIT {
         return crashed;
     }
 
-    /**
-     * Aborts the job's open Kafka transactions as the broker does when they outlive their timeout:
-     * a producer's initTransactions aborts what an earlier producer with its transactional id left open.
-     */
-    private static List<String> abortPendingKafkaTransactions(OnceflowConfig config) throws Exception {
-        List<String> pending = PendingKafkaTransactions.list(
+    private static List<String> pendingKafkaTransactions(OnceflowConfig config) throws Exception {
+        return PendingKafkaTransactions.list(
                 config.bootstrapServers(), config.kafkaClientProperties(), config.transactionalIdPrefix());
-        for (String transactionalId : pending) {
-            Properties properties = config.kafkaClientProperties();
-            properties.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, config.bootstrapServers());
-            properties.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
-            try (KafkaProducer<byte[], byte[]> producer =
-                    new KafkaProducer<>(properties, new ByteArraySerializer(), new ByteArraySerializer())) {
-                producer.initTransactions();
-            }
-        }
-        return pending;
     }
 
     private static StreamExecutionEnvironment environment(OnceflowConfig config, String restoreFrom) {

@@ -4,6 +4,10 @@ import java.io.IOException;
 import java.util.Collection;
 import java.util.List;
 import java.util.Optional;
+import java.util.Properties;
+import javax.annotation.Nullable;
+import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.api.connector.sink2.InitContext;
 import org.apache.flink.annotation.Internal;
 import org.apache.flink.api.common.eventtime.Watermark;
 import org.apache.flink.api.connector.sink2.Committer;
@@ -18,18 +22,31 @@ import org.apache.flink.metrics.Counter;
 import org.apache.flink.streaming.api.connector.sink2.CommittableMessage;
 import org.apache.flink.streaming.api.connector.sink2.SupportsPostCommitTopology;
 import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
 import org.apache.flink.streaming.api.lineage.LineageVertex;
 import org.apache.flink.streaming.api.lineage.LineageVertexProvider;
 import org.apache.flink.util.ExceptionUtils;
+import org.apache.flink.util.function.SerializableFunction;
 import org.apache.kafka.common.errors.InvalidProducerEpochException;
 import org.apache.kafka.common.errors.ProducerFencedException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Internal. Flink's {@link KafkaSink} with two guards the connector lacks; everything else (writer
+ * Internal. Flink's {@link KafkaSink} with three guards the connector lacks; everything else (writer
  * state, committables, committer, the post-commit topology that co-locates writer and committer,
  * lineage) is the delegate's, through the same interfaces, so Flink builds the same operators.
+ *
+ * <h2>Transactional ids of one attempt only</h2>
+ *
+ * <p>With exactly-once, each writer attempt and its committer use a connector sink of their own
+ * whose prefix ends in the attempt's random tag ({@link AttemptTags}):
+ * {@code <sink prefix>-<tag>-<subtask>-<n>}. The connector names an attempt's first transaction
+ * after the restored checkpoint, so two attempts that restored the same checkpoint shared its name,
+ * and the one that started last fenced the other's; when the other was the live one, a transaction
+ * of a completed checkpoint was lost. With tags no attempt touches another's transactions at its
+ * start; what dead attempts left open is aborted by {@link LeftoverTransactions}, a post-commit
+ * step, once this attempt's first checkpoint has completed.
  *
  * <h2>A gate before the first producer</h2>
  *
@@ -71,31 +88,46 @@ public final class GuardedKafkaSink<IN>
     public static final String FENCED_CLOSES_METRIC = "fencedWriterCloses";
 
     private final KafkaSink<IN> delegate;
+    private final @Nullable SerializableFunction<String, KafkaSink<IN>> withPrefix;
     private final String name;
     private final KafkaWriterGate gate;
+    private final Properties clientProperties;
+    private final String bootstrapServers;
 
     /**
-     * @param name the sink's transactional id prefix, for the log line
+     * @param delegate the connector's sink with the sink prefix {@code name}
+     * @param withPrefix the same sink with another prefix: for each exactly-once attempt; null for
+     *     at-least-once, which has no transactions
+     * @param name the sink's transactional id prefix
      * @param gate what each writer attempt passes before the delegate creates a producer
+     * @param clientProperties pass-through client settings, for aborting dead attempts' transactions
      */
-    GuardedKafkaSink(KafkaSink<IN> delegate, String name, KafkaWriterGate gate) {
+    GuardedKafkaSink(KafkaSink<IN> delegate, @Nullable SerializableFunction<String, KafkaSink<IN>> withPrefix,
+            String name, KafkaWriterGate gate, String bootstrapServers, Properties clientProperties) {
         this.delegate = delegate;
+        this.withPrefix = withPrefix;
         this.name = name;
         this.gate = gate;
+        this.bootstrapServers = bootstrapServers;
+        this.clientProperties = clientProperties;
     }
 
     @Override
     public PrecommittingStatefulSinkWriter<IN, KafkaWriterState, KafkaCommittable> createWriter(
             WriterInitContext context) throws IOException {
-        gate.beforeProducersStart();
-        return new Writer<>(delegate.createWriter(context), context, name);
+        return restoreWriter(context, List.of());
     }
 
     @Override
     public PrecommittingStatefulSinkWriter<IN, KafkaWriterState, KafkaCommittable> restoreWriter(
             WriterInitContext context, Collection<KafkaWriterState> recoveredState) throws IOException {
         gate.beforeProducersStart();
-        return new Writer<>(delegate.restoreWriter(context, recoveredState), context, name);
+        return new Writer<>(attemptSink(context).restoreWriter(context, recoveredState), context, name);
+    }
+
+    /** The connector's sink under this attempt's tag (exactly-once), else the delegate. */
+    private KafkaSink<IN> attemptSink(InitContext context) {
+        return withPrefix == null ? delegate : withPrefix.apply(name + "-" + AttemptTags.take(context, name));
     }
 
     @Override
@@ -105,7 +137,7 @@ public final class GuardedKafkaSink<IN>
 
     @Override
     public Committer<KafkaCommittable> createCommitter(CommitterInitContext context) throws IOException {
-        return delegate.createCommitter(context);
+        return attemptSink(context).createCommitter(context);
     }
 
     @Override
@@ -116,6 +148,14 @@ public final class GuardedKafkaSink<IN>
     @Override
     public void addPostCommitTopology(DataStream<CommittableMessage<KafkaCommittable>> committables) {
         delegate.addPostCommitTopology(committables);
+        if (withPrefix != null) {
+            SingleOutputStreamOperator<Void> leftovers = committables
+                    .process(new LeftoverTransactions(bootstrapServers, clientProperties, name), Types.VOID)
+                    .uid(name + "-leftover-transactions")
+                    .name("Abort leftover transactions");
+            // beside its committer, whose committed checkpoints it follows
+            leftovers.getTransformation().setCoLocationGroupKey(name);
+        }
     }
 
     @Override

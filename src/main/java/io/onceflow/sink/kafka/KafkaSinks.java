@@ -10,6 +10,7 @@ import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.connector.base.DeliveryGuarantee;
 import org.apache.flink.connector.kafka.sink.KafkaRecordSerializationSchema;
 import org.apache.flink.connector.kafka.sink.KafkaSink;
+import org.apache.flink.util.function.SerializableFunction;
 import org.apache.kafka.clients.producer.ProducerConfig;
 
 /**
@@ -18,8 +19,9 @@ import org.apache.kafka.clients.producer.ProducerConfig;
  * completes, so a {@code read_committed} consumer sees each exactly once.
  *
  * <p>The two sinks of a job get transactional id prefixes {@code <prefix>-output} and
- * {@code <prefix>-dlq}; the prefix must be stable across restarts (recovery finds and aborts the
- * lingering transactions of the previous attempt by it) and unique among jobs on a cluster.
+ * {@code <prefix>-dlq}, to which each attempt adds its tag ({@code -<tag>-<subtask>-<n>}); the
+ * prefix must be stable across restarts (recovery finds and aborts the lingering transactions of
+ * earlier attempts by it) and unique among jobs on a cluster.
  */
 @Internal
 public final class KafkaSinks {
@@ -65,8 +67,8 @@ public final class KafkaSinks {
     }
 
     /**
-     * The transactional id prefixes of a job's two sinks; the connector appends
-     * {@code -<subtask>-<n>} to them.
+     * The transactional id prefixes of a job's two sinks; each attempt appends
+     * {@code -<tag>-<subtask>-<n>} to them (see {@link GuardedKafkaSink}).
      */
     public static List<String> transactionalIdPrefixes(String transactionalIdPrefix) {
         return List.of(transactionalIdPrefix + OUTPUT_SUFFIX, transactionalIdPrefix + DEAD_LETTER_SUFFIX);
@@ -93,18 +95,24 @@ public final class KafkaSinks {
     }
 
     /**
-     * A {@link KafkaSink} in a {@link GuardedKafkaSink}: no producer before the gate, and a writer
-     * closed after a newer attempt fenced its producer does not take its TaskManager down.
+     * A {@link KafkaSink} in a {@link GuardedKafkaSink}: no producer before the gate, each
+     * exactly-once attempt under its own transactional ids, and a writer closed after a newer attempt
+     * fenced its producer does not take its TaskManager down.
      */
     private <T> Sink<T> build(KafkaRecordSerializationSchema<T> serializer, String prefixSuffix) {
         Properties producer = producerProperties(clientProperties, transactionTimeout);
         String sinkPrefix = transactionalIdPrefix + prefixSuffix;
-        return new GuardedKafkaSink<>(KafkaSink.<T>builder()
-                .setBootstrapServers(bootstrapServers)
+        String servers = bootstrapServers;
+        DeliveryGuarantee sinkGuarantee = guarantee;
+        SerializableFunction<String, KafkaSink<T>> withPrefix = prefix -> KafkaSink.<T>builder()
+                .setBootstrapServers(servers)
                 .setKafkaProducerConfig(producer)
                 .setRecordSerializer(serializer)
-                .setDeliveryGuarantee(guarantee)
-                .setTransactionalIdPrefix(sinkPrefix)
-                .build(), sinkPrefix, writerGate);
+                .setDeliveryGuarantee(sinkGuarantee)
+                .setTransactionalIdPrefix(prefix)
+                .build();
+        return new GuardedKafkaSink<>(withPrefix.apply(sinkPrefix),
+                guarantee == DeliveryGuarantee.EXACTLY_ONCE ? withPrefix : null, sinkPrefix, writerGate,
+                bootstrapServers, clientProperties);
     }
 }
