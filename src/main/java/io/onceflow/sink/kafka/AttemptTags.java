@@ -23,14 +23,25 @@ final class AttemptTags {
 
     /** The tag of this writer or committer's attempt of the sink with {@code sinkPrefix}. */
     static String take(InitContext context, String sinkPrefix) {
-        String attempt = context.getJobInfo().getJobId() + "/" + sinkPrefix + "/"
-                + context.getTaskInfo().getIndexOfThisSubtask() + "/" + context.getTaskInfo().getAttemptNumber();
         String[] taken = new String[1];
-        HALF_TAKEN.compute(attempt, (key, waiting) -> {
+        HALF_TAKEN.compute(attempt(context, sinkPrefix), (key, waiting) -> {
             taken[0] = waiting == null ? newTag() : waiting;
             return waiting == null ? taken[0] : null;
         });
         return taken[0];
+    }
+
+    /**
+     * Forgets {@code tag} if the other of the attempt's writer and committer never took it (it failed
+     * before): a later attempt with the same number (after a JobManager failover) must not get it.
+     */
+    static void release(InitContext context, String sinkPrefix, String tag) {
+        HALF_TAKEN.remove(attempt(context, sinkPrefix), tag);
+    }
+
+    private static String attempt(InitContext context, String sinkPrefix) {
+        return context.getJobInfo().getJobId() + "/" + sinkPrefix + "/" + context.getTaskInfo().getIndexOfThisSubtask()
+                + "/" + context.getTaskInfo().getAttemptNumber() + "/" + context.getRestoredCheckpointId();
     }
 
     /** {@code g} and eight random base-36 characters: never a number, never a dash. */

@@ -5,6 +5,8 @@ import java.util.Collection;
 import java.util.List;
 import java.util.Optional;
 import java.util.Properties;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeoutException;
 import javax.annotation.Nullable;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.connector.sink2.InitContext;
@@ -122,12 +124,21 @@ public final class GuardedKafkaSink<IN>
     public PrecommittingStatefulSinkWriter<IN, KafkaWriterState, KafkaCommittable> restoreWriter(
             WriterInitContext context, Collection<KafkaWriterState> recoveredState) throws IOException {
         gate.beforeProducersStart();
-        return new Writer<>(attemptSink(context).restoreWriter(context, recoveredState), context, name);
-    }
-
-    /** The connector's sink under this attempt's tag (exactly-once), else the delegate. */
-    private KafkaSink<IN> attemptSink(InitContext context) {
-        return withPrefix == null ? delegate : withPrefix.apply(name + "-" + AttemptTags.take(context, name));
+        if (withPrefix == null) {
+            return new Writer<>(delegate.restoreWriter(context, recoveredState), context, name, () -> {});
+        }
+        if (!recoveredState.isEmpty()) {
+            try {
+                LeftoverTransactions.abortOfRestoredAttempts(bootstrapServers, clientProperties, name, recoveredState,
+                        context.getRestoredCheckpointId().orElse(0));
+            } catch (ExecutionException | TimeoutException e) {
+                throw new IOException("could not list the Kafka transactions of '" + name + "' that the restored"
+                        + " attempts left open", e);
+            }
+        }
+        String tag = AttemptTags.take(context, name);
+        return new Writer<>(withPrefix.apply(name + "-" + tag).restoreWriter(context, recoveredState), context, name,
+                () -> AttemptTags.release(context, name, tag));
     }
 
     @Override
@@ -137,7 +148,27 @@ public final class GuardedKafkaSink<IN>
 
     @Override
     public Committer<KafkaCommittable> createCommitter(CommitterInitContext context) throws IOException {
-        return attemptSink(context).createCommitter(context);
+        if (withPrefix == null) {
+            return delegate.createCommitter(context);
+        }
+        String tag = AttemptTags.take(context, name);
+        Committer<KafkaCommittable> committer = withPrefix.apply(name + "-" + tag).createCommitter(context);
+        return new Committer<>() {
+            @Override
+            public void commit(Collection<CommitRequest<KafkaCommittable>> requests)
+                    throws IOException, InterruptedException {
+                committer.commit(requests);
+            }
+
+            @Override
+            public void close() throws Exception {
+                try {
+                    committer.close();
+                } finally {
+                    AttemptTags.release(context, name, tag);
+                }
+            }
+        };
     }
 
     @Override
@@ -177,10 +208,12 @@ public final class GuardedKafkaSink<IN>
         private final PrecommittingStatefulSinkWriter<IN, KafkaWriterState, KafkaCommittable> delegate;
         private final Counter fencedCloses;
         private final String description;
+        private final Runnable releaseTag;
 
         Writer(PrecommittingStatefulSinkWriter<IN, KafkaWriterState, KafkaCommittable> delegate,
-                WriterInitContext context, String name) {
+                WriterInitContext context, String name, Runnable releaseTag) {
             this.delegate = delegate;
+            this.releaseTag = releaseTag;
             this.fencedCloses = context.metricGroup().counter(FENCED_CLOSES_METRIC);
             this.description = "Kafka sink '" + name + "' subtask " + context.getTaskInfo().getIndexOfThisSubtask()
                     + " attempt " + context.getTaskInfo().getAttemptNumber();
@@ -213,6 +246,7 @@ public final class GuardedKafkaSink<IN>
 
         @Override
         public void close() throws Exception {
+            releaseTag.run();
             try {
                 delegate.close();
             } catch (Exception e) {

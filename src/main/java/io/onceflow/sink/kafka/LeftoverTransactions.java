@@ -1,10 +1,19 @@
 package io.onceflow.sink.kafka;
 
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.List;
 import java.util.Optional;
 import java.util.Properties;
+import java.util.Set;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeoutException;
+import java.util.stream.Collectors;
 import org.apache.flink.connector.kafka.sink.KafkaCommittable;
+import org.apache.flink.connector.kafka.sink.KafkaWriterState;
 import org.apache.flink.runtime.state.FunctionInitializationContext;
 import org.apache.flink.runtime.state.FunctionSnapshotContext;
 import org.apache.flink.streaming.api.checkpoint.CheckpointedFunction;
@@ -15,29 +24,35 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Aborts the Kafka transactions that earlier, dead attempts of a sink left open, once this attempt has
- * proved it is the live one. Runs after the sink's committer, on the committables it committed.
+ * Aborts the Kafka transactions that earlier, dead attempts of a sink left open. Each writer attempt
+ * writes under its own tag ({@link AttemptTags}), so no attempt's start fences another's: the
+ * transaction of a successor that restored the same checkpoint, pre-committed for a completed
+ * checkpoint and not committed yet, was lost when a zombie paused in its writer's start woke up and
+ * initialised the same name. Two rules end what dead attempts left open instead.
  *
- * <p>Each writer attempt writes under its own tag ({@link AttemptTags}), so an attempt's start aborts
- * only what the restored checkpoint's own attempt left (the connector probes that attempt's ids after
- * the checkpoint): it can never fence the transaction of another attempt that restored the same
- * checkpoint and may be the live one (a TaskManager paused in its writer's start and woken after its
- * successor pre-committed a completed checkpoint's transaction, which the connector's committer then
- * drops). What other dead attempts left open (killed before their first checkpoint) would hold back
- * {@code read_committed} consumers until the transaction timeout; this function aborts it.
+ * <ul>
+ *   <li><b>At a restore</b> ({@link #abortOfRestoredAttempts}): the open transactions named after
+ *       the restored checkpoint {@code N} of the attempts whose state it restores. Those attempts
+ *       are superseded; every other attempt that restored {@code N} writes under a tag of its own.
+ *   <li><b>Once this attempt's first checkpoint {@code c1} completed</b> (this function, after the
+ *       sink's committer): the open transactions of its subtask class named {@code n} with {@code
+ *       N < n <= c1}, whatever their tag: attempts killed before a checkpoint of theirs completed. No
+ *       live attempt has such a name: a later one restores {@code c1} or later and names after it; an
+ *       earlier one saw only barriers below {@code c1}, which the job's checkpoint counter numbers
+ *       in order; this attempt's own transactions up to {@code c1} are committed before the committer
+ *       passes the checkpoint on; and a zombie that gets this far had its own {@code c1} complete
+ *       while it was live, below every later attempt's names.
+ * </ul>
  *
- * <p>The rule: once checkpoint {@code c1}, this attempt's first barrier, has completed, no other live
- * attempt has a transaction named {@code n} with {@code restored < n <= c1}. Every later attempt
- * restores {@code c1} or later and names its transactions after it; every earlier attempt's barriers
- * precede {@code c1}, so its transactions are named at most {@code c1}; and this attempt's own
- * transactions in that range belong to checkpoints up to {@code c1}, committed before the committer
- * passes them on. A zombie that reaches this point itself had its {@code c1} completed while it was
- * live, so every later attempt's names lie above its range.
+ * <p>The second runs on a thread of its own, with a growing pause after a failure: listing the
+ * cluster's transactions waits for every broker, and the sink's task must not.
  */
 final class LeftoverTransactions extends ProcessFunction<CommittableMessage<KafkaCommittable>, Void>
         implements CheckpointedFunction {
     private static final long serialVersionUID = 1L;
     private static final Logger LOG = LoggerFactory.getLogger(LeftoverTransactions.class);
+    private static final long FIRST_PAUSE_MS = 10_000;
+    private static final long LONGEST_PAUSE_MS = 300_000;
 
     private final String bootstrapServers;
     private final Properties clientProperties;
@@ -45,13 +60,46 @@ final class LeftoverTransactions extends ProcessFunction<CommittableMessage<Kafk
 
     private transient long restoredCheckpoint;
     private transient long firstBarrier;
-    private transient boolean done;
+    private transient ExecutorService thread;
+    private transient Future<?> running;
+    private transient volatile boolean done;
+    private transient volatile long notBefore;
+    private transient volatile long pause;
 
     /** @param clientProperties pass-through client settings (security.protocol, sasl.*, ssl.*) */
     LeftoverTransactions(String bootstrapServers, Properties clientProperties, String sinkPrefix) {
         this.bootstrapServers = bootstrapServers;
         this.clientProperties = clientProperties;
         this.sinkPrefix = sinkPrefix;
+    }
+
+    /**
+     * Aborts the open transactions that the attempts whose writer state is restored left after the
+     * restored checkpoint: for each state its tag and subtask, names after {@code restoredCheckpoint}.
+     * The connector itself probes only the first state's prefix, so after a rescale the others'
+     * would stay open.
+     */
+    static void abortOfRestoredAttempts(String bootstrapServers, Properties clientProperties, String sinkPrefix,
+            Collection<KafkaWriterState> restored, long restoredCheckpoint) throws ExecutionException, TimeoutException {
+        Set<String> attempts = restored.stream()
+                .flatMap(state -> TransactionName.tagOf(sinkPrefix, state.getTransactionalIdPrefix())
+                        .map(tag -> tag + "/" + state.getOwnedSubtaskId()).stream())
+                .collect(Collectors.toSet());
+        if (attempts.isEmpty()) {
+            return;
+        }
+        List<String> open = new ArrayList<>();
+        for (String id : PendingKafkaTransactions.ongoing(bootstrapServers, clientProperties, sinkPrefix)) {
+            TransactionName.parse(sinkPrefix, id)
+                    .filter(name -> name.checkpoint() > restoredCheckpoint
+                            && attempts.contains(name.tag() + "/" + name.subtask()))
+                    .ifPresent(name -> open.add(id));
+        }
+        PendingKafkaTransactions.abort(bootstrapServers, clientProperties, open);
+        if (!open.isEmpty()) {
+            LOG.info("Kafka sink '{}': aborted {} transaction(s) that the restored attempts left open after checkpoint"
+                    + " {}: {}", sinkPrefix, open.size(), restoredCheckpoint, open);
+        }
     }
 
     @Override
@@ -69,54 +117,55 @@ final class LeftoverTransactions extends ProcessFunction<CommittableMessage<Kafk
 
     @Override
     public void processElement(CommittableMessage<KafkaCommittable> committed, Context context, Collector<Void> out) {
-        if (done || firstBarrier < 0 || committed.getCheckpointIdOrEOI() < firstBarrier) {
+        if (done || firstBarrier < 0 || committed.getCheckpointIdOrEOI() < firstBarrier
+                || (running != null && !running.isDone()) || System.currentTimeMillis() < notBefore) {
             return;
+        }
+        if (thread == null) {
+            thread = Executors.newSingleThreadExecutor(task -> {
+                Thread daemon = new Thread(task, "onceflow-kafka-leftovers-" + sinkPrefix);
+                daemon.setDaemon(true);
+                return daemon;
+            });
         }
         int subtask = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
         int parallelism = getRuntimeContext().getTaskInfo().getNumberOfParallelSubtasks();
+        long after = restoredCheckpoint;
+        long upTo = firstBarrier;
+        running = thread.submit(() -> abortOfDeadAttempts(subtask, parallelism, after, upTo));
+    }
+
+    private void abortOfDeadAttempts(int subtask, int parallelism, long after, long upTo) {
         try {
-            List<String> aborted = new ArrayList<>();
+            List<String> open = new ArrayList<>();
             for (String id : PendingKafkaTransactions.ongoing(bootstrapServers, clientProperties, sinkPrefix)) {
                 Optional<TransactionName> name = TransactionName.parse(sinkPrefix, id);
                 if (name.isPresent() && name.get().subtask() % parallelism == subtask
-                        && name.get().checkpoint() > restoredCheckpoint && name.get().checkpoint() <= firstBarrier) {
-                    aborted.add(id);
+                        && name.get().checkpoint() > after && name.get().checkpoint() <= upTo) {
+                    open.add(id);
                 }
             }
-            PendingKafkaTransactions.abort(bootstrapServers, clientProperties, aborted);
+            PendingKafkaTransactions.abort(bootstrapServers, clientProperties, open);
             done = true;
-            if (!aborted.isEmpty()) {
+            if (!open.isEmpty()) {
                 LOG.info("Kafka sink '{}' subtask {}: aborted {} transaction(s) that earlier attempts left open after"
                         + " checkpoint {} (this attempt's first checkpoint {} has completed): {}", sinkPrefix, subtask,
-                        aborted.size(), restoredCheckpoint, firstBarrier, aborted);
+                        open.size(), after, upTo, open);
             }
         } catch (Exception e) {
-            // they only hold back read_committed consumers until the transaction timeout: try again
-            // at the next completed checkpoint rather than fail the job
+            // they only hold back read_committed consumers until the transaction timeout
+            pause = pause == 0 ? FIRST_PAUSE_MS : Math.min(2 * pause, LONGEST_PAUSE_MS);
+            notBefore = System.currentTimeMillis() + pause;
             LOG.warn("Kafka sink '{}' subtask {}: could not abort the transactions earlier attempts left open ({});"
-                    + " trying again at the next completed checkpoint", sinkPrefix, subtask, e.toString());
+                    + " trying again at a completed checkpoint in {} s", sinkPrefix, subtask, e.toString(), pause / 1000);
         }
     }
 
-    /**
-     * A transactional id of a sink: {@code <sink prefix>-<tag>-<subtask>-<n>}, or without the tag
-     * as written before tags; {@code n} is the checkpoint after which the transaction opened, plus one.
-     */
-    record TransactionName(String tag, int subtask, long checkpoint) {
-        static Optional<TransactionName> parse(String sinkPrefix, String transactionalId) {
-            if (!transactionalId.startsWith(sinkPrefix + "-")) {
-                return Optional.empty();
-            }
-            String[] parts = transactionalId.substring(sinkPrefix.length() + 1).split("-", -1);
-            if (parts.length < 2 || parts.length > 3 || (parts.length == 3 && !AttemptTags.isTag(parts[0]))) {
-                return Optional.empty();
-            }
-            try {
-                return Optional.of(new TransactionName(parts.length == 3 ? parts[0] : "",
-                        Integer.parseInt(parts[parts.length - 2]), Long.parseLong(parts[parts.length - 1])));
-            } catch (NumberFormatException e) {
-                return Optional.empty();
-            }
+    @Override
+    public void close() throws Exception {
+        if (thread != null) {
+            thread.shutdownNow();
         }
+        super.close();
     }
 }

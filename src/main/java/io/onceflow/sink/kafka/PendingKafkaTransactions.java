@@ -83,7 +83,8 @@ public final class PendingKafkaTransactions {
             for (TransactionListing transaction : admin.listTransactions(new ListTransactionsOptions().filterStates(states))
                     .all().get(KAFKA_TIMEOUT_MS, TimeUnit.MILLISECONDS)) {
                 String id = transaction.transactionalId();
-                if (sinkPrefixes.stream().anyMatch(prefix -> id.startsWith(prefix + "-"))) {
+                // exactly this job's names: not those of a job whose prefix starts with this one's
+                if (sinkPrefixes.stream().anyMatch(prefix -> TransactionName.parse(prefix, id).isPresent())) {
                     pending.add(id);
                 }
             }

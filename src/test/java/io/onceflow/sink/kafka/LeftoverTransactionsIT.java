@@ -62,7 +62,7 @@ class LeftoverTransactionsIT {
     }
 
     /** An open transaction with one record, as a killed attempt leaves it. */
-    private static KafkaProducer<byte[], byte[]> openTransaction(TestKafka kafka, String topic, String transactionalId) {
+    static KafkaProducer<byte[], byte[]> openTransaction(TestKafka kafka, String topic, String transactionalId) {
         Properties properties = new Properties();
         properties.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, kafka.bootstrapServers());
         properties.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);

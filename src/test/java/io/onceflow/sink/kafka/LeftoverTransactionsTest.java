@@ -2,9 +2,13 @@ package io.onceflow.sink.kafka;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.onceflow.testing.Eventually;
+import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Properties;
 import org.apache.flink.connector.kafka.sink.KafkaCommittable;
+import org.apache.flink.connector.kafka.sink.KafkaWriterState;
 import org.apache.flink.streaming.api.connector.sink2.CommittableMessage;
 import org.apache.flink.streaming.api.connector.sink2.CommittableSummary;
 import org.apache.flink.streaming.api.operators.ProcessOperator;
@@ -23,16 +27,16 @@ class LeftoverTransactionsTest {
 
     @Test
     void parsesTaggedAndUntaggedIdsOfItsSinkOnly() {
-        assertThat(LeftoverTransactions.TransactionName.parse("p-dlq", "p-dlq-gabcd1234-3-17"))
-                .contains(new LeftoverTransactions.TransactionName("gabcd1234", 3, 17));
+        assertThat(TransactionName.parse("p-dlq", "p-dlq-gabcd1234-3-17"))
+                .contains(new TransactionName("gabcd1234", 3, 17));
         // written before tags
-        assertThat(LeftoverTransactions.TransactionName.parse("p-dlq", "p-dlq-3-17"))
-                .contains(new LeftoverTransactions.TransactionName("", 3, 17));
+        assertThat(TransactionName.parse("p-dlq", "p-dlq-3-17"))
+                .contains(new TransactionName("", 3, 17));
         // another job's sink whose prefix starts with this one's, the probe producer's id, foreign ids
-        assertThat(LeftoverTransactions.TransactionName.parse("p-dlq", "p-dlq-x-output-gabcd1234-3-17")).isEmpty();
-        assertThat(LeftoverTransactions.TransactionName.parse("p-dlq", "p-dlq-probe")).isEmpty();
-        assertThat(LeftoverTransactions.TransactionName.parse("p-dlq", "p-dlq-other-3-17")).isEmpty();
-        assertThat(LeftoverTransactions.TransactionName.parse("p-dlq", "p-output-gabcd1234-3-17")).isEmpty();
+        assertThat(TransactionName.parse("p-dlq", "p-dlq-x-output-gabcd1234-3-17")).isEmpty();
+        assertThat(TransactionName.parse("p-dlq", "p-dlq-probe")).isEmpty();
+        assertThat(TransactionName.parse("p-dlq", "p-dlq-other-3-17")).isEmpty();
+        assertThat(TransactionName.parse("p-dlq", "p-output-gabcd1234-3-17")).isEmpty();
     }
 
     @Test
@@ -59,12 +63,54 @@ class LeftoverTransactionsTest {
             assertThat(open(attempts)).as("before the first checkpoint completed").isEqualTo(before);
 
             harness.processElement(committed(FIRST_BARRIER));
+            Eventually.await("the dead attempt's transaction aborted", Duration.ofSeconds(30), Duration.ofMillis(100),
+                    () -> open(attempts).size() == 2);
         }
 
         assertThat(open(attempts)).as("left open").containsExactlyInAnyOrder(
                 id(attempts, before, 1, 6), id(attempts, before, 0, 12));
         killedNeighbour.close();
         later.close();
+    }
+
+    @Test
+    void aRescaledRestoreAbortsWhatEachRestoredAttemptLeftAfterTheCheckpoint() throws Exception {
+        SinkAttempts attempts = new SinkAttempts("restored-leftovers");
+        // two subtasks of one run at parallelism 2, each with a transaction open after checkpoint 6,
+        // and their states as checkpoint 6 recorded them
+        long checkpoint = SinkAttempts.RESTORED + 1;
+        var zero = attempts.writer(1, 0, 2);
+        var one = attempts.writer(1, 1, 2);
+        List<KafkaWriterState> states = new ArrayList<>(zero.snapshotState(checkpoint));
+        states.addAll(one.snapshotState(checkpoint));
+        attempts.writeAndLeaveOpen(zero, 1);
+        attempts.writeAndLeaveOpen(one, 2);
+        // another attempt's (a successor's) open transaction after checkpoint 6: not one of the restored
+        var other = attempts.writer(2, 1, 2);
+        String othersTag = TransactionName.tagOf(attempts.sinkPrefix(),
+                other.snapshotState(checkpoint).get(0).getTransactionalIdPrefix()).orElseThrow();
+        attempts.writeAndLeaveOpen(other, 3);
+        assertThat(open(attempts)).hasSize(3);
+
+        // the restore at parallelism 1 gets both states; the connector probes only the first one's prefix
+        LeftoverTransactions.abortOfRestoredAttempts(attempts.kafka.bootstrapServers(), new Properties(),
+                attempts.sinkPrefix(), states, checkpoint);
+
+        assertThat(open(attempts)).singleElement().satisfies(id -> assertThat(
+                TransactionName.parse(attempts.sinkPrefix(), id).orElseThrow().tag()).isEqualTo(othersTag));
+        other.close();
+    }
+
+    @Test
+    void anotherJobsTransactionsAreNeverThisJobs() throws Exception {
+        // a job whose prefix is this one's dead-letter sink prefix: its dead-letter ids start with ours
+        SinkAttempts attempts = new SinkAttempts("prefix-of-another");
+        String otherJobsId = attempts.sinkPrefix() + "-dlq-" + AttemptTags.newTag() + "-0-6";
+        try (var producer = LeftoverTransactionsIT.openTransaction(attempts.kafka, attempts.topic, otherJobsId)) {
+            assertThat(PendingKafkaTransactions.list(attempts.kafka.bootstrapServers(), new Properties(),
+                    attempts.prefix)).doesNotContain(otherJobsId);
+            assertThat(open(attempts)).doesNotContain(otherJobsId);
+        }
     }
 
     private static OneInputStreamOperatorTestHarness<CommittableMessage<KafkaCommittable>, Void> harness(
@@ -88,7 +134,7 @@ class LeftoverTransactionsTest {
     }
 
     private static String id(SinkAttempts attempts, List<String> ids, int subtask, long checkpoint) {
-        return ids.stream().filter(id -> LeftoverTransactions.TransactionName.parse(attempts.sinkPrefix(), id)
+        return ids.stream().filter(id -> TransactionName.parse(attempts.sinkPrefix(), id)
                 .filter(name -> name.subtask() == subtask && name.checkpoint() == checkpoint).isPresent())
                 .findFirst().orElseThrow(() -> new AssertionError("no open " + subtask + "-" + checkpoint + " in " + ids));
     }

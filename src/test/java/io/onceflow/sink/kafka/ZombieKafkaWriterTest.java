@@ -59,10 +59,10 @@ class ZombieKafkaWriterTest {
         String firstId = attempts.writeAndPrecommit(first, 1, SinkAttempts.RESTORED + 1).getTransactionalId();
         String secondId = attempts.writeAndPrecommit(second, 2, SinkAttempts.RESTORED + 1).getTransactionalId();
 
-        LeftoverTransactions.TransactionName firstName =
-                LeftoverTransactions.TransactionName.parse(attempts.sinkPrefix(), firstId).orElseThrow();
-        LeftoverTransactions.TransactionName secondName =
-                LeftoverTransactions.TransactionName.parse(attempts.sinkPrefix(), secondId).orElseThrow();
+        TransactionName firstName =
+                TransactionName.parse(attempts.sinkPrefix(), firstId).orElseThrow();
+        TransactionName secondName =
+                TransactionName.parse(attempts.sinkPrefix(), secondId).orElseThrow();
         assertThat(firstName.tag()).isNotEqualTo(secondName.tag());
         assertThat(firstName.checkpoint()).isEqualTo(secondName.checkpoint()).isEqualTo(SinkAttempts.RESTORED + 1);
         // the connector's committer hands committed producers back to its writer by prefix: under

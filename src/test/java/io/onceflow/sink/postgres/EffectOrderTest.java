@@ -3,9 +3,17 @@ package io.onceflow.sink.postgres;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.onceflow.api.Event;
+import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
+import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
+import io.onceflow.sink.postgres.internal.effects.EffectBatch;
 import io.onceflow.sink.postgres.internal.effects.EffectWorker;
+import io.onceflow.sink.postgres.internal.schema.EventsTable;
+import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.util.OptionalLong;
 import io.onceflow.testing.Eventually;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -82,6 +90,70 @@ class EffectOrderTest {
         assertThat(db.database.rows("SELECT count(*) FROM ledger.calls")).containsExactly(String.valueOf(events.size()));
         assertThat(Long.parseLong(db.database.rows("SELECT last_value FROM ledger.head_tries").get(0))).as("the head was retried")
                 .isGreaterThan(6);
+    }
+
+    /**
+     * One checkpoint's rows of a partition, split between two writer subtasks by id, are committed
+     * moments apart: no effect of the partition committed by the first may be applied before the
+     * second commits the earlier offsets. Meanwhile the effects committed before the checkpoint's
+     * transactions were prepared go on. Fails with {@link
+     * io.onceflow.sink.postgres.internal.effects.EffectBatch}'s settled snapshot removed (tried: the
+     * later offsets were applied first).
+     */
+    @Test
+    void aCheckpointsLaterOffsetsWaitForTheWriterThatCommitsItsEarlierOnes() throws Exception {
+        PostgresSinkConfig config = db.config(db.builder("split").setEffectFunction(FUNCTION));
+        EventsTable events = new EventsTable(config.tables().events());
+        EffectBatch worker = new EffectBatch(events, config.sinkPrefix(), config.tables().effectFunction(), null,
+                PostgresSinkMetrics.unregistered());
+        // each pair of writers is closed before its checkpoint commits, their effect workers with them
+        PostgresCommittable[] first = new PostgresCommittable[2];
+        try (PostgresExactlyOnceWriter zero = SinkDatabase.writer(config, db.attempt(0, 2, OptionalLong.empty()));
+                PostgresExactlyOnceWriter one = SinkDatabase.writer(config, db.attempt(1, 2, OptionalLong.empty()))) {
+            first[0] = PostgresTwoPhaseCommitTest.checkpoint(zero, 1, event("early-0", "{}", "payments", 1, 0),
+                    event("early-1", "{}", "payments", 1, 1));
+            first[1] = PostgresTwoPhaseCommitTest.checkpoint(one, 1, event("early-2", "{}", "payments", 2, 0));
+        }
+        PostgresTwoPhaseCommitTest.commit(config, first);
+        try (Connection connection = PostgresConnections.open(config, "effects-test")) {
+            // partitions 1 and 2 are this session's: the next writers' own workers pass them
+            for (int partition : new int[] {1, 2}) {
+                try (PreparedStatement lock = connection.prepareStatement(events.queue().tryLockPartitionStatement()
+                        .replace("pg_try_advisory_xact_lock", "pg_advisory_lock"))) {
+                    lock.setString(1, "payments");
+                    lock.setInt(2, partition);
+                    lock.execute();
+                }
+            }
+            // the worker's snapshot before checkpoint 2's transactions are prepared
+            assertThat(worker.run(connection, 1)).isEqualTo(1);
+            PostgresCommittable fromZero;
+            PostgresCommittable fromOne;
+            try (PostgresExactlyOnceWriter zero = SinkDatabase.writer(config, db.attempt(0, 2, OptionalLong.empty()));
+                    PostgresExactlyOnceWriter one = SinkDatabase.writer(config, db.attempt(1, 2, OptionalLong.empty()))) {
+                // checkpoint 2: partition 0's offsets 1 and 3 by subtask 0, 0 and 2 by subtask 1
+                fromZero = PostgresTwoPhaseCommitTest.checkpoint(zero, 2, event("late-1", "{}", "payments", 0, 1),
+                        event("late-3", "{}", "payments", 0, 3));
+                fromOne = PostgresTwoPhaseCommitTest.checkpoint(one, 2, event("late-0", "{}", "payments", 0, 0),
+                        event("late-2", "{}", "payments", 0, 2));
+            }
+            PostgresTwoPhaseCommitTest.commit(config, fromZero);
+
+            assertThat(drain(worker, connection)).as("checkpoint 1's other effects, committed before").isEqualTo(2);
+            assertThat(worker.run(connection, 10)).as("while subtask 1 has not committed checkpoint 2").isZero();
+            PostgresTwoPhaseCommitTest.commit(config, fromOne);
+            assertThat(drain(worker, connection)).as("once it has").isEqualTo(4);
+        }
+        assertThat(db.database.rows("SELECT id FROM ledger.calls WHERE id LIKE 'late-%' ORDER BY seq"))
+                .containsExactly("late-0", "late-1", "late-2", "late-3");
+    }
+
+    private static int drain(EffectBatch worker, Connection connection) throws Exception {
+        int total = 0;
+        for (int taken = worker.run(connection, 10); taken > 0; taken = worker.run(connection, 10)) {
+            total += taken;
+        }
+        return total;
     }
 
     private static Event event(String id, String payload, String topic, int partition, long offset) {

@@ -36,7 +36,8 @@ class PostgresSchemaTest {
                 .doesNotContain("ON sink.events (").contains("CREATE TABLE IF NOT EXISTS sink.events_effect_queue (\n"
                         + "    id text PRIMARY KEY,\n    source_partition int,\n    source_offset bigint,\n"
                         + "    queued_at timestamptz NOT NULL DEFAULT clock_timestamp(),\n    effect_transaction text,\n"
-                        + "    sink_prefix text,\n    effect_function text,\n    failed_at timestamptz,\n    source_topic text\n);",
+                        + "    sink_prefix text,\n    effect_function text,\n    failed_at timestamptz,\n    source_topic text,\n"
+                        + "    queued_xid xid8\n);",
                         "CREATE INDEX IF NOT EXISTS events_effect_queue_partition_order ON sink.events_effect_queue"
                         + " ((coalesce(source_topic, '')), (coalesce(source_partition, -1)), source_offset)"
                         + " WHERE failed_at IS NULL;");

@@ -220,12 +220,12 @@ final class SinkDatabase {
     /** How many effects are queued. */
     /**
      * The tables' DDL as the version before effects were bound to a sink and function left the
-     * queue: without sink_prefix, effect_function, failed_at and source_topic.
+     * queue: without sink_prefix, effect_function, failed_at, source_topic and queued_xid.
      */
     static String ddlBeforeBoundEffects() {
         String ddl = new PostgresSchema(PostgresTableOptions.defaults()).ddl();
         String earlier = ddl.replace(",\n    sink_prefix text,\n    effect_function text,\n    failed_at timestamptz,"
-                + "\n    source_topic text", "");
+                + "\n    source_topic text,\n    queued_xid xid8", "");
         String index = new PostgresSchema(PostgresTableOptions.defaults()).ddl().lines()
                 .filter(line -> line.startsWith("CREATE INDEX")).findFirst().orElseThrow();
         if (earlier.equals(ddl) || !index.contains("_partition_order")) {

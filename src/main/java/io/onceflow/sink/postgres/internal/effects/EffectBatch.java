@@ -2,6 +2,7 @@ package io.onceflow.sink.postgres.internal.effects;
 
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
+import io.onceflow.sink.postgres.internal.commit.TransactionId;
 import io.onceflow.sink.postgres.internal.schema.EventsTable;
 import io.onceflow.sink.postgres.internal.schema.PendingEffectsTable;
 import io.onceflow.sink.postgres.internal.writer.Rows;
@@ -17,6 +18,7 @@ import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Map;
 import java.util.List;
+import java.util.Optional;
 import java.util.Set;
 import org.apache.flink.annotation.Internal;
 import org.postgresql.jdbc.PgConnection;
@@ -61,6 +63,7 @@ public final class EffectBatch {
     private Map<String, Set<Long>> takenKeys;
     /** The turn of the partition the running batch took, or -1. */
     private int takenTurn;
+    private final SettledSnapshots settled;
 
     /**
      * @param sinkPrefix the sink whose queued effects it takes, with {@code effectFunction}: no other's
@@ -79,6 +82,7 @@ public final class EffectBatch {
         this.keys = keysFunction == null ? null : new EffectKeys(events, keysFunction);
         this.takeSql = queue.takeStatement(null);
         this.takeWithKeysSql = keys == null ? null : queue.takeStatement(keys.hashesColumn("e"));
+        this.settled = new SettledSnapshots(PendingEffectsTable.settledQuery(), TransactionId.gidPrefix(sinkPrefix));
     }
 
     /** As {@link #run(Connection, int, Set)}, with no partition set aside. */
@@ -184,6 +188,10 @@ public final class EffectBatch {
      * calls of another partition, a slow one's too, while other workers are idle.
      */
     private Rows lockBatch(Connection connection, int limit, Set<String> setAside) throws SQLException {
+        Optional<String> snapshot = settled.next(connection);
+        if (snapshot.isEmpty()) {
+            return Rows.ofIds(List.of());
+        }
         List<SourcePartition> partitions = new ArrayList<>();
         try (PreparedStatement query = connection.prepareStatement(partitionsSql);
                 ResultSet rows = query.executeQuery()) {
@@ -209,7 +217,7 @@ public final class EffectBatch {
             // named before the take: a take that fails (a keys function's error that is not about the
             // message: a timeout, a privilege) fails of this partition, which the worker then sets aside
             headPartition = partition.key();
-            List<String> ids = take(connection, partition, limit);
+            List<String> ids = take(connection, partition, limit, snapshot.get());
             if (ids.isEmpty()) {
                 headPartition = null;
                 connection.rollback(attempt);
@@ -235,19 +243,22 @@ public final class EffectBatch {
     }
 
     /**
-     * The effects of {@code partition} to take, with their keys if there is a keys function. A keys
-     * function that fails on one message's data fails the statement: then they are taken without,
-     * and {@link EffectKeys#lock(Connection, Rows, EffectOutcomes)} tells that message from the others.
+     * The effects of {@code partition} to take, with their keys if there is a keys function: in offset
+     * order up to the last one {@code snapshot} sees ({@link SettledSnapshots}). A keys function that
+     * fails on one message's data fails the statement: then they are taken without, and {@link
+     * EffectKeys#lock(Connection, Rows, EffectOutcomes)} tells that message from the others.
      */
-    private List<String> take(Connection connection, SourcePartition partition, int limit) throws SQLException {
+    private List<String> take(Connection connection, SourcePartition partition, int limit, String snapshot)
+            throws SQLException {
         takenKeys = null;
         if (takeWithKeysSql == null) {
-            return take(connection, takeSql, partition, limit, null);
+            return take(connection, takeSql, partition, limit, snapshot, null);
         }
         Savepoint savepoint = connection.setSavepoint();
         try {
             Map<String, Set<Long>> keysById = new HashMap<>();
-            List<String> ids = take(connection, takeWithKeysSql, partition, limit, keysById);
+            List<String> ids = take(connection, takeWithKeysSql, partition, limit, snapshot, keysById);
+            keysById.keySet().retainAll(ids);
             connection.releaseSavepoint(savepoint);
             takenKeys = keysById;
             return ids;
@@ -256,29 +267,35 @@ public final class EffectBatch {
                 throw e;
             }
             connection.rollback(savepoint);
-            return take(connection, takeSql, partition, limit, null);
+            return take(connection, takeSql, partition, limit, snapshot, null);
         }
     }
 
-    private List<String> take(Connection connection, String sql, SourcePartition partition, int limit,
+    private List<String> take(Connection connection, String sql, SourcePartition partition, int limit, String snapshot,
             Map<String, Set<Long>> keysById) throws SQLException {
         List<String> ids = new ArrayList<>();
+        int settledCount = 0;
         try (PreparedStatement take = connection.prepareStatement(sql)) {
-            take.setString(1, sinkPrefix);
-            take.setString(2, effectFunction);
-            take.setString(3, partition.topic());
-            take.setInt(4, partition.partition());
-            take.setInt(5, limit);
+            take.setString(1, snapshot);
+            take.setString(2, sinkPrefix);
+            take.setString(3, effectFunction);
+            take.setString(4, partition.topic());
+            take.setInt(5, partition.partition());
+            take.setInt(6, limit);
             try (ResultSet rows = take.executeQuery()) {
                 while (rows.next()) {
                     ids.add(rows.getString(1));
                     if (keysById != null) {
                         keysById.put(rows.getString(1), EffectKeys.keysOf(rows.getArray(2)));
                     }
+                    if (rows.getBoolean(keysById == null ? 2 : 3)) {
+                        settledCount = ids.size();
+                    }
                 }
             }
         }
-        return ids;
+        // the rows after the last one the snapshot sees stay locked to the end of the batch, not taken
+        return new ArrayList<>(ids.subList(0, settledCount));
     }
 
     /** A source partition as the queue keys it: {@code ''} and -1 for a row of an earlier version without them. */

@@ -31,7 +31,8 @@ public final class EffectQueueUpgrade {
     /**
      * The columns a queue of an earlier version lacks, with their types: those that bind each effect
      * to the sink (its {@code postgres.sink.prefix}) and the function ({@link PendingEffectsTable#functionIdentity})
-     * that queued it, and the failure mark. Nullable, so that adding them never rewrites the table; a
+     * that queued it, the failure mark, the topic, and the transaction that queued it (NULL for the
+     * rows already there: committed long before any snapshot a worker takes). Nullable, so that adding them never rewrites the table; a
      * row without a binding (queued by an earlier version) has no owner until a start adopts it
      * ({@link PendingEffectsTable#adoptUnboundStatement}).
      */
@@ -41,6 +42,7 @@ public final class EffectQueueUpgrade {
         columns.put(PendingEffectsTable.EFFECT_FUNCTION_COLUMN, "text");
         columns.put(PendingEffectsTable.FAILED_AT_COLUMN, "timestamptz");
         columns.put(PendingEffectsTable.SOURCE_TOPIC_COLUMN, "text");
+        columns.put(PendingEffectsTable.QUEUED_XID_COLUMN, "xid8");
         return columns;
     }
 

@@ -31,6 +31,8 @@ public final class PendingEffectsTable {
     static final String EFFECT_FUNCTION_COLUMN = "effect_function";
     static final String FAILED_AT_COLUMN = "failed_at";
     static final String SOURCE_TOPIC_COLUMN = "source_topic";
+    /** The transaction that queued the row ({@code pg_current_xact_id()}): which snapshots see it. */
+    static final String QUEUED_XID_COLUMN = "queued_xid";
     /** A row's topic and partition as the partition order index keys them: rows of an earlier version may have neither. */
     private static final String TOPIC_KEY = "coalesce(source_topic, '')";
     private static final String PARTITION_KEY = "coalesce(source_partition, -1)";
@@ -88,7 +90,8 @@ public final class PendingEffectsTable {
                 + "    " + SINK_PREFIX_COLUMN + " text,\n"
                 + "    " + EFFECT_FUNCTION_COLUMN + " text,\n"
                 + "    " + FAILED_AT_COLUMN + " timestamptz,\n"
-                + "    " + SOURCE_TOPIC_COLUMN + " text\n"
+                + "    " + SOURCE_TOPIC_COLUMN + " text,\n"
+                + "    " + QUEUED_XID_COLUMN + " xid8\n"
                 + ")";
     }
 
@@ -151,8 +154,9 @@ public final class PendingEffectsTable {
      */
     String queueNewRowsOf(String written) {
         return "INSERT INTO " + name + " (id, " + SOURCE_TOPIC_COLUMN + ", source_partition, source_offset,"
-                + " effect_transaction, " + SINK_PREFIX_COLUMN + ", " + EFFECT_FUNCTION_COLUMN + ") SELECT id, source_topic,"
-                + " source_partition, source_offset, effect_transaction, ?::text, " + functionIdentity() + " FROM " + written
+                + " effect_transaction, " + SINK_PREFIX_COLUMN + ", " + EFFECT_FUNCTION_COLUMN + ", " + QUEUED_XID_COLUMN
+                + ") SELECT id, source_topic, source_partition, source_offset, effect_transaction, ?::text, "
+                + functionIdentity() + ", pg_current_xact_id() FROM " + written
                 + " WHERE inserted"
                 // a queue row whose events row is gone (deleted by hand, or purged in a race with a re-drive)
                 // is stale: the new row adopts it, instead of failing on the key as if its data were bad
@@ -161,7 +165,8 @@ public final class PendingEffectsTable {
                 + " source_partition = EXCLUDED.source_partition,"
                 + " source_offset = EXCLUDED.source_offset, effect_transaction = EXCLUDED.effect_transaction,"
                 + " " + SINK_PREFIX_COLUMN + " = EXCLUDED." + SINK_PREFIX_COLUMN + ", " + EFFECT_FUNCTION_COLUMN
-                + " = EXCLUDED." + EFFECT_FUNCTION_COLUMN + ", queued_at = clock_timestamp()";
+                + " = EXCLUDED." + EFFECT_FUNCTION_COLUMN + ", queued_at = clock_timestamp(), " + QUEUED_XID_COLUMN
+                + " = EXCLUDED." + QUEUED_XID_COLUMN;
     }
 
     /**
@@ -178,6 +183,18 @@ public final class PendingEffectsTable {
     }
 
     /**
+     * For {@code SettledSnapshots}: this statement's snapshot ({@code pg_snapshot} text), a time no
+     * earlier than it was taken, and the oldest of the sink's prepared transactions in this database now
+     * (parameters 1 and 2: its gids' prefix), when it was prepared and its gid (NULL, NULL when none). Read in one
+     * statement: the prepared transactions after the snapshot.
+     */
+    public static String settledQuery() {
+        String ofTheSink = " FROM pg_prepared_xacts WHERE database = current_database() AND starts_with(gid, ?)";
+        return "SELECT pg_current_snapshot()::text, clock_timestamp(), (SELECT min(prepared)" + ofTheSink + "),"
+                + " (SELECT gid" + ofTheSink + " ORDER BY prepared LIMIT 1)";
+    }
+
+    /**
      * Takes the lock of the source partition of topic parameter 1 and partition parameter 2 (as
      * {@link #partitionsQuery} returns them) for the rest of the transaction, if no other transaction
      * holds it; true if taken, or held by this transaction already. A transaction-scoped advisory
@@ -189,13 +206,14 @@ public final class PendingEffectsTable {
     }
 
     /**
-     * Locks and returns the ids of up to parameter 5 effects queued to be called of the source
-     * partition of topic parameter 3 and partition parameter 4, in offset order, those of the sink
-     * prefix in parameter 1 and the function named by parameter 2 only (or of that sink with no
+     * Locks and returns the ids of up to parameter 6 effects queued to be called of the source
+     * partition of topic parameter 4 and partition parameter 5, in offset order, those of the sink
+     * prefix in parameter 2 and the function named by parameter 3 only (or of that sink with no
      * function: queued while it did not exist; a call of a missing function fails as transient and
      * is retried), whose events rows exist (a queue row whose events row is gone is never taken);
      * with {@code eventsColumn} (an expression over the events row {@code e}; null for none), its
-     * value as a second column.
+     * value as a second column; last, whether the snapshot in parameter 1 ({@code pg_snapshot} text)
+     * sees the row (rows queued by versions without {@value #QUEUED_XID_COLUMN} are old enough).
      *
      * <p>Run only while holding the partition's lock ({@link #tryLockPartitionStatement}), in a
      * statement after the one that took it: its snapshot is then taken after the batch that held the
@@ -205,7 +223,8 @@ public final class PendingEffectsTable {
      * upsert of a redelivered id must not wait for the effect calls.
      */
     public String takeStatement(String eventsColumn) {
-        return "SELECT q.id" + (eventsColumn == null ? "" : ", " + eventsColumn) + " FROM " + name + " q JOIN " + events
+        return "SELECT q.id" + (eventsColumn == null ? "" : ", " + eventsColumn) + ", q." + QUEUED_XID_COLUMN
+                + " IS NULL OR pg_visible_in_snapshot(q." + QUEUED_XID_COLUMN + ", ?::pg_snapshot) FROM " + name + " q JOIN " + events
                 + " e ON e.id = q.id WHERE q." + SINK_PREFIX_COLUMN + " = ?::text AND (q." + EFFECT_FUNCTION_COLUMN
                 + " = " + functionIdentity() + " OR q." + EFFECT_FUNCTION_COLUMN + " IS NULL)"
                 // the queue's columns, as the partition order index names them
