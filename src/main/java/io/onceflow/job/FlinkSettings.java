@@ -27,8 +27,8 @@ public final class FlinkSettings {
     }
 
     /**
-     * The Flink settings the configuration implies: exactly-once checkpoints (the sinks' transactions
-     * commit on them), retained on cancellation, the state backend, no Kryo fallback, object reuse,
+     * The Flink settings the configuration implies: exactly-once, aligned checkpoints (the sinks'
+     * transactions commit on them), retained on cancellation, the state backend, no Kryo fallback, object reuse,
      * and the redacted configuration as the job parameters Flink's web UI shows.
      */
     public static Configuration configuration(OnceflowConfig config) {
@@ -38,6 +38,9 @@ public final class FlinkSettings {
         flink.set(CheckpointingOptions.CHECKPOINTING_TIMEOUT, config.checkpointTimeout());
         flink.set(CheckpointingOptions.MIN_PAUSE_BETWEEN_CHECKPOINTS, config.checkpointMinPause());
         flink.set(CheckpointingOptions.TOLERABLE_FAILURE_NUMBER, config.tolerableCheckpointFailures());
+        // aligned: a record read before a barrier is in that checkpoint's transactions at every
+        // writer, which the order of business effects across writer subtasks rests on (docs/effects.md)
+        flink.set(CheckpointingOptions.ENABLE_UNALIGNED, false);
         flink.set(CheckpointingOptions.EXTERNALIZED_CHECKPOINT_RETENTION,
                 ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION);
         config.checkpointDir().ifPresent(dir -> flink.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, dir));

@@ -42,7 +42,7 @@ class ClusterConfigTest {
 
         for (ConfigOption<?> option : List.of(CheckpointingOptions.CHECKPOINTING_INTERVAL,
                 CheckpointingOptions.CHECKPOINTING_TIMEOUT, CheckpointingOptions.MIN_PAUSE_BETWEEN_CHECKPOINTS,
-                CheckpointingOptions.CHECKPOINTING_CONSISTENCY_MODE,
+                CheckpointingOptions.CHECKPOINTING_CONSISTENCY_MODE, CheckpointingOptions.ENABLE_UNALIGNED,
                 CheckpointingOptions.EXTERNALIZED_CHECKPOINT_RETENTION, StateBackendOptions.STATE_BACKEND,
                 CheckpointingOptions.INCREMENTAL_CHECKPOINTS)) {
             assertThat(cluster.getOptional(option)).as(option.key() + " in config.yaml").isPresent();

@@ -57,6 +57,7 @@ class OnceflowJobTest {
 
         assertThat(flink.get(CheckpointingOptions.CHECKPOINTING_INTERVAL)).isEqualTo(Duration.ofSeconds(5));
         assertThat(flink.get(CheckpointingOptions.CHECKPOINTING_CONSISTENCY_MODE)).isEqualTo(CheckpointingMode.EXACTLY_ONCE);
+        assertThat(flink.get(CheckpointingOptions.ENABLE_UNALIGNED)).as("aligned: effects' order rests on it").isFalse();
         assertThat(flink.get(CheckpointingOptions.EXTERNALIZED_CHECKPOINT_RETENTION))
                 .isEqualTo(ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION);
         assertThat(flink.get(StateBackendOptions.STATE_BACKEND)).isEqualTo("rocksdb");

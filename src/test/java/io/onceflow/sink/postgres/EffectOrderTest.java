@@ -148,6 +148,45 @@ class EffectOrderTest {
                 .containsExactly("late-0", "late-1", "late-2", "late-3");
     }
 
+    /**
+     * While a prepared transaction of the sink stays (a checkpoint aborted after some writers
+     * prepared: they commit at the next completed one), the effects committed before it was prepared
+     * go on, however many batches that takes: the worker keeps the snapshot that sees them. (It was
+     * the first one the cap of kept snapshots dropped: every effect stopped after 63 batches.)
+     */
+    @Test
+    void effectsCommittedBeforeAPrepareGoOnForAsLongAsItStaysPrepared() throws Exception {
+        PostgresSinkConfig config = db.config(db.builder("long").setEffectFunction(FUNCTION));
+        EventsTable events = new EventsTable(config.tables().events());
+        Event[] backlog = new Event[100];
+        for (int offset = 0; offset < backlog.length; offset++) {
+            backlog[offset] = event("b" + offset, "{}", "payments", 0, offset);
+        }
+        db.commitFreshCheckpoint(config, backlog);
+        EffectBatch worker = new EffectBatch(events, config.sinkPrefix(), config.tables().effectFunction(), null,
+                PostgresSinkMetrics.unregistered());
+        try (Connection connection = PostgresConnections.open(config, "effects-test")) {
+            // partition 0 is this session's: the restored writer's own worker passes it
+            try (PreparedStatement lock = connection.prepareStatement(events.queue().tryLockPartitionStatement()
+                    .replace("pg_try_advisory_xact_lock", "pg_advisory_lock"))) {
+                lock.setString(1, "payments");
+                lock.setInt(2, 0);
+                lock.execute();
+            }
+            assertThat(worker.run(connection, 1)).isEqualTo(1);
+            PostgresCommittable pending;
+            try (PostgresExactlyOnceWriter writer = db.restoredWriter(config, 1)) {
+                pending = PostgresTwoPhaseCommitTest.checkpoint(writer, 2, event("later", "{}", "payments", 5, 0));
+            }
+            int applied = 0;
+            for (int batch = 0; batch < 80; batch++) {
+                applied += worker.run(connection, 1);
+            }
+            assertThat(applied).as("effects applied in 80 batches while the transaction stays prepared").isEqualTo(80);
+            PostgresTwoPhaseCommitTest.commit(config, pending);
+        }
+    }
+
     private static int drain(EffectBatch worker, Connection connection) throws Exception {
         int total = 0;
         for (int taken = worker.run(connection, 10); taken > 0; taken = worker.run(connection, 10)) {

@@ -64,23 +64,26 @@ final class SettledSnapshots {
                 oldestGid = row.getString(4);
             }
         }
-        if (recent.size() > KEPT) {
-            recent.removeFirst();
-        }
         Snapshot usable = null;
         for (Snapshot snapshot : recent) {
             if (oldestPrepared == null || snapshot.takenBy.before(oldestPrepared)) {
                 usable = snapshot;
             }
         }
+        // the oldest prepared transaction only commits, and newer ones are prepared later: an older
+        // snapshot than the usable one is never usable again; the first kept one always stays (the
+        // usable one, or the best hope when none is), the cap drops the oldest of the others
+        while (usable != null && recent.peekFirst() != usable) {
+            recent.removeFirst();
+        }
+        if (recent.size() > KEPT) {
+            Snapshot first = recent.removeFirst();
+            recent.removeFirst();
+            recent.addFirst(first);
+        }
         if (usable == null) {
             waiting(oldestGid, oldestPrepared);
             return Optional.empty();
-        }
-        // the oldest prepared transaction only commits, and newer ones are prepared later: an
-        // older snapshot than this one is never the usable one again
-        while (recent.peekFirst() != usable) {
-            recent.removeFirst();
         }
         blockedSince = -1;
         warned = false;
