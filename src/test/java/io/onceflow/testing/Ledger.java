@@ -217,6 +217,14 @@ public final class Ledger {
                     + " FROM (SELECT id FROM " + eventsTable + " WHERE payload->>'type' IN ('payment', 'transfer')"
                     + " AND result->>'status' = 'applied') e FULL JOIN (SELECT DISTINCT message_id FROM ledger.journal) j"
                     + " ON j.message_id = e.id WHERE e.id IS NULL OR j.message_id IS NULL LIMIT 20");
+            // each partition's postings in offset order: a message's first journal line (an identity,
+            // allocated as its effect posts) after every earlier offset's of the same partition
+            collect(statement, report.outOfOrder, "SELECT source_topic || '/' || source_partition || ': offset '"
+                    + " || source_offset || ' posted after offset ' || previous FROM (SELECT e.source_topic,"
+                    + " e.source_partition, e.source_offset, lag(e.source_offset) OVER (PARTITION BY e.source_topic,"
+                    + " e.source_partition ORDER BY j.first_line) AS previous FROM (SELECT message_id, min(id) AS"
+                    + " first_line FROM ledger.journal GROUP BY 1) j JOIN " + eventsTable + " e ON e.id = j.message_id) p"
+                    + " WHERE source_offset < previous ORDER BY 1 LIMIT 20");
         }
         return report;
     }
@@ -229,7 +237,10 @@ public final class Ledger {
         }
     }
 
-    /** What {@link #audit} found. Clean when no balance, result, journal line or effect is off. */
+    /**
+     * What {@link #audit} found. Clean when no balance, result, journal line or effect is off; ordered
+     * when each partition's payments were posted in offset order.
+     */
     public static final class Report {
         public long accounts;
         public BigDecimal openingTotal = BigDecimal.ZERO;
@@ -241,6 +252,17 @@ public final class Ledger {
         public final List<String> balanceMismatches = new ArrayList<>();
         public final List<String> inconsistentResults = new ArrayList<>();
         public final List<String> journalMismatches = new ArrayList<>();
+        /** Postings of a partition not in its offset order (see {@link #ordered()}). */
+        public final List<String> outOfOrder = new ArrayList<>();
+
+        /**
+         * Whether each partition's payments were posted in offset order. Not part of {@link #clean()}:
+         * at-least-once, and exactly-once after a writer deferred its claim, allow otherwise
+         * (docs/effects.md, Order).
+         */
+        public boolean ordered() {
+            return outOfOrder.isEmpty();
+        }
 
         public boolean clean() {
             return balanceMismatches.isEmpty() && inconsistentResults.isEmpty() && journalMismatches.isEmpty()
@@ -256,6 +278,7 @@ public final class Ledger {
                     + (balanceMismatches.isEmpty() ? "" : "; BALANCES OFF " + balanceMismatches)
                     + (inconsistentResults.isEmpty() ? "" : "; RESULTS OFF " + inconsistentResults)
                     + (journalMismatches.isEmpty() ? "" : "; JOURNAL OFF " + journalMismatches)
+                    + (outOfOrder.isEmpty() ? "; in offset order" : "; OUT OF ORDER " + outOfOrder)
                     + (clean() ? "; clean" : "; NOT CLEAN");
         }
     }
