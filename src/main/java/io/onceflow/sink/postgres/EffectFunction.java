@@ -36,12 +36,10 @@ import java.util.Optional;
  * other workers, and two effects on shared keys never deadlock. Without keys, effects that change
  * shared rows in different orders may deadlock; PostgreSQL detects it and the batch is retried.
  *
- * <p><b>Order.</b> Within a worker's batch, source order (partition, offset). Across batches and
- * workers there is none: dedup is keyed by message id, so one account's messages are spread over
- * subtasks. A team that needs per-account order has the producer key messages by account (one
- * account's messages in one partition, in order), carries a per-account sequence number in the
- * payload and has the function raise SQLSTATE 40001 ({@code serialization_failure}) for a message
- * whose predecessor is not applied yet: the batch is tried again later (docs/effects.md, "Order").
+ * <p><b>Order.</b> Each source partition's effects are applied in offset order, one batch at a
+ * time, at any parallelism with exactly-once (a batch waits for the writers that still have to
+ * commit an earlier offset); effects of different partitions are not ordered. A team that needs
+ * per-account order has the producer key messages by account (docs/effects.md, "Order").
  *
  * <p>Results:
  *
