@@ -3,7 +3,6 @@ package io.onceflow.sink.kafka;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
-import java.util.Optional;
 import java.util.Properties;
 import java.util.Set;
 import java.util.concurrent.ExecutionException;
@@ -11,6 +10,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeoutException;
+import java.util.function.Predicate;
 import java.util.stream.Collectors;
 import org.apache.flink.connector.kafka.sink.KafkaCommittable;
 import org.apache.flink.connector.kafka.sink.KafkaWriterState;
@@ -88,18 +88,23 @@ final class LeftoverTransactions extends ProcessFunction<CommittableMessage<Kafk
         if (attempts.isEmpty()) {
             return;
         }
-        List<String> open = new ArrayList<>();
-        for (String id : PendingKafkaTransactions.ongoing(bootstrapServers, clientProperties, sinkPrefix)) {
-            TransactionName.parse(sinkPrefix, id)
-                    .filter(name -> name.checkpoint() > restoredCheckpoint
-                            && attempts.contains(name.tag() + "/" + name.subtask()))
-                    .ifPresent(name -> open.add(id));
-        }
-        PendingKafkaTransactions.abort(bootstrapServers, clientProperties, open);
+        List<String> open = abortOpen(bootstrapServers, clientProperties, sinkPrefix,
+                name -> name.checkpoint() > restoredCheckpoint && attempts.contains(name.tag() + "/" + name.subtask()));
         if (!open.isEmpty()) {
             LOG.info("Kafka sink '{}': aborted {} transaction(s) that the restored attempts left open after checkpoint"
                     + " {}: {}", sinkPrefix, open.size(), restoredCheckpoint, open);
         }
+    }
+
+    /** Aborts the sink's open transactions whose names {@code which} accepts; returns their ids. */
+    private static List<String> abortOpen(String bootstrapServers, Properties clientProperties, String sinkPrefix,
+            Predicate<TransactionName> which) throws ExecutionException, TimeoutException {
+        List<String> open = new ArrayList<>();
+        for (String id : PendingKafkaTransactions.ongoing(bootstrapServers, clientProperties, sinkPrefix)) {
+            TransactionName.parse(sinkPrefix, id).filter(which).ifPresent(name -> open.add(id));
+        }
+        PendingKafkaTransactions.abort(bootstrapServers, clientProperties, open);
+        return open;
     }
 
     @Override
@@ -137,15 +142,9 @@ final class LeftoverTransactions extends ProcessFunction<CommittableMessage<Kafk
 
     private void abortOfDeadAttempts(int subtask, int parallelism, long after, long upTo) {
         try {
-            List<String> open = new ArrayList<>();
-            for (String id : PendingKafkaTransactions.ongoing(bootstrapServers, clientProperties, sinkPrefix)) {
-                Optional<TransactionName> name = TransactionName.parse(sinkPrefix, id);
-                if (name.isPresent() && name.get().subtask() % parallelism == subtask
-                        && name.get().checkpoint() > after && name.get().checkpoint() <= upTo) {
-                    open.add(id);
-                }
-            }
-            PendingKafkaTransactions.abort(bootstrapServers, clientProperties, open);
+            List<String> open = abortOpen(bootstrapServers, clientProperties, sinkPrefix,
+                    name -> name.subtask() % parallelism == subtask && name.checkpoint() > after
+                            && name.checkpoint() <= upTo);
             done = true;
             if (!open.isEmpty()) {
                 LOG.info("Kafka sink '{}' subtask {}: aborted {} transaction(s) that earlier attempts left open after"
