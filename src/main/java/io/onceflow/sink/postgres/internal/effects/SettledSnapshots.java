@@ -56,7 +56,6 @@ final class SettledSnapshots {
         String oldestGid;
         try (PreparedStatement query = connection.prepareStatement(sql)) {
             query.setString(1, gidPrefix);
-            query.setString(2, gidPrefix);
             try (ResultSet row = query.executeQuery()) {
                 row.next();
                 recent.addLast(new Snapshot(row.getString(1), row.getTimestamp(2)));

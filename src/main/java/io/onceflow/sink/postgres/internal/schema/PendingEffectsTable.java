@@ -185,13 +185,13 @@ public final class PendingEffectsTable {
     /**
      * For {@code SettledSnapshots}: this statement's snapshot ({@code pg_snapshot} text), a time no
      * earlier than it was taken, and the oldest of the sink's prepared transactions in this database now
-     * (parameters 1 and 2: its gids' prefix), when it was prepared and its gid (NULL, NULL when none). Read in one
+     * (parameter 1: its gids' prefix), when it was prepared and its gid (NULL, NULL when none). Read in one
      * statement: the prepared transactions after the snapshot.
      */
     public static String settledQuery() {
-        String ofTheSink = " FROM pg_prepared_xacts WHERE database = current_database() AND starts_with(gid, ?)";
-        return "SELECT pg_current_snapshot()::text, clock_timestamp(), (SELECT min(prepared)" + ofTheSink + "),"
-                + " (SELECT gid" + ofTheSink + " ORDER BY prepared LIMIT 1)";
+        return "SELECT pg_current_snapshot()::text, clock_timestamp(), oldest.prepared, oldest.gid FROM (SELECT 1) now"
+                + " LEFT JOIN LATERAL (SELECT prepared, gid FROM pg_prepared_xacts WHERE database = current_database()"
+                + " AND starts_with(gid, ?) ORDER BY prepared LIMIT 1) oldest ON true";
     }
 
     /**
