@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.onceflow.ingest.DeadLetter;
 import io.onceflow.ingest.DeadLetterReason;
+import io.onceflow.testing.RecordingCommitRequest;
 import io.onceflow.testing.TestKafka;
 import java.time.Duration;
 import java.util.Collection;
@@ -105,8 +106,8 @@ final class SinkAttempts {
     }
 
     /** Commits with attempt {@code attempt}'s committer; returns how the request ended. */
-    Request commit(KafkaCommittable committable, int attempt) throws Exception {
-        Request request = new Request(committable);
+    RecordingCommitRequest<KafkaCommittable> commit(KafkaCommittable committable, int attempt) throws Exception {
+        RecordingCommitRequest<KafkaCommittable> request = new RecordingCommitRequest<>(committable);
         try (Committer<KafkaCommittable> committer = sink.createCommitter(committerContext(attempt))) {
             committer.commit(List.of(request));
         }
@@ -225,49 +226,5 @@ final class SinkAttempts {
                 return task;
             }
         };
-    }
-
-    /** A commit request that remembers how it ended. */
-    static final class Request implements Committer.CommitRequest<KafkaCommittable> {
-        private final KafkaCommittable committable;
-        Throwable failure;
-        int retries;
-
-        Request(KafkaCommittable committable) {
-            this.committable = committable;
-        }
-
-        @Override
-        public KafkaCommittable getCommittable() {
-            return committable;
-        }
-
-        @Override
-        public int getNumberOfRetries() {
-            return retries;
-        }
-
-        @Override
-        public void signalFailedWithKnownReason(Throwable t) {
-            failure = t;
-        }
-
-        @Override
-        public void signalFailedWithUnknownReason(Throwable t) {
-            failure = t;
-        }
-
-        @Override
-        public void retryLater() {
-            retries++;
-        }
-
-        @Override
-        public void updateAndRetryLater(KafkaCommittable committable) {
-            retries++;
-        }
-
-        @Override
-        public void signalAlreadyCommitted() {}
     }
 }

@@ -2,6 +2,7 @@ package io.onceflow.sink.kafka;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.onceflow.testing.RecordingCommitRequest;
 import org.apache.flink.connector.kafka.sink.KafkaCommittable;
 import org.junit.jupiter.api.Test;
 
@@ -28,7 +29,7 @@ class ZombieKafkaWriterTest {
         var zombie = attempts.writer(1);
 
         // the successor's committer, notified of checkpoint N+1's completion
-        SinkAttempts.Request request = attempts.commit(committable, 2);
+        RecordingCommitRequest<KafkaCommittable> request = attempts.commit(committable, 2);
         zombie.close();
         successor.close();
 
@@ -45,7 +46,7 @@ class ZombieKafkaWriterTest {
         KafkaCommittable committable = attempts.writeAndPrecommit(writer, 42, SinkAttempts.RESTORED + 1);
         writer.close();
 
-        SinkAttempts.Request request = attempts.commit(attempts.restored(committable), 3);
+        RecordingCommitRequest<KafkaCommittable> request = attempts.commit(attempts.restored(committable), 3);
 
         assertThat(request.failure).as("commit of the restored committable").isNull();
         assertThat(attempts.readCommitted()).isEqualTo(1);
@@ -69,7 +70,7 @@ class ZombieKafkaWriterTest {
         // the same tag, the writer's state stops listing a committed transaction
         KafkaCommittable committable = attempts.writeAndPrecommit(second, 3, SinkAttempts.RESTORED + 2);
         try (var committer = attempts.sink.createCommitter(SinkAttempts.committerContext(2))) {
-            SinkAttempts.Request request = new SinkAttempts.Request(committable);
+            RecordingCommitRequest<KafkaCommittable> request = new RecordingCommitRequest<>(committable);
             committer.commit(java.util.List.of(request));
             assertThat(request.failure).isNull();
             assertThat(second.snapshotState(SinkAttempts.RESTORED + 3))

@@ -1,7 +1,6 @@
 package io.onceflow.sink.postgres;
 
 import io.onceflow.api.Event;
-import io.onceflow.sink.postgres.RecordingCommitRequest.Outcome;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
@@ -9,6 +8,7 @@ import io.onceflow.sink.postgres.internal.commit.PostgresWriterState;
 import io.onceflow.sink.postgres.internal.commit.PostgresWriterStateSerializer;
 import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
 import io.onceflow.sink.postgres.internal.writer.WriterStart;
+import io.onceflow.testing.RecordingCommitRequest.Outcome;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.List;

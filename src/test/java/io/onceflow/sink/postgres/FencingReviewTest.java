@@ -1,11 +1,11 @@
 package io.onceflow.sink.postgres;
 
-import io.onceflow.sink.postgres.RecordingCommitRequest.Outcome;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
 import io.onceflow.sink.postgres.internal.commit.PostgresWriterState;
 import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
 import io.onceflow.sink.postgres.internal.writer.WriterStart;
+import io.onceflow.testing.RecordingCommitRequest.Outcome;
 import java.util.Collection;
 import java.util.List;
 import java.util.Map;

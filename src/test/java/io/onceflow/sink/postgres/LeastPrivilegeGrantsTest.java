@@ -3,12 +3,13 @@ package io.onceflow.sink.postgres;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.onceflow.api.Event;
-import io.onceflow.sink.postgres.RecordingCommitRequest.Outcome;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
 import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
 import io.onceflow.testing.DocumentedGrants;
+import io.onceflow.testing.RecordingCommitRequest;
+import io.onceflow.testing.RecordingCommitRequest.Outcome;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -32,7 +33,8 @@ class LeastPrivilegeGrantsTest {
         PostgresExactlyOnceWriter writer = db.freshWriter(config);
         PostgresCommittable committable = PostgresTwoPhaseCommitTest.checkpoint(writer, 1,
                 SinkDatabase.event("a"), SinkDatabase.event("b"), refused("c"));
-        List<RecordingCommitRequest> requests = PostgresTwoPhaseCommitTest.commit(config, committable);
+        List<RecordingCommitRequest<PostgresCommittable>> requests =
+                PostgresTwoPhaseCommitTest.commit(config, committable);
         writer.close();
         SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered()); // as the job's role
 

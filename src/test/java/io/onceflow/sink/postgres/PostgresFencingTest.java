@@ -1,6 +1,5 @@
 package io.onceflow.sink.postgres;
 
-import io.onceflow.sink.postgres.RecordingCommitRequest.Outcome;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
@@ -11,6 +10,7 @@ import io.onceflow.sink.postgres.internal.commit.PostgresWriterState;
 import io.onceflow.sink.postgres.internal.fencing.AdvisoryLocks;
 import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
 import io.onceflow.sink.postgres.internal.writer.WriterStart;
+import io.onceflow.testing.RecordingCommitRequest.Outcome;
 import io.onceflow.testing.TestPostgres;
 import java.io.IOException;
 import java.sql.Connection;

@@ -1,7 +1,6 @@
 package io.onceflow.sink.postgres;
 
 import io.onceflow.api.Event;
-import io.onceflow.sink.postgres.RecordingCommitRequest.Outcome;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
@@ -11,6 +10,8 @@ import io.onceflow.sink.postgres.internal.commit.PreparedTransactionRecovery;
 import io.onceflow.sink.postgres.internal.commit.TransactionId;
 import io.onceflow.sink.postgres.internal.writer.PostgresAtLeastOnceWriter;
 import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
+import io.onceflow.testing.RecordingCommitRequest;
+import io.onceflow.testing.RecordingCommitRequest.Outcome;
 import io.onceflow.testing.TestPostgres;
 import java.io.IOException;
 import java.sql.Connection;
@@ -72,17 +73,18 @@ class PostgresTwoPhaseCommitTest {
         }
     }
 
-    static List<RecordingCommitRequest> commit(PostgresSinkConfig config, PostgresCommittable... committables)
+    static List<RecordingCommitRequest<PostgresCommittable>> commit(PostgresSinkConfig config,
+            PostgresCommittable... committables)
             throws IOException {
         return commit(config, PostgresSinkMetrics.unregistered(), committables);
     }
 
     /** As {@link #commit(PostgresSinkConfig, PostgresCommittable...)}, counting in {@code metrics}. */
-    static List<RecordingCommitRequest> commit(PostgresSinkConfig config, PostgresSinkMetrics metrics,
-            PostgresCommittable... committables) throws IOException {
-        List<RecordingCommitRequest> requests = new ArrayList<>();
+    static List<RecordingCommitRequest<PostgresCommittable>> commit(PostgresSinkConfig config,
+            PostgresSinkMetrics metrics, PostgresCommittable... committables) throws IOException {
+        List<RecordingCommitRequest<PostgresCommittable>> requests = new ArrayList<>();
         for (PostgresCommittable committable : committables) {
-            requests.add(new RecordingCommitRequest(committable));
+            requests.add(new RecordingCommitRequest<>(committable));
         }
         try (PostgresCommitter committer = new PostgresCommitter(config, metrics)) {
             committer.commit(new ArrayList<>(requests));
@@ -138,7 +140,7 @@ class PostgresTwoPhaseCommitTest {
         }
 
         commit(config, committable);
-        List<RecordingCommitRequest> again = commit(config, committable);
+        List<RecordingCommitRequest<PostgresCommittable>> again = commit(config, committable);
 
         assertThat(again).extracting(r -> r.outcome).containsExactly(Outcome.ALREADY_COMMITTED);
         assertThat(db.deliveriesById()).containsExactlyEntriesOf(Map.of("a", 1));
@@ -155,10 +157,10 @@ class PostgresTwoPhaseCommitTest {
         PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
 
         // no exception: a restart could not bring the rows back, it would only loop
-        List<RecordingCommitRequest> requests = commit(config, metrics, rolledBack, neverPrepared);
+        List<RecordingCommitRequest<PostgresCommittable>> requests = commit(config, metrics, rolledBack, neverPrepared);
 
         assertThat(requests).extracting(r -> r.outcome).containsExactly(Outcome.FAILED, Outcome.FAILED);
-        for (RecordingCommitRequest request : requests) {
+        for (RecordingCommitRequest<PostgresCommittable> request : requests) {
             assertThat(request.failure).hasMessageContaining("LOST: prepared transaction "
                     + request.getCommittable().transactionId()).hasMessageContaining("neither prepared nor in the commit log")
                     .hasMessageContaining("writer subtask 0 wrote for checkpoint "
@@ -364,11 +366,11 @@ class PostgresTwoPhaseCommitTest {
         try (PostgresExactlyOnceWriter writer = freshWriter(config);
                 PostgresCommitter committer = new PostgresCommitter(config, PostgresSinkMetrics.unregistered())) {
             committable = checkpoint(writer, 1, "a");
-            committer.commit(List.of(new RecordingCommitRequest(checkpoint(writer, 2, "b"))));
+            committer.commit(List.of(new RecordingCommitRequest<>(checkpoint(writer, 2, "b"))));
 
             TestPostgres.shared().restart();
 
-            RecordingCommitRequest request = new RecordingCommitRequest(committable);
+            RecordingCommitRequest<PostgresCommittable> request = new RecordingCommitRequest<>(committable);
             committer.commit(List.of(request));
             assertThat(request.outcome).isEqualTo(Outcome.RETRY_LATER);
             committer.commit(List.of(request.retried()));

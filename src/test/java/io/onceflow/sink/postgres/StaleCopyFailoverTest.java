@@ -4,7 +4,6 @@ import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.checkpoint;
 import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.commit;
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.onceflow.sink.postgres.RecordingCommitRequest.Outcome;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
@@ -12,6 +11,8 @@ import io.onceflow.sink.postgres.internal.commit.PostgresWriterState;
 import io.onceflow.sink.postgres.internal.commit.TransactionId;
 import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
 import io.onceflow.sink.postgres.internal.writer.WriterStart;
+import io.onceflow.testing.RecordingCommitRequest;
+import io.onceflow.testing.RecordingCommitRequest.Outcome;
 import io.onceflow.testing.TestPostgres;
 import java.nio.file.Path;
 import java.sql.SQLException;
@@ -140,7 +141,8 @@ class StaleCopyFailoverTest {
         PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
 
         // (b) checkpoint 3's PREPARE never reached the copy: reported, counted, and the job runs on
-        List<RecordingCommitRequest> restored = commit(config, metrics, after.restoredCommittable());
+        List<RecordingCommitRequest<PostgresCommittable>> restored =
+                commit(config, metrics, after.restoredCommittable());
         assertThat(restored).extracting(r -> r.outcome).containsExactly(Outcome.FAILED);
         assertThat(restored.get(0).failure).hasMessageContaining("LOST: prepared transaction "
                 + after.restoredCommittable().transactionId())

@@ -1,31 +1,30 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.testing;
 
-import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
 import org.apache.flink.api.connector.sink2.Committer.CommitRequest;
 
 /** A commit request outside Flink's runtime, remembering how the committer answered it. */
-final class RecordingCommitRequest implements CommitRequest<PostgresCommittable> {
-    enum Outcome { COMMITTED, ALREADY_COMMITTED, RETRY_LATER, FAILED }
+public final class RecordingCommitRequest<C> implements CommitRequest<C> {
+    public enum Outcome { COMMITTED, ALREADY_COMMITTED, RETRY_LATER, FAILED }
 
-    private final PostgresCommittable committable;
+    private final C committable;
     private int retries;
-    Outcome outcome = Outcome.COMMITTED;
+    public Outcome outcome = Outcome.COMMITTED;
     /** What the committer gave as the reason of a failure; null unless FAILED. */
-    Throwable failure;
+    public Throwable failure;
 
-    RecordingCommitRequest(PostgresCommittable committable) {
+    public RecordingCommitRequest(C committable) {
         this.committable = committable;
     }
 
     /** Ready for another round, as Flink's committer operator re-offers a request to retry. */
-    RecordingCommitRequest retried() {
+    public RecordingCommitRequest<C> retried() {
         retries++;
         outcome = Outcome.COMMITTED;
         return this;
     }
 
     @Override
-    public PostgresCommittable getCommittable() {
+    public C getCommittable() {
         return committable;
     }
 
@@ -52,7 +51,7 @@ final class RecordingCommitRequest implements CommitRequest<PostgresCommittable>
     }
 
     @Override
-    public void updateAndRetryLater(PostgresCommittable committable) {
+    public void updateAndRetryLater(C committable) {
         outcome = Outcome.RETRY_LATER;
     }
 
