@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.onceflow.config.OnceflowConfig;
+import io.onceflow.sink.kafka.PendingKafkaTransactions;
 import io.onceflow.sink.postgres.ReplacedRunException;
 import io.onceflow.sink.postgres.StartMode;
 import io.onceflow.testing.Eventually;
@@ -30,9 +31,10 @@ import org.junit.jupiter.api.extension.RegisterExtension;
  * A second job submitted with the first job's prefixes while the first is between restarts (no
  * writer session is connected, so the live-job check at the second job's start passes): the first
  * job's next attempt must stop before it creates a Kafka producer. Flink's Kafka writer, restoring
- * checkpoint N, initialises the transactional ids {@code <prefix>-<subtask>-<N+1>...} to abort what
- * its previous attempt left open, which fences whichever producer uses them now: the second job's,
- * aborting its open transaction (a completed checkpoint's, if its commit had not run yet).
+ * checkpoint N, initialises transactional ids after N to abort what its previous attempt left open
+ * (and, once its first checkpoint completes, onceflow aborts what other attempts left after N,
+ * whatever their tag): either would fence the second job's producers, aborting an open transaction
+ * (a completed checkpoint's, if its commit had not run yet).
  */
 class ReplacedJobIT {
     private static final long RECORDS = 4_000;
@@ -55,12 +57,16 @@ class ReplacedJobIT {
         // job B's main: passes the live-job check once job A's writer sessions have ended
         Eventually.await("job B's run registered while job A is between restarts", Duration.ofSeconds(10),
                 Duration.ofMillis(200), () -> registersRun(config));
+        // job B's writers restore job A's checkpoint, whose states name job A's attempt: they abort what it
+        // left open after the checkpoint (its transactions' records would hold back read_committed consumers)
+        PendingKafkaTransactions.abort(config.bootstrapServers(), new Properties(), PendingKafkaTransactions.list(
+                config.bootstrapServers(), new Properties(), config.transactionalIdPrefix()));
         List<KafkaProducer<byte[], byte[]>> jobB = new ArrayList<>();
         try {
             for (int subtask = 0; subtask < config.parallelism().orElseThrow(); subtask++) {
-                // the ids job A's restored dead-letter writers would abort; job B's writers use them now
+                // job B's dead-letter writers' first transactions, named after the checkpoint they restored
                 KafkaProducer<byte[], byte[]> producer = transactionalProducer(scenario,
-                        config.transactionalIdPrefix() + "-dlq-" + subtask + "-" + (restored + 1));
+                        config.transactionalIdPrefix() + "-dlq-gjobb0000-" + subtask + "-" + (restored + 1));
                 producer.initTransactions();
                 producer.beginTransaction();
                 producer.send(new ProducerRecord<>(scenario.deadLetterTopic, ("job-b-" + subtask).getBytes(UTF_8),
