@@ -239,6 +239,13 @@ enum ConfigKey {
                     + " changes (e.g. its accounts): effects lock these keys, in one global order, before"
                     + " the effect function runs, so effects on other keys run in parallel and two never"
                     + " deadlock (docs/effects.md); default: none, effects lock only their own rows."),
+    POSTGRES_EFFECT_RESULTS_TOPIC(
+            "postgres.effect.results.topic",
+            Presence.OPTIONAL,
+            "Kafka topic (it must exist) that receives each effect's outcome (applied, rejected or failed,"
+                    + " with its result) exactly once, per source partition in the order decided, for"
+                    + " read_committed consumers (docs/effects.md, \"Outcomes in Kafka\"); needs"
+                    + " postgres.effect.function; default: none."),
     POSTGRES_ALLOW_TRIGGERS_THAT_MAY_STALL_CHECKPOINTS(
             "postgres.allow.triggers.that.may.stall.checkpoints",
             "false",

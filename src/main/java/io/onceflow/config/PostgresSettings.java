@@ -6,6 +6,7 @@ import static io.onceflow.config.ConfigKey.POSTGRES_BATCH_SIZE;
 import static io.onceflow.config.ConfigKey.POSTGRES_COMMIT_LOG_TABLE;
 import static io.onceflow.config.ConfigKey.POSTGRES_EFFECT_FUNCTION;
 import static io.onceflow.config.ConfigKey.POSTGRES_EFFECT_KEYS;
+import static io.onceflow.config.ConfigKey.POSTGRES_EFFECT_RESULTS_TOPIC;
 import static io.onceflow.config.ConfigKey.POSTGRES_LOCK_TIMEOUT;
 import static io.onceflow.config.ConfigKey.POSTGRES_PASSWORD;
 import static io.onceflow.config.ConfigKey.POSTGRES_REJECTS_TABLE;
@@ -41,6 +42,8 @@ public final class PostgresSettings implements Serializable {
     private final PostgresWriterOptions writer;
     private final String sinkPrefix;
     private final boolean acceptCommitLossOnFailover;
+    /** Null for none. */
+    private final String effectResultsTopic;
 
     private PostgresSettings(ConfigReader settings, String kafkaTransactionalIdPrefix, boolean sinkPrefixRequired) {
         // read in the order the problems are listed: connection, tables, prefix, then tuning
@@ -79,6 +82,11 @@ public final class PostgresSettings implements Serializable {
         // an invalid value is reported (and fails the configuration) and read as null
         acceptCommitLossOnFailover = Boolean.TRUE.equals(settings.parsed(POSTGRES_ACCEPT_COMMIT_LOSS_ON_FAILOVER,
                 ValueParsers.oneOf(List.of(false, true), String::valueOf)));
+        effectResultsTopic = settings.parsed(POSTGRES_EFFECT_RESULTS_TOPIC, ValueParsers::topicName);
+        if (effectResultsTopic != null && tables.effectFunction() == null && !settings.isSet(POSTGRES_EFFECT_FUNCTION)) {
+            settings.problem(POSTGRES_EFFECT_RESULTS_TOPIC, "is set but postgres.effect.function is not",
+                    "Set postgres.effect.function, whose outcomes it publishes, or remove postgres.effect.results.topic.");
+        }
         checkTablesAreDistinct(settings);
     }
 
@@ -148,6 +156,11 @@ public final class PostgresSettings implements Serializable {
                                         "Set postgres.url to enable the PostgreSQL sink, or remove "
                                                 + key.key() + "."));
         return null;
+    }
+
+    /** The Kafka topic of the effects' outcomes ({@code postgres.effect.results.topic}), empty if none. */
+    public Optional<String> effectResultsTopic() {
+        return Optional.ofNullable(effectResultsTopic);
     }
 
     /** The URL, user and password ({@code postgres.url}, {@code postgres.user}, {@code postgres.password}). */

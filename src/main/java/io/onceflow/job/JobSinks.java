@@ -6,14 +6,17 @@ import io.onceflow.config.PostgresSettings;
 import io.onceflow.sink.kafka.KafkaSinks;
 import io.onceflow.sink.kafka.KafkaWriterGate;
 import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
+import io.onceflow.sink.postgres.EffectResultsTopic;
 import io.onceflow.sink.postgres.PostgresSink;
 import io.onceflow.sink.postgres.PostgresSinkBuilder;
 import io.onceflow.sink.postgres.PostgresTableOptions;
 import java.time.Duration;
 import java.util.Optional;
+import java.util.Properties;
 import org.apache.flink.annotation.Internal;
 import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.connector.base.DeliveryGuarantee;
+import org.apache.kafka.clients.CommonClientConfigs;
 
 /**
  * The sinks of a job, made from its settings alone: the two Kafka sinks, and the PostgreSQL sink
@@ -87,7 +90,12 @@ public final class JobSinks {
                 .setTables(settings.tables())
                 .setWriterOptions(settings.writer())
                 .setSinkPrefix(settings.sinkPrefix())
-                .setTolerableCheckpointFailures(config.tolerableCheckpointFailures());
+                .setTolerableCheckpointFailures(config.tolerableCheckpointFailures())
+                .setEffectResults(settings.effectResultsTopic().map(topic -> {
+                    Properties kafka = config.kafkaClientProperties();
+                    kafka.setProperty(CommonClientConfigs.BOOTSTRAP_SERVERS_CONFIG, config.bootstrapServers());
+                    return new EffectResultsTopic(topic, kafka);
+                }).orElse(null));
     }
 
     /** The PostgreSQL sink's tables, as configured. */

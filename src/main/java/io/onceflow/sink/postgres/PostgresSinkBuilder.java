@@ -37,6 +37,7 @@ public final class PostgresSinkBuilder {
     private PostgresWriterOptions writer = PostgresWriterOptions.defaults();
     private String sinkPrefix;
     private int tolerableCheckpointFailures;
+    private EffectResultsTopic effectResults;
 
     PostgresSinkBuilder() {}
 
@@ -121,6 +122,15 @@ public final class PostgresSinkBuilder {
      */
     public PostgresSinkBuilder setEffectKeys(String effectKeys) {
         return setTables(tables.withEffectKeys(effectKeys));
+    }
+
+    /**
+     * A Kafka topic for the effects' outcomes, published exactly once, per source partition in the
+     * order they were decided; none (null) by default. Needs an effect function.
+     */
+    public PostgresSinkBuilder setEffectResults(EffectResultsTopic effectResults) {
+        this.effectResults = effectResults;
+        return this;
     }
 
     /**
@@ -229,6 +239,13 @@ public final class PostgresSinkBuilder {
         if (tolerableCheckpointFailures < 0) {
             problems.add("tolerable checkpoint failures " + tolerableCheckpointFailures + " is negative: use 0 or more");
         }
+        if (effectResults != null) {
+            problems.addAll(effectResults.problems());
+            if (tables.effectFunction() == null) {
+                problems.add("an effect results topic is set without an effect function (postgres.effect.function):"
+                        + " set both, or neither");
+            }
+        }
         return problems;
     }
 
@@ -237,6 +254,6 @@ public final class PostgresSinkBuilder {
             throw new IllegalArgumentException("invalid PostgreSQL sink settings:\n  - " + String.join("\n  - ", problems));
         }
         return new PostgresSinkConfig(new PostgresConnectionOptions(jdbcUrl, user, password), tables, writer, prefix,
-                tolerableCheckpointFailures, PostgresSinkConfig.NO_RUN);
+                tolerableCheckpointFailures, effectResults, PostgresSinkConfig.NO_RUN);
     }
 }

@@ -62,7 +62,7 @@ public final class EffectActions {
         if (tables.effectFunction() == null) {
             throw new IllegalArgumentException("no effect function: there is nothing to re-drive effects for");
         }
-        this.sink = new PostgresSinkConfig(connection, tables, writer, sinkPrefix, 0, PostgresSinkConfig.NO_RUN);
+        this.sink = new PostgresSinkConfig(connection, tables, writer, sinkPrefix, 0, null, PostgresSinkConfig.NO_RUN);
         this.events = new EventsTable(tables.events());
         this.effectFunction = tables.effectFunction();
         this.effectKeys = tables.effectKeys();

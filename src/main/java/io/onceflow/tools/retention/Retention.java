@@ -55,7 +55,7 @@ public final class Retention {
      */
     public Retention(PostgresConnectionOptions connection, PostgresTableOptions tables, PostgresWriterOptions writer,
             String sinkPrefix, Duration dedupTtl) {
-        this.sink = new PostgresSinkConfig(connection, tables, writer, sinkPrefix, 0, PostgresSinkConfig.NO_RUN);
+        this.sink = new PostgresSinkConfig(connection, tables, writer, sinkPrefix, 0, null, PostgresSinkConfig.NO_RUN);
         this.events = new EventsTable(tables.events());
         this.commitLog = new CommitLogTable(tables.commitLog());
         this.gidPrefix = TransactionId.gidPrefix(sinkPrefix);

@@ -450,7 +450,7 @@ class BusinessEffectsTest {
                 .isInstanceOf(IOException.class)
                 .hasMessageContaining("could not start: the effect function (postgres.effect.function)"
                         + " ledger.apply_payment(text, jsonb) does not exist");
-        assertThatThrownBy(() -> new PostgresAtLeastOnceWriter(config, 0, PostgresSinkMetrics.unregistered()))
+        assertThatThrownBy(() -> new PostgresAtLeastOnceWriter(config, 0, 1, PostgresSinkMetrics.unregistered()))
                 .hasMessageContaining("could not start: the effect function");
     }
 

@@ -51,7 +51,7 @@ class EffectMigrationAndRacesTest {
     void aRejectionReDrivenWhileItsRowIsPurgedIsNeverStranded() throws Exception {
         db.createLedger("VALUES ('alice', 100), ('bob', 0), ('carol', 0)", BusinessEffectsTest.APPLY_PAYMENT);
         PostgresSinkConfig config = db.config(db.builder("ledger").setEffectFunction(FUNCTION));
-        try (PostgresAtLeastOnceWriter writer = new PostgresAtLeastOnceWriter(config, 0, PostgresSinkMetrics.unregistered())) {
+        try (PostgresAtLeastOnceWriter writer = new PostgresAtLeastOnceWriter(config, 0, 1, PostgresSinkMetrics.unregistered())) {
             writer.write(payment("a", "alice", "bob", 1), null);
             writer.write(payment("broke", "carol", "bob", 10), null);
             writer.flush(true);

@@ -72,7 +72,7 @@ class EffectOrderTest {
         List<EffectWorker> workers = new ArrayList<>();
         try {
             for (int subtask = 0; subtask < 4; subtask++) {
-                workers.add(EffectWorker.startIfConfigured(config, subtask, PostgresSinkMetrics.unregistered()));
+                workers.add(EffectWorker.startIfConfigured(config, subtask, 4, PostgresSinkMetrics.unregistered()));
             }
             Eventually.await("every effect is applied", PATIENCE, Duration.ofMillis(50), () -> db.queuedEffects() == 0);
         } finally {
@@ -104,7 +104,7 @@ class EffectOrderTest {
     void aCheckpointsLaterOffsetsWaitForTheWriterThatCommitsItsEarlierOnes() throws Exception {
         PostgresSinkConfig config = db.config(db.builder("split").setEffectFunction(FUNCTION));
         EventsTable events = new EventsTable(config.tables().events());
-        EffectBatch worker = new EffectBatch(events, config.sinkPrefix(), config.tables().effectFunction(), null,
+        EffectBatch worker = new EffectBatch(events, config.sinkPrefix(), config.tables().effectFunction(), null, false,
                 PostgresSinkMetrics.unregistered());
         // each pair of writers is closed before its checkpoint commits, their effect workers with them
         PostgresCommittable[] first = new PostgresCommittable[2];
@@ -163,7 +163,7 @@ class EffectOrderTest {
             backlog[offset] = event("b" + offset, "{}", "payments", 0, offset);
         }
         db.commitFreshCheckpoint(config, backlog);
-        EffectBatch worker = new EffectBatch(events, config.sinkPrefix(), config.tables().effectFunction(), null,
+        EffectBatch worker = new EffectBatch(events, config.sinkPrefix(), config.tables().effectFunction(), null, false,
                 PostgresSinkMetrics.unregistered());
         try (Connection connection = PostgresConnections.open(config, "effects-test")) {
             // partition 0 is this session's: the restored writer's own worker passes it

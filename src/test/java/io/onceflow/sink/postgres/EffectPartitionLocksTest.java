@@ -68,10 +68,10 @@ class EffectPartitionLocksTest {
         try (Connection holder = PostgresConnections.open(config, "review-holder");
                 Statement hold = holder.createStatement()) {
             hold.execute("SELECT pg_advisory_lock(42)");
-            workers.add(EffectWorker.startIfConfigured(config, 0, PostgresSinkMetrics.unregistered()));
+            workers.add(EffectWorker.startIfConfigured(config, 0, 1, PostgresSinkMetrics.unregistered()));
             Eventually.await("a worker holds partition 0's head", Duration.ofSeconds(10), Duration.ofMillis(20),
                     () -> !db.database.rows("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").isEmpty());
-            workers.add(EffectWorker.startIfConfigured(config, 1, PostgresSinkMetrics.unregistered()));
+            workers.add(EffectWorker.startIfConfigured(config, 1, 1, PostgresSinkMetrics.unregistered()));
             Thread.sleep(5000); // ten polls of the idle worker
             List<String> calls = db.database.rows("SELECT id FROM ledger.calls");
             assertThat(calls).as("partition 1 goes on while partition 0's head is held").contains("p1-0");
@@ -90,7 +90,7 @@ class EffectPartitionLocksTest {
         }
         events.add(event("p1-0", "{}", "payments", 1, 0));
         db.commitFreshCheckpoint(config, events.toArray(Event[]::new));
-        EffectBatch batch = new EffectBatch(new EventsTable(config.tables().events()), config.sinkPrefix(), FUNCTION, null,
+        EffectBatch batch = new EffectBatch(new EventsTable(config.tables().events()), config.sinkPrefix(), FUNCTION, null, false,
                 PostgresSinkMetrics.unregistered());
         try (Connection holder = PostgresConnections.open(config, "review-holder");
                 Connection worker = PostgresConnections.open(config, "review-worker")) {
@@ -140,7 +140,7 @@ class EffectPartitionLocksTest {
         db.execute("INSERT INTO " + SinkDatabase.TABLE + "_effect_queue (id, source_topic, source_partition, source_offset,"
                 + " sink_prefix) SELECT 'p0-' || n, 'payments', 0, n, 'ordered' FROM generate_series(0, 199999) n");
         db.execute("ANALYZE");
-        EffectBatch batch = new EffectBatch(new EventsTable(config.tables().events()), config.sinkPrefix(), FUNCTION, null,
+        EffectBatch batch = new EffectBatch(new EventsTable(config.tables().events()), config.sinkPrefix(), FUNCTION, null, false,
                 PostgresSinkMetrics.unregistered());
         PendingEffectsTable queue = new EventsTable(SinkDatabase.TABLE).queue();
         try (Connection holder = PostgresConnections.open(config, "review-holder");
@@ -194,7 +194,7 @@ class EffectPartitionLocksTest {
         PostgresSinkConfig config = db.config(db.builder("ordered").setEffectFunction(FUNCTION));
         db.commitFreshCheckpoint(config, event("gone", "{}", "payments", 0, 0), event("kept", "{}", "payments", 0, 1));
         db.execute("DELETE FROM " + SinkDatabase.TABLE + " WHERE id = 'gone'");
-        EffectWorker worker = EffectWorker.startIfConfigured(config, 0, PostgresSinkMetrics.unregistered());
+        EffectWorker worker = EffectWorker.startIfConfigured(config, 0, 1, PostgresSinkMetrics.unregistered());
         Eventually.await("kept is applied", Duration.ofSeconds(20), Duration.ofMillis(50),
                 () -> db.database.rows("SELECT 1 FROM ledger.calls WHERE id = 'kept'").size() == 1);
         org.junit.jupiter.api.Assertions.assertTimeoutPreemptively(Duration.ofSeconds(10), worker::closeAfterDraining,
@@ -217,8 +217,8 @@ class EffectPartitionLocksTest {
                 event("p1-0", "{\"slow\":true}", "payments", 1, 0));
         db.execute("DELETE FROM " + SinkDatabase.TABLE + " WHERE id = 'gone'");
         EventsTable events = new EventsTable(config.tables().events());
-        EffectBatch slow = new EffectBatch(events, config.sinkPrefix(), FUNCTION, null, PostgresSinkMetrics.unregistered());
-        EffectBatch idle = new EffectBatch(events, config.sinkPrefix(), FUNCTION, null, PostgresSinkMetrics.unregistered());
+        EffectBatch slow = new EffectBatch(events, config.sinkPrefix(), FUNCTION, null, false, PostgresSinkMetrics.unregistered());
+        EffectBatch idle = new EffectBatch(events, config.sinkPrefix(), FUNCTION, null, false, PostgresSinkMetrics.unregistered());
         try (Connection holder = PostgresConnections.open(config, "review-holder");
                 Statement hold = holder.createStatement();
                 Connection slowWorker = PostgresConnections.open(config, "review-slow-worker");
@@ -268,7 +268,7 @@ class EffectPartitionLocksTest {
         PostgresSinkConfig config = db.config(db.builder("ordered").setEffectFunction(FUNCTION).setBatchSize(100));
         commitABrokenHeadBeside(config, 300);
         PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
-        EffectWorker worker = EffectWorker.startIfConfigured(config, 0, metrics);
+        EffectWorker worker = EffectWorker.startIfConfigured(config, 0, 1, metrics);
         try {
             long start = System.nanoTime();
             Eventually.await("partition 1's effects are applied", Duration.ofSeconds(60), Duration.ofMillis(50),
@@ -300,7 +300,7 @@ class EffectPartitionLocksTest {
                 .setEffectKeys("ledger.account_keys").setBatchSize(100));
         commitABrokenHeadBeside(config, 50);
         PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
-        EffectWorker worker = EffectWorker.startIfConfigured(config, 0, metrics);
+        EffectWorker worker = EffectWorker.startIfConfigured(config, 0, 1, metrics);
         try {
             Eventually.await("partition 1's effects are applied", Duration.ofSeconds(30), Duration.ofMillis(50),
                     () -> db.database.rows("SELECT 1 FROM ledger.calls").size() == 50);

@@ -67,7 +67,7 @@ class EffectQueueRacesTest {
         }
         db.commitFreshCheckpoint(config, payments);
 
-        try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, PostgresSinkMetrics.unregistered())) {
+        try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, 1, PostgresSinkMetrics.unregistered())) {
             Eventually.await("the worker is calling the effects", Duration.ofSeconds(30), Duration.ofMillis(10),
                     this::effectsRunning);
             // the producer retried p9: the next checkpoint redelivers it
@@ -136,7 +136,7 @@ class EffectQueueRacesTest {
                     .as("the new version starts while its restored checkpoint's transaction is prepared")
                     .doesNotThrowAnyException();
             db.execute("COMMIT PREPARED '" + gid + "'"); // the new version's committer
-            try (EffectWorker worker = EffectWorker.startIfConfigured(db.config(sink()), 0,
+            try (EffectWorker worker = EffectWorker.startIfConfigured(db.config(sink()), 0, 1,
                     PostgresSinkMetrics.unregistered())) {
                 Eventually.await("p1 consumed: its effect is applied", Duration.ofSeconds(30), Duration.ofMillis(50),
                         () -> "applied".equals(db.effectStatuses().get("p1")));
@@ -171,7 +171,7 @@ class EffectQueueRacesTest {
                 new Event("p2", "{\"from\":\"a3\",\"to\":\"a4\",\"amount\":10}".getBytes(StandardCharsets.UTF_8),
                         "payments", 1, 1, 0L, new HashMap<>()));
 
-        try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, PostgresSinkMetrics.unregistered())) {
+        try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, 1, PostgresSinkMetrics.unregistered())) {
             assertThat(Eventually.holdsWithin(Duration.ofSeconds(15), Duration.ofMillis(100),
                     () -> "applied".equals(db.effectStatuses().get("p2"))))
                     .as("p2, on other accounts, is applied while p1 is retried").isTrue();

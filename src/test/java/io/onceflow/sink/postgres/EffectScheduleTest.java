@@ -75,9 +75,9 @@ class EffectScheduleTest {
         PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
         try (Connection chaos = PostgresConnections.open(configs.get("ordered"), "review-chaos")) {
             for (int subtask = 0; subtask < 3; subtask++) {
-                workers.add(EffectWorker.startIfConfigured(configs.get("ordered"), subtask, metrics));
+                workers.add(EffectWorker.startIfConfigured(configs.get("ordered"), subtask, 3, metrics));
             }
-            workers.add(EffectWorker.startIfConfigured(configs.get("other"), 0, metrics));
+            workers.add(EffectWorker.startIfConfigured(configs.get("other"), 0, 1, metrics));
             long end = System.nanoTime() + CHAOS.toNanos();
             while (System.nanoTime() < end) {
                 Thread.sleep(20 + random.nextInt(200));

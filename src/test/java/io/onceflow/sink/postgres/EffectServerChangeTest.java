@@ -40,7 +40,7 @@ class EffectServerChangeTest {
             db.commitFreshCheckpoint(config, tenEvents());
             server.copyTo(directory.resolve("behind"));
 
-            try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, PostgresSinkMetrics.unregistered())) {
+            try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, 1, PostgresSinkMetrics.unregistered())) {
                 Eventually.await("the worker applied the effects on the live server", Duration.ofSeconds(30),
                         Duration.ofMillis(50), () -> db.queuedEffects() == 0);
                 assertThat(db.database.rows("SELECT count(*) FROM ledger.calls")).containsExactly("10");
@@ -56,7 +56,7 @@ class EffectServerChangeTest {
             }
             // a restart of the run: the copy has the run's timeline and a counter past the run's id, so a new
             // worker cannot tell it from the server it replaced (docs/failover.md: what this cannot see)
-            try (EffectWorker restarted = EffectWorker.startIfConfigured(config, 0, PostgresSinkMetrics.unregistered())) {
+            try (EffectWorker restarted = EffectWorker.startIfConfigured(config, 0, 1, PostgresSinkMetrics.unregistered())) {
                 Eventually.await("the restarted worker applies them", Duration.ofSeconds(30), Duration.ofMillis(50),
                         () -> db.queuedEffects() == 0);
             }
@@ -93,7 +93,7 @@ class EffectServerChangeTest {
             events[5] = event("held", 1, 0);
             db.commitFreshCheckpoint(config, events);
 
-            try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, PostgresSinkMetrics.unregistered())) {
+            try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, 1, PostgresSinkMetrics.unregistered())) {
                 Eventually.await("the worker applied m0..m4", Duration.ofSeconds(30), Duration.ofMillis(50),
                         () -> db.database.rows("SELECT 1 FROM ledger.calls").size() == 5);
                 server.copyTo(directory.resolve("behind"));
@@ -147,8 +147,8 @@ class EffectServerChangeTest {
                         assertThat(locked.getBoolean(1)).isTrue();
                     }
                 }
-                other = EffectWorker.startIfConfigured(otherConfig, 1, PostgresSinkMetrics.unregistered());
-                worker = EffectWorker.startIfConfigured(config, 0, PostgresSinkMetrics.unregistered());
+                other = EffectWorker.startIfConfigured(otherConfig, 1, 1, PostgresSinkMetrics.unregistered());
+                worker = EffectWorker.startIfConfigured(config, 0, 1, PostgresSinkMetrics.unregistered());
                 Eventually.await("both workers connected", Duration.ofSeconds(30), Duration.ofMillis(50),
                         () -> db.database.rows("SELECT 1 FROM pg_stat_activity WHERE datname = current_database()"
                                 + " AND application_name LIKE '%effects-%'").size() >= 2);
@@ -175,12 +175,12 @@ class EffectServerChangeTest {
                 worker.close();
                 other.close();
             }
-            try (EffectWorker restarted = EffectWorker.startIfConfigured(config, 0, PostgresSinkMetrics.unregistered())) {
+            try (EffectWorker restarted = EffectWorker.startIfConfigured(config, 0, 1, PostgresSinkMetrics.unregistered())) {
                 Thread.sleep(2000);
                 assertThat(db.database.rows("SELECT id FROM ledger.calls")).as("applied by a restart of the run").isEmpty();
             }
             PostgresSinkConfig resubmitted = SinkDatabase.newRun(config);
-            try (EffectWorker fresh = EffectWorker.startIfConfigured(resubmitted, 0, PostgresSinkMetrics.unregistered())) {
+            try (EffectWorker fresh = EffectWorker.startIfConfigured(resubmitted, 0, 1, PostgresSinkMetrics.unregistered())) {
                 Eventually.await("a new submission applies them", Duration.ofSeconds(30), Duration.ofMillis(50),
                         () -> db.queuedEffects() == 0);
             }
@@ -209,7 +209,7 @@ class EffectServerChangeTest {
             server.copyTo(directory.resolve("behind"));
             db.execute("ALTER DATABASE " + database + " RESET search_path"); // on the live server only
 
-            try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, PostgresSinkMetrics.unregistered())) {
+            try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, 1, PostgresSinkMetrics.unregistered())) {
                 Eventually.await("the worker applied the effects on the live server", Duration.ofSeconds(30),
                         Duration.ofMillis(50), () -> db.queuedEffects() == 0);
                 server.failOverTo(directory.resolve("behind"));

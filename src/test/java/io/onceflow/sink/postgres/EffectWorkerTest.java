@@ -114,7 +114,7 @@ class EffectWorkerTest {
         }
         db.commitFreshCheckpoint(config, payments);
 
-        try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, metrics)) {
+        try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, 1, metrics)) {
             while (metrics.effectRetries.getCount() < 3) { // a DBA's pg_cancel_backend, mid-batch
                 long retriesBefore = metrics.effectRetries.getCount();
                 Eventually.await("the worker is calling the function", PATIENCE, Duration.ofMillis(10),
@@ -138,7 +138,7 @@ class EffectWorkerTest {
         PostgresSinkConfig config = db.config(sink());
         Map<String, Gauge<?>> gauges = new ConcurrentHashMap<>();
         PostgresSinkMetrics metrics = PostgresSinkMetrics.register(gaugesInto(gauges));
-        try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, metrics)) {
+        try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, 1, metrics)) {
             db.commitFreshCheckpoint(config, BusinessEffectsTest.event("bad", "{\"from\":\"a1\",\"to\":\"a2\","
                     + "\"amount\":1,\"poison\":true}"), payment("p1", "a1", "a2", 10));
             Eventually.await("the failure is counted, the payment applied", PATIENCE, Duration.ofMillis(20),
@@ -178,7 +178,7 @@ class EffectWorkerTest {
                 };
             }
         });
-        try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, metrics)) {
+        try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, 1, metrics)) {
             db.commitFreshCheckpoint(config, payment("p1", "a1", "a2", 10), payment("p2", "a2", "a3", 5));
             awaitDrained();
         }
@@ -212,7 +212,7 @@ class EffectWorkerTest {
             statement.execute("SELECT * FROM ledger.accounts WHERE id IN ('a1', 'a2') FOR UPDATE");
 
             long started = System.nanoTime();
-            try (EffectWorker successor = EffectWorker.startIfConfigured(config, 0, PostgresSinkMetrics.unregistered())) {
+            try (EffectWorker successor = EffectWorker.startIfConfigured(config, 0, 1, PostgresSinkMetrics.unregistered())) {
                 awaitDrained();
             }
             assertThat(Duration.ofNanos(System.nanoTime() - started)).as("the server ended the silent session")
@@ -226,7 +226,7 @@ class EffectWorkerTest {
     void theAtLeastOnceWriterQueuesEffectsAndItsWorkerAppliesEachOnceAcrossReplays() throws Exception {
         PostgresSinkConfig config = db.config(sink());
         for (int replay = 0; replay < 3; replay++) { // the first run, Flink's restart, and another one
-            try (PostgresAtLeastOnceWriter writer = new PostgresAtLeastOnceWriter(config, 0,
+            try (PostgresAtLeastOnceWriter writer = new PostgresAtLeastOnceWriter(config, 0, 1,
                     PostgresSinkMetrics.unregistered())) {
                 writer.write(payment("p1", "a1", "a2", 10), null);
                 writer.write(payment("p2", "a2", "a3", 10), null);
@@ -262,7 +262,7 @@ class EffectWorkerTest {
             teller.setAutoCommit(false);
             statement.execute("SELECT * FROM ledger.accounts WHERE id = 'a2' FOR UPDATE");
             Thread.sleep(1_100);
-            try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, metrics)) {
+            try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, 1, metrics)) {
                 Eventually.await("the gauges show the waiting effect", PATIENCE, Duration.ofMillis(20),
                         () -> Long.valueOf(1).equals(gauges.get("effectsQueued").getValue()));
                 long age = (Long) gauges.get("oldestQueuedEffectSeconds").getValue();

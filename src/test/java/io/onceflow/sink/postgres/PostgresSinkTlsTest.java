@@ -38,7 +38,7 @@ class PostgresSinkTlsTest {
                     .setEffectFunction(DocumentedGrants.EFFECT));
 
             db.commitFreshCheckpoint(config, SinkDatabase.event("a"), SinkDatabase.event("b"), SinkDatabase.event("c"));
-            try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, PostgresSinkMetrics.unregistered())) {
+            try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, 1, PostgresSinkMetrics.unregistered())) {
                 Eventually.await("the effects applied by the worker", Duration.ofSeconds(30),
                         () -> db.queuedEffects() == 0);
             }

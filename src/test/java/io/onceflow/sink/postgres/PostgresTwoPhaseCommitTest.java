@@ -385,7 +385,7 @@ class PostgresTwoPhaseCommitTest {
 
     @Test
     void theAtLeastOnceSinkShowsRowsAtOnceAndCountsReplays() throws Exception {
-        try (PostgresAtLeastOnceWriter writer = new PostgresAtLeastOnceWriter(config, 0,
+        try (PostgresAtLeastOnceWriter writer = new PostgresAtLeastOnceWriter(config, 0, 1,
                 PostgresSinkMetrics.unregistered())) {
             write(writer, "a", "b", "a");
             writer.flush(false);

@@ -79,7 +79,7 @@ class RefusedRowsTest {
     @Test
     void atLeastOnceIsolatesRefusedRowsToo() throws Exception {
         PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
-        try (PostgresAtLeastOnceWriter writer = new PostgresAtLeastOnceWriter(config, 0, metrics)) {
+        try (PostgresAtLeastOnceWriter writer = new PostgresAtLeastOnceWriter(config, 0, 1, metrics)) {
             writeAll(writer);
             writer.flush(true);
         }
@@ -90,7 +90,7 @@ class RefusedRowsTest {
 
     @Test
     void aRefusedRowDeliveredAgainCountsItsDeliveriesInTheRejectsTable() throws Exception {
-        try (PostgresAtLeastOnceWriter writer = new PostgresAtLeastOnceWriter(config, 0,
+        try (PostgresAtLeastOnceWriter writer = new PostgresAtLeastOnceWriter(config, 0, 1,
                 PostgresSinkMetrics.unregistered())) {
             writer.write(event("red-1", "{\"color\":\"red\"}"), null);
             writer.flush(false);

@@ -167,8 +167,8 @@ final class SinkDatabase {
      * @return how many effects it took (applied, rejected or failed)
      */
     static int drainEffects(PostgresSinkConfig config, PostgresSinkMetrics metrics) throws SQLException {
-        EffectBatch batch = new EffectBatch(new EventsTable(config.tables().events()), config.sinkPrefix(), config.tables().effectFunction(),
-                config.tables().effectKeys(), metrics);
+        EffectBatch batch = new EffectBatch(new EventsTable(config.tables().events()), config.sinkPrefix(),
+                config.tables().effectFunction(), config.tables().effectKeys(), config.effectResults() != null, metrics);
         try (Connection connection = PostgresConnections.open(config, "effects-test")) {
             int total = 0;
             for (int taken = 1; taken > 0; total += taken) {

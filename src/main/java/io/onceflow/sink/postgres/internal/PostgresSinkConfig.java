@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal;
 
+import io.onceflow.sink.postgres.EffectResultsTopic;
 import io.onceflow.sink.postgres.PostgresConnectionOptions;
 import io.onceflow.sink.postgres.PostgresSinkBuilder;
 import io.onceflow.sink.postgres.PostgresTableOptions;
@@ -17,6 +18,7 @@ import org.apache.flink.annotation.Internal;
  * @param sinkPrefix null for an at-least-once sink without an effect function, which prepares no
  *     transactions and queues no effects
  * @param tolerableCheckpointFailures Flink's {@code execution.checkpointing.tolerable-failed-checkpoints}
+ * @param effectResults null for none
  * @param run the run of {@link RegisteredRun}; {@link #NO_RUN} before one is registered
  */
 @Internal
@@ -26,6 +28,7 @@ public record PostgresSinkConfig(
         PostgresWriterOptions writer,
         String sinkPrefix,
         int tolerableCheckpointFailures,
+        EffectResultsTopic effectResults,
         long run)
         implements Serializable {
 
@@ -36,12 +39,14 @@ public record PostgresSinkConfig(
     }
 
     public PostgresSinkConfig withRun(long newRun) {
-        return new PostgresSinkConfig(connection, tables, writer, sinkPrefix, tolerableCheckpointFailures, newRun);
+        return new PostgresSinkConfig(connection, tables, writer, sinkPrefix, tolerableCheckpointFailures, effectResults,
+                newRun);
     }
 
     @Override
     public String toString() {
         return connection + ", " + tables + ", " + writer + ", sinkPrefix=" + sinkPrefix
-                + ", tolerableCheckpointFailures=" + tolerableCheckpointFailures + ", run=" + run;
+                + ", tolerableCheckpointFailures=" + tolerableCheckpointFailures
+                + (effectResults == null ? "" : ", " + effectResults) + ", run=" + run;
     }
 }

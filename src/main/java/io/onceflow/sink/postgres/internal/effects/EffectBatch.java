@@ -68,9 +68,11 @@ public final class EffectBatch {
     /**
      * @param sinkPrefix the sink whose queued effects it takes, with {@code effectFunction}: no other's
      * @param keysFunction null for none
+     * @param recordOutcomes whether each outcome is also recorded for the results topic ({@link
+     *     io.onceflow.sink.postgres.internal.schema.EffectOutcomesTable})
      */
     public EffectBatch(EventsTable events, String sinkPrefix, String effectFunction, String keysFunction,
-            PostgresSinkMetrics metrics) {
+            boolean recordOutcomes, PostgresSinkMetrics metrics) {
         PendingEffectsTable queue = events.queue();
         this.sinkPrefix = sinkPrefix;
         this.effectFunction = effectFunction;
@@ -78,7 +80,7 @@ public final class EffectBatch {
         this.tryLockSql = queue.tryLockPartitionStatement();
         this.dequeueSql = queue.dequeueStatement();
         this.markFailedSql = queue.markFailedStatement();
-        this.calls = new EffectCalls(events, sinkPrefix, effectFunction, metrics);
+        this.calls = new EffectCalls(events, sinkPrefix, effectFunction, recordOutcomes, metrics);
         this.keys = keysFunction == null ? null : new EffectKeys(events, keysFunction);
         this.takeSql = queue.takeStatement(null);
         this.takeWithKeysSql = keys == null ? null : queue.takeStatement(keys.hashesColumn("e"));

@@ -37,17 +37,24 @@ public final class EffectCalls {
     private final String callSql;
     private final String lockForResultsSql;
     private final String storeSql;
+    /** Null unless outcomes are recorded for a results topic. */
+    private final String recordOutcomesSql;
     private final String sinkPrefix;
     private final PostgresSinkMetrics metrics;
 
-    /** @param sinkPrefix the sink a failure is recorded for: only its re-drive queues it again */
-    public EffectCalls(EventsTable events, String sinkPrefix, String effectFunction, PostgresSinkMetrics metrics) {
+    /**
+     * @param sinkPrefix the sink a failure is recorded for: only its re-drive queues it again
+     * @param recordOutcomes whether {@link #store} also records each outcome for the results topic
+     */
+    public EffectCalls(EventsTable events, String sinkPrefix, String effectFunction, boolean recordOutcomes,
+            PostgresSinkMetrics metrics) {
         this.sinkPrefix = sinkPrefix;
         this.table = events.name();
         SqlIdentifiers.requireFunctionName("effect function", effectFunction);
         this.callSql = events.callEffectStatement(effectFunction);
         this.lockForResultsSql = events.lockForResultsStatement();
         this.storeSql = events.storeResultsStatement();
+        this.recordOutcomesSql = recordOutcomes ? events.outcomes().recordStatement() : null;
         this.metrics = metrics;
     }
 
@@ -68,7 +75,11 @@ public final class EffectCalls {
         }
     }
 
-    /** Stores {@code outcomes} in the events rows, in the open transaction, and counts them. */
+    /**
+     * Stores {@code outcomes} in the events rows, in the open transaction, and counts them; records
+     * them for the results topic too, if there is one, numbered in offset order: the caller holds
+     * their partition's lock.
+     */
     void store(Connection connection, EffectOutcomes outcomes) throws SQLException {
         if (outcomes.isEmpty()) {
             return;
@@ -99,6 +110,13 @@ public final class EffectCalls {
             throw new SQLException("the effect function ran for " + outcomes.ids.size() + " rows of " + table
                     + " but only " + stored + " of them took its result: a trigger or a row-level security"
                     + " policy on " + table + " stops the sink's UPDATE. Remove it.", "XX000");
+        }
+        if (recordOutcomesSql != null) {
+            try (PreparedStatement record = connection.prepareStatement(recordOutcomesSql)) {
+                record.setString(1, sinkPrefix);
+                record.setArray(2, pg.createArrayOf("text", outcomes.ids.toArray()));
+                record.executeUpdate();
+            }
         }
         int failed = outcomes.failures();
         metrics.effectsApplied.inc(stored - rejected - failed);

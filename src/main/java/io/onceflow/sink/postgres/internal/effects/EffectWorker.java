@@ -71,6 +71,8 @@ public final class EffectWorker implements AutoCloseable {
     /** Whether the events table still has the index of pending effects of an earlier version. */
     private boolean legacyPending;
     private final EffectServerWatch server;
+    /** Publishes the outcomes of this subtask's share of the partitions; null without a results topic. */
+    private EffectResultsRelay relay;
     /** Why the worker applies nothing any more (the server changed under it), or null. */
     private volatile String serverChange;
 
@@ -79,7 +81,8 @@ public final class EffectWorker implements AutoCloseable {
         this.config = config;
         this.name = "effects-" + subtaskIndex;
         this.queue = events.queue();
-        this.batch = new EffectBatch(events, config.sinkPrefix(), config.tables().effectFunction(), config.tables().effectKeys(), metrics);
+        this.batch = new EffectBatch(events, config.sinkPrefix(), config.tables().effectFunction(), config.tables().effectKeys(),
+                config.effectResults() != null, metrics);
         this.functions = config.tables().effectFunction()
                 + (config.tables().effectKeys() == null ? "" : " (or its keys function " + config.tables().effectKeys() + ")");
         this.maxBatch = config.writer().batchSize();
@@ -92,13 +95,19 @@ public final class EffectWorker implements AutoCloseable {
         this.thread.setDaemon(true);
     }
 
-    /** Starts the worker of the sink configured by {@code config}, or returns null if it has no effect. */
-    public static EffectWorker startIfConfigured(PostgresSinkConfig config, int subtaskIndex, PostgresSinkMetrics metrics) {
+    /**
+     * Starts the worker of subtask {@code subtaskIndex} of {@code parallelism} of the sink configured by
+     * {@code config}, with its results relay if the sink has a results topic ({@link
+     * EffectResultsRelay}), or returns null if it has no effect.
+     */
+    public static EffectWorker startIfConfigured(PostgresSinkConfig config, int subtaskIndex, int parallelism,
+            PostgresSinkMetrics metrics) {
         if (config.tables().effectFunction() == null) {
             return null;
         }
         EffectWorker worker = new EffectWorker(config, subtaskIndex, metrics);
         worker.thread.start();
+        worker.relay = EffectResultsRelay.startIfConfigured(config, subtaskIndex, parallelism);
         return worker;
     }
 
@@ -315,6 +324,9 @@ public final class EffectWorker implements AutoCloseable {
             LOG.warn("{} of sink {} stops with {} effects still queued; the next start of the job applies them", name,
                     config.sinkPrefix(), backlog.queued());
         }
+        if (relay != null) {
+            relay.closeAfterDraining(FINAL_DRAIN_LIMIT);
+        }
         close();
     }
 
@@ -324,6 +336,9 @@ public final class EffectWorker implements AutoCloseable {
      */
     @Override
     public void close() {
+        if (relay != null) {
+            relay.close();
+        }
         running = false;
         thread.interrupt();
         Connection session = connection;

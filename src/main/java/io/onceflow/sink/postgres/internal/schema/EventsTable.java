@@ -33,6 +33,7 @@ public final class EventsTable {
 
     private final String name;
     private final PendingEffectsTable queue;
+    private final EffectOutcomesTable outcomes;
     private final String upsertSql;
     private final String upsertQueuingSql;
     private final String hasResultColumnSql;
@@ -45,6 +46,7 @@ public final class EventsTable {
         // checked again: a name goes into SQL text, and not every caller comes through the options
         this.name = SqlIdentifiers.requireTableName("table", name);
         this.queue = new PendingEffectsTable(name);
+        this.outcomes = new EffectOutcomesTable(name);
         this.upsertSql = "INSERT INTO " + name + " AS existing" + BATCH_ROWS
                 + " ON CONFLICT (id) DO UPDATE SET deliveries = existing.deliveries + EXCLUDED.deliveries";
         // a conflict leaves effect_transaction as the first insert set it, and queues nothing: the
@@ -111,6 +113,11 @@ public final class EventsTable {
     /** The queue of this table's effects still to be called. */
     public PendingEffectsTable queue() {
         return queue;
+    }
+
+    /** The outbox of effect outcomes for a results topic. */
+    public EffectOutcomesTable outcomes() {
+        return outcomes;
     }
 
     /** The statement that adds the effect's columns to an events table created before it. */

@@ -97,7 +97,8 @@ public final class PostgresSchema {
 
     private List<String> createStatements() {
         return List.of(events.createStatement(), events.queue().createStatement(), events.queue().log().createStatement(),
-                rejects.createStatement(), commitLog.createStatement(), runs.createStatement(), writers.createStatement());
+                events.outcomes().createStatement(), rejects.createStatement(), commitLog.createStatement(),
+                runs.createStatement(), writers.createStatement());
     }
 
     /**
@@ -280,11 +281,12 @@ public final class PostgresSchema {
     }
 
     private List<String> tables() {
-        return List.of(events.name(), events.queue().name(), events.queue().log().name(), rejects.name(),
+        return List.of(events.name(), events.queue().name(), events.queue().log().name(), events.outcomes().name(),
+                rejects.name(),
                 commitLog.name(), runs.name(), writers.name());
     }
 
-    /** The names of the seven tables (the five, the events table's effect queue and effect log), in DDL order. */
+    /** The names of the eight tables (the five, the events table's effect queue, effect log and outcomes), in DDL order. */
     public List<String> tableNames() {
         return new ArrayList<>(tables());
     }

@@ -34,7 +34,7 @@ public final class PostgresAtLeastOnceSink implements Sink<Event> {
     @Override
     public SinkWriter<Event> createWriter(WriterInitContext context) throws IOException {
         return new PostgresAtLeastOnceWriter(config, context.getTaskInfo().getIndexOfThisSubtask(),
-                PostgresSinkMetrics.register(context.metricGroup()));
+                context.getTaskInfo().getNumberOfParallelSubtasks(), PostgresSinkMetrics.register(context.metricGroup()));
     }
 
     @Override

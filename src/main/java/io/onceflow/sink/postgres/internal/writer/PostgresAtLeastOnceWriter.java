@@ -30,7 +30,8 @@ public final class PostgresAtLeastOnceWriter implements SinkWriter<Event> {
     /** A bounded input ended: the effect worker applies the queue before the task finishes. */
     private boolean inputEnded;
 
-    public PostgresAtLeastOnceWriter(PostgresSinkConfig config, int subtaskIndex, PostgresSinkMetrics metrics) throws IOException {
+    public PostgresAtLeastOnceWriter(PostgresSinkConfig config, int subtaskIndex, int parallelism,
+            PostgresSinkMetrics metrics) throws IOException {
         try {
             connection = PostgresConnections.open(config, "writer-" + subtaskIndex);
         } catch (SQLException e) {
@@ -45,7 +46,7 @@ public final class PostgresAtLeastOnceWriter implements SinkWriter<Event> {
         upserts = new BackgroundUpserts(
                 EventUpsertBatch.of(config, metrics),
                 connection, "PostgreSQL sink writer " + subtaskIndex, BackgroundUpserts.MAX_IN_FLIGHT);
-        effects = EffectWorker.startIfConfigured(config, subtaskIndex, metrics);
+        effects = EffectWorker.startIfConfigured(config, subtaskIndex, parallelism, metrics);
     }
 
     @Override

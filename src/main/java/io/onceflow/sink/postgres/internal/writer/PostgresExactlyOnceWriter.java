@@ -150,7 +150,7 @@ public final class PostgresExactlyOnceWriter
         }
         batch = EventUpsertBatch.of(config, metrics);
         upserts = new BackgroundUpserts(batch, connection, writerName, BackgroundUpserts.MAX_IN_FLIGHT);
-        effects = EffectWorker.startIfConfigured(config, start.subtaskIndex(), metrics);
+        effects = EffectWorker.startIfConfigured(config, start.subtaskIndex(), start.parallelism(), metrics);
         deferredEvents = new ArrayList<>(start.restoredDeferredEvents());
         if (!fence.deferred()) {
             writeDeferredEvents();

@@ -1,0 +1,189 @@
+package io.onceflow.sink.postgres;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.onceflow.api.Event;
+import io.onceflow.sink.postgres.internal.PostgresConnections;
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
+import io.onceflow.sink.postgres.internal.effects.EffectWorker;
+import io.onceflow.sink.postgres.internal.effects.ResultsPartitionPublisher;
+import io.onceflow.sink.postgres.internal.schema.EffectOutcomesTable;
+import io.onceflow.sink.postgres.internal.schema.EventsTable;
+import io.onceflow.testing.Eventually;
+import io.onceflow.testing.TestKafka;
+import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import org.apache.kafka.clients.CommonClientConfigs;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.ProducerFencedException;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The results topic, against a real broker and a real server: every outcome of an effect
+ * (applied, rejected, failed) reaches the topic once, in each source partition's offset order;
+ * a relay that starts again goes on from the cursor Kafka committed with the records, not from
+ * what the outbox still holds; a relay whose partition another relay took over publishes nothing.
+ */
+class EffectResultsTopicTest {
+    private static final String FUNCTION = "ledger.decide";
+    private static final int PARTITIONS = 3;
+    private static final int PER_PARTITION = 40;
+    private static final Duration PATIENCE = Duration.ofSeconds(60);
+    private static final ObjectMapper JSON = new ObjectMapper();
+    /** Several relay polls: what a relay that should not publish would have published by then. */
+    private static final Duration QUIET = Duration.ofSeconds(1);
+
+    private final SinkDatabase db = new SinkDatabase();
+    private final TestKafka kafka = TestKafka.shared();
+    private final String resultsTopic = TestKafka.uniqueTopic("results");
+    /** The source topic: the cursors are its partitions' offsets in the relay's group, so it exists. */
+    private final String sourceTopic = TestKafka.uniqueTopic("payments");
+
+    @BeforeEach
+    void createTheFunctionAndTopic() throws Exception {
+        db.execute("CREATE SCHEMA ledger");
+        db.execute("CREATE FUNCTION " + FUNCTION + "(message_id text, payload jsonb) RETURNS jsonb LANGUAGE plpgsql"
+                + " AS $$ BEGIN\n"
+                + "  IF payload ? 'fail' THEN RAISE EXCEPTION 'bad data in %', message_id; END IF;\n"
+                + "  IF payload ? 'reject' THEN RETURN jsonb_build_object('status', 'rejected', 'reason', 'no funds'); END IF;\n"
+                + "  RETURN jsonb_build_object('status', 'applied', 'id', message_id); END $$");
+        kafka.createTopics(2, resultsTopic);
+        kafka.createTopics(PARTITIONS, sourceTopic);
+    }
+
+    private PostgresSinkConfig config(String prefix) {
+        Properties client = new Properties();
+        client.setProperty(CommonClientConfigs.BOOTSTRAP_SERVERS_CONFIG, kafka.bootstrapServers());
+        return db.config(db.builder(prefix).setEffectFunction(FUNCTION).setBatchSize(7)
+                .setEffectResults(new EffectResultsTopic(resultsTopic, client)));
+    }
+
+    /** Every fifth is rejected, every thirteenth fails; the rest are applied. */
+    private List<Event> payments() {
+        List<Event> events = new ArrayList<>();
+        for (int offset = 0; offset < PER_PARTITION; offset++) {
+            for (int partition = 0; partition < PARTITIONS; partition++) {
+                int n = offset * PARTITIONS + partition;
+                String payload = n % 13 == 0 ? "{\"fail\":true}" : n % 5 == 0 ? "{\"reject\":true}" : "{}";
+                events.add(new Event("pay-" + partition + "-" + offset, payload.getBytes(StandardCharsets.UTF_8),
+                        sourceTopic, partition, offset, 0L, new HashMap<>()));
+            }
+        }
+        return events;
+    }
+
+    @Test
+    void everyOutcomeIsPublishedOnceInEachPartitionsOffsetOrderByTwoRelays() throws Exception {
+        PostgresSinkConfig config = config("results");
+        List<Event> events = payments();
+        db.commitFreshCheckpoint(config, events.toArray(Event[]::new));
+
+        List<EffectWorker> workers = new ArrayList<>();
+        try {
+            for (int subtask = 0; subtask < 2; subtask++) {
+                workers.add(EffectWorker.startIfConfigured(config, subtask, 2, PostgresSinkMetrics.unregistered()));
+            }
+            Eventually.await("every outcome published", PATIENCE, Duration.ofMillis(100),
+                    () -> kafka.readCommitted(resultsTopic, Duration.ofSeconds(5)).size() >= events.size());
+        } finally {
+            workers.forEach(EffectWorker::close);
+        }
+
+        Map<String, String> published = publishedStatuses(events.size());
+        assertThat(published).hasSize(events.size());
+        assertThat(published).isEqualTo(db.effectStatuses());
+        assertThat(published.values()).contains("applied", "rejected", "failed");
+        assertThat(db.database.rows("SELECT count(*) FROM " + outcomes(config).name()))
+                .as("the outbox keeps only each partition's last outcome").containsExactly(String.valueOf(PARTITIONS));
+    }
+
+    @Test
+    void aRelayThatStartsAgainGoesOnFromTheCommittedCursorNotFromTheOutbox() throws Exception {
+        PostgresSinkConfig config = config("restart");
+        List<Event> events = payments();
+        db.commitFreshCheckpoint(config, events.toArray(Event[]::new));
+        SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered()); // recorded, none published yet
+        String outbox = outcomes(config).name();
+        db.execute("CREATE TABLE outbox_copy AS SELECT * FROM " + outbox);
+
+        relayUntilPublished(config, events.size());
+        // a relay that died after its Kafka commit and before it trimmed the outbox
+        db.execute("INSERT INTO " + outbox + " SELECT * FROM outbox_copy ON CONFLICT DO NOTHING");
+        relayUntilPublished(config, events.size());
+        Thread.sleep(QUIET.toMillis()); // a relay that re-published would have by now
+
+        assertThat(publishedStatuses(events.size())).hasSize(events.size()).isEqualTo(db.effectStatuses());
+    }
+
+    @Test
+    void aRelayWhosePartitionAnotherStartedPublishesNothing() throws Exception {
+        PostgresSinkConfig config = config("zombie");
+        List<Event> events = payments();
+        db.commitFreshCheckpoint(config, events.toArray(Event[]::new));
+        SinkDatabase.drainEffects(config, PostgresSinkMetrics.unregistered());
+        TopicPartition partition = new TopicPartition(sourceTopic, 1);
+        EffectOutcomesTable outbox = outcomes(config);
+        try (Connection connection = PostgresConnections.open(config, "results-test");
+                ResultsPartitionPublisher zombie = ResultsPartitionPublisher.start(config, partition);
+                ResultsPartitionPublisher successor = ResultsPartitionPublisher.start(config, partition)) {
+            assertThat(successor.publishUpTo(connection, outbox, Long.MAX_VALUE, 1000)).isTrue();
+            assertThat(zombie.cursor()).as("the zombie read the cursor before the successor published").isZero();
+            assertThatThrownBy(() -> zombie.publishUpTo(connection, outbox, Long.MAX_VALUE, 1000))
+                    .isInstanceOf(ProducerFencedException.class);
+        }
+        List<String> ids = new ArrayList<>();
+        for (ConsumerRecord<byte[], byte[]> record : kafka.readCommitted(resultsTopic, Duration.ofSeconds(5))) {
+            ids.add(new String(record.key(), StandardCharsets.UTF_8));
+        }
+        assertThat(ids).hasSize(PER_PARTITION).doesNotHaveDuplicates().allMatch(id -> id.startsWith("pay-1-"));
+    }
+
+    private void relayUntilPublished(PostgresSinkConfig config, int count) throws Exception {
+        try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, 1, PostgresSinkMetrics.unregistered())) {
+            Eventually.await("every outcome published", PATIENCE, Duration.ofMillis(100),
+                    () -> kafka.readCommitted(resultsTopic, Duration.ofSeconds(5)).size() >= count
+                            && db.database.rows("SELECT count(*) FROM " + outcomes(config).name())
+                                    .equals(List.of(String.valueOf(PARTITIONS))));
+        }
+    }
+
+    private static EffectOutcomesTable outcomes(PostgresSinkConfig config) {
+        return new EventsTable(config.tables().events()).outcomes();
+    }
+
+    /**
+     * Each id's published status, checking on the way that no id comes twice and that each source
+     * partition's records come in offset order.
+     */
+    private Map<String, String> publishedStatuses(int expected) throws Exception {
+        Map<String, String> statuses = new LinkedHashMap<>();
+        Map<String, Long> lastOffset = new HashMap<>();
+        List<ConsumerRecord<byte[], byte[]>> records = kafka.readCommitted(resultsTopic, Duration.ofSeconds(5));
+        for (ConsumerRecord<byte[], byte[]> record : records) {
+            JsonNode value = JSON.readTree(record.value());
+            String id = value.get("id").asText();
+            assertThat(new String(record.key(), StandardCharsets.UTF_8)).isEqualTo(id);
+            assertThat(statuses.put(id, value.get("status").asText())).as("published once: " + id).isNull();
+            String source = value.get("topic").asText() + "/" + value.get("partition").asInt();
+            long offset = value.get("offset").asLong();
+            Long previous = lastOffset.put(source, offset);
+            assertThat(previous == null || previous < offset).as(source + " in offset order at " + offset).isTrue();
+        }
+        assertThat(records).hasSize(expected);
+        return statuses;
+    }
+
+}
