@@ -3,6 +3,7 @@ package io.onceflow.preflight;
 import static io.onceflow.config.ConfigException.problem;
 
 import io.onceflow.config.OnceflowConfig;
+import io.onceflow.config.PostgresSettings;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -167,6 +168,8 @@ final class KafkaPreflight {
         config.inputTopics().forEach(topic -> keyOfTopic.put(topic, "input.topics"));
         keyOfTopic.put(config.outputTopic(), "output.topic");
         keyOfTopic.put(config.deadLetterTopic(), "dead.letter.topic");
+        config.postgres().flatMap(PostgresSettings::effectResultsTopic)
+                .ifPresent(topic -> keyOfTopic.putIfAbsent(topic, "postgres.effect.results.topic"));
         Map<String, KafkaFuture<TopicDescription>> descriptions = admin.describeTopics(keyOfTopic.keySet(),
                 new DescribeTopicsOptions().includeAuthorizedOperations(true)
                         .timeoutMs((int) Preflight.SERVICE_TIMEOUT.toMillis())).topicNameValues();

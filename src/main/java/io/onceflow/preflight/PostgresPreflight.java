@@ -5,6 +5,7 @@ import static io.onceflow.config.ConfigException.problem;
 import io.onceflow.config.PostgresSettings;
 import io.onceflow.sink.postgres.EffectFunction;
 import io.onceflow.sink.postgres.internal.fencing.TransactionPoolerCheck;
+import io.onceflow.sink.postgres.internal.schema.EventsTable;
 import io.onceflow.sink.postgres.internal.schema.PendingEffectsTable;
 import io.onceflow.sink.postgres.internal.schema.ServerChecks;
 import java.sql.Connection;
@@ -35,6 +36,8 @@ final class PostgresPreflight {
     /** Appended to and read (the commit log, the runs). */
     private static final List<String> APPEND_PRIVILEGES = List.of("SELECT", "INSERT");
     private static final List<String> QUEUE_PRIVILEGES = List.of("SELECT", "INSERT", "UPDATE", "DELETE");
+    /** Appended to by the effects, trimmed by the results relay. */
+    private static final List<String> OUTBOX_PRIVILEGES = List.of("SELECT", "INSERT", "DELETE");
 
     private final PostgresSettings settings;
     private final Preflight.Purpose purpose;
@@ -68,6 +71,10 @@ final class PostgresPreflight {
                 checkTable(connection, "postgres.table", queue.name(), QUEUE_PRIVILEGES);
                 // the effect log, written by the effects command run with the job's settings
                 checkTable(connection, "postgres.table", queue.log().name(), APPEND_PRIVILEGES);
+                if (settings.effectResultsTopic().isPresent()) {
+                    checkTable(connection, "postgres.effect.results.topic",
+                            new EventsTable(settings.table()).outcomes().name(), OUTBOX_PRIVILEGES);
+                }
                 if (settings.effectFunction().isPresent()) {
                     EffectFunction.problem(connection, settings.effectFunction().get())
                             .ifPresent(problem -> problems.add("postgres.effect.function: at " + server + ", " + problem));

@@ -40,6 +40,7 @@ class PostgresPreflightGrantsTest {
                 "postgres.url", database.jdbcUrl().replaceFirst("\\?.*$", ""), "postgres.user", job,
                 "postgres.effect.function", DocumentedGrants.EFFECT));
         settings.put("postgres.password", "");
+        settings.put("postgres.effect.results.topic", "results"); // the outbox's grant is documented too
         return new PostgresPreflight(OnceflowConfig.fromMap(settings, Map.of()).postgres().orElseThrow(),
                 Preflight.Purpose.RUN_JOB).problems();
     }
