@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.onceflow.testing.Ledger;
+import io.onceflow.testing.PublishedOutcomes;
 import io.onceflow.testing.cluster.ClusterHarness;
 import io.onceflow.testing.cluster.FlinkRestClient;
 import io.onceflow.testing.cluster.FlinkStandaloneCluster;
@@ -74,6 +75,7 @@ class PaymentsLedgerClusterIT {
             cluster.kafka().createTopic("payments", 2);
             cluster.kafka().createTopic("payments-accepted", 2);
             cluster.kafka().createTopic("payments-dead-letters", 1);
+            cluster.kafka().createTopic("payments-outcomes", 2);
             List<ProducerRecord<String, String>> records = messages();
             produce(cluster, records.subList(0, MESSAGES / 2));
 
@@ -110,6 +112,7 @@ class PaymentsLedgerClusterIT {
                 assertThat(rows(ledger, "SELECT DISTINCT usename FROM pg_stat_activity WHERE application_name LIKE 'onceflow%'"))
                         .as("the job's sessions").isNotEmpty().containsOnly("ledger_job");
             }
+            awaitPublishedOutcomes(cluster);
             try (Connection asTheJob = connectAsTheJob(cluster)) {
                 assertThatThrownBy(() -> rows(asTheJob, "UPDATE ledger.accounts SET balance = 0 RETURNING id"))
                         .as("the job's role changes balances only through apply_payment")
@@ -203,6 +206,31 @@ class PaymentsLedgerClusterIT {
     }
 
     /** Waits until {@code count} message ids have an effect result (applied or rejected). */
+    /**
+     * The results topic, once the relays caught up: every decided payment's outcome once, with its
+     * status, in each input partition's order, across the lost TaskManager.
+     */
+    private static void awaitPublishedOutcomes(ClusterHarness cluster) throws Exception {
+        Map<String, String> decided = new TreeMap<>();
+        try (Connection ledger = cluster.postgres().connect()) {
+            for (String row : rows(ledger, "SELECT id || ' ' || (result->>'status') FROM payments_ledger_events")) {
+                decided.put(row.substring(0, row.indexOf(' ')), row.substring(row.indexOf(' ') + 1));
+            }
+        }
+        long deadline = System.nanoTime() + TIMEOUT.toNanos();
+        List<String> problems;
+        do {
+            PublishedOutcomes published = PublishedOutcomes.read(cluster.kafka().bootstrapServers(),
+                    "payments-outcomes", Duration.ofSeconds(10));
+            problems = published.problems(decided);
+            if (problems.isEmpty()) {
+                return;
+            }
+            Thread.sleep(500);
+        } while (System.nanoTime() < deadline);
+        throw new AssertionError("the results topic within " + TIMEOUT + ": " + problems);
+    }
+
     private static void awaitResults(ClusterHarness cluster, int count) throws Exception {
         long deadline = System.nanoTime() + TIMEOUT.toNanos();
         long results = 0;

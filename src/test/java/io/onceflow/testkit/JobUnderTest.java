@@ -2,6 +2,7 @@ package io.onceflow.testkit;
 
 import static java.nio.charset.StandardCharsets.UTF_8;
 
+import com.fasterxml.jackson.databind.ObjectMapper;
 import io.onceflow.api.EventProcessor;
 import io.onceflow.job.Onceflow;
 import io.onceflow.config.OnceflowConfig;
@@ -9,6 +10,7 @@ import io.onceflow.sink.kafka.OnceflowHeaders;
 import io.onceflow.testing.FailureInjector;
 import io.onceflow.testing.MiniClusters;
 import io.onceflow.testing.PipelineScenario;
+import io.onceflow.testing.PublishedOutcomes;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -38,6 +40,7 @@ import org.apache.kafka.common.header.internals.RecordHeader;
  */
 public final class JobUnderTest {
     private static final Duration READ_TIMEOUT = Duration.ofSeconds(60);
+    private static final ObjectMapper JSON = new ObjectMapper();
     /** Without pacing a small input drains between two checkpoints and the failure's moment never comes. */
     private static final long FAILURE_RUN_MICROS_PER_EVENT = 500;
 
@@ -45,6 +48,8 @@ public final class JobUnderTest {
     private final EventProcessor processor;
     private final List<String> sql = new ArrayList<>();
     private boolean postgres;
+    /** Null unless {@link #withEffectResults()}. */
+    private String resultsTopic;
     private long failOnceAfterEvents = -1;
     private boolean ran;
 
@@ -85,6 +90,20 @@ public final class JobUnderTest {
     public JobUnderTest withEffect(String function) {
         withPostgres();
         return with("postgres.effect.function", function);
+    }
+
+    /**
+     * Publishes the effects' outcomes to a results topic of this run ({@code
+     * postgres.effect.results.topic}); {@link Outcomes#publishedOutcomeOf} reads them, and {@link
+     * Outcomes#assertExactlyOnce} checks that each decided effect was published once, in its source
+     * partition's offset order. Call after {@link #withEffect}.
+     */
+    public JobUnderTest withEffectResults() {
+        if (resultsTopic == null) {
+            resultsTopic = scenario.name + "-results";
+            scenario.kafka().createTopics(2, resultsTopic);
+        }
+        return with("postgres.effect.results.topic", resultsTopic);
     }
 
     /**
@@ -208,7 +227,27 @@ public final class JobUnderTest {
                         }
                     });
         }
-        return new Outcomes(outputs, deadLetters, rows, problems, postgres ? scenario.database() : null);
+        Map<String, List<String>> published = resultsTopic == null ? Map.of() : readPublished(rows, problems);
+        return new Outcomes(outputs, deadLetters, rows, published, problems, postgres ? scenario.database() : null);
+    }
+
+    /**
+     * The statuses published per id on the results topic; adds its breaches to {@code problems}
+     * ({@link PublishedOutcomes}).
+     */
+    private Map<String, List<String>> readPublished(Map<String, Outcomes.Row> rows, List<String> problems)
+            throws Exception {
+        PublishedOutcomes published = PublishedOutcomes.read(scenario.kafka().bootstrapServers(), resultsTopic,
+                READ_TIMEOUT);
+        Map<String, String> decided = new TreeMap<>();
+        for (Map.Entry<String, Outcomes.Row> row : rows.entrySet()) {
+            if (row.getValue().result() != null) {
+                String status = JSON.readTree(row.getValue().result()).path("status").asText();
+                decided.put(row.getKey(), status.equals("rejected") || status.equals("failed") ? status : "applied");
+            }
+        }
+        problems.addAll(published.problems(decided));
+        return published.statusesById();
     }
 
     private static String header(ConsumerRecord<byte[], byte[]> record, String name) {

@@ -27,14 +27,17 @@ public final class Outcomes {
     private final Map<String, List<String>> outputsById;
     private final Map<String, List<DeadLetter>> deadLettersByLabel;
     private final Map<String, Row> rowsById;
+    private final Map<String, List<String>> publishedById;
     private final List<String> problems;
     private final TestPostgres.TestDatabase database;
 
     Outcomes(Map<String, List<String>> outputsById, Map<String, List<DeadLetter>> deadLettersByLabel,
-            Map<String, Row> rowsById, List<String> problems, TestPostgres.TestDatabase database) {
+            Map<String, Row> rowsById, Map<String, List<String>> publishedById, List<String> problems,
+            TestPostgres.TestDatabase database) {
         this.outputsById = outputsById;
         this.deadLettersByLabel = deadLettersByLabel;
         this.rowsById = rowsById;
+        this.publishedById = publishedById;
         this.problems = List.copyOf(problems);
         this.database = database;
     }
@@ -97,6 +100,21 @@ public final class Outcomes {
         return row;
     }
 
+    /**
+     * The status ({@code applied}, {@code rejected}, {@code failed}) of the one outcome of {@code id}
+     * published on the results topic ({@link JobUnderTest#withEffectResults()}).
+     *
+     * @throws AssertionError if {@code id} has no published outcome, or more than one
+     */
+    public String publishedOutcomeOf(String id) {
+        List<String> statuses = publishedById.getOrDefault(id, List.of());
+        if (statuses.size() != 1) {
+            throw new AssertionError("id " + id + ": " + statuses.size() + " outcomes published " + statuses
+                    + ", expected 1; " + describe(id));
+        }
+        return statuses.get(0);
+    }
+
     /** The ids that have at least one committed output record. */
     public Set<String> outputIds() {
         return Collections.unmodifiableSet(outputsById.keySet());
@@ -115,7 +133,8 @@ public final class Outcomes {
     /**
      * Every breach of once-per-id the run shows, one line each: an id with more than one output
      * record, an input record with more than one dead letter, a row delivered more than once (a
-     * duplicate that reached the sink). Empty when the run was exactly once.
+     * duplicate that reached the sink); with a results topic, an outcome published twice, missing or
+     * out of its source partition's order. Empty when the run was exactly once.
      */
     public List<String> problems() {
         return problems;

@@ -3,8 +3,6 @@ package io.onceflow.sink.postgres;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import io.onceflow.api.Event;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
@@ -14,13 +12,13 @@ import io.onceflow.sink.postgres.internal.effects.ResultsPartitionPublisher;
 import io.onceflow.sink.postgres.internal.schema.EffectOutcomesTable;
 import io.onceflow.sink.postgres.internal.schema.EventsTable;
 import io.onceflow.testing.Eventually;
+import io.onceflow.testing.PublishedOutcomes;
 import io.onceflow.testing.TestKafka;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
@@ -42,7 +40,6 @@ class EffectResultsTopicTest {
     private static final int PARTITIONS = 3;
     private static final int PER_PARTITION = 40;
     private static final Duration PATIENCE = Duration.ofSeconds(60);
-    private static final ObjectMapper JSON = new ObjectMapper();
     /** Several relay polls: what a relay that should not publish would have published by then. */
     private static final Duration QUIET = Duration.ofSeconds(1);
 
@@ -164,25 +161,13 @@ class EffectResultsTopicTest {
         return new EventsTable(config.tables().events()).outcomes();
     }
 
-    /**
-     * Each id's published status, checking on the way that no id comes twice and that each source
-     * partition's records come in offset order.
-     */
+    /** Each id's published status, once each checked ({@link PublishedOutcomes}) against the events rows. */
     private Map<String, String> publishedStatuses(int expected) throws Exception {
-        Map<String, String> statuses = new LinkedHashMap<>();
-        Map<String, Long> lastOffset = new HashMap<>();
-        List<ConsumerRecord<byte[], byte[]>> records = kafka.readCommitted(resultsTopic, Duration.ofSeconds(5));
-        for (ConsumerRecord<byte[], byte[]> record : records) {
-            JsonNode value = JSON.readTree(record.value());
-            String id = value.get("id").asText();
-            assertThat(new String(record.key(), StandardCharsets.UTF_8)).isEqualTo(id);
-            assertThat(statuses.put(id, value.get("status").asText())).as("published once: " + id).isNull();
-            String source = value.get("topic").asText() + "/" + value.get("partition").asInt();
-            long offset = value.get("offset").asLong();
-            Long previous = lastOffset.put(source, offset);
-            assertThat(previous == null || previous < offset).as(source + " in offset order at " + offset).isTrue();
-        }
-        assertThat(records).hasSize(expected);
+        PublishedOutcomes published = PublishedOutcomes.read(kafka.bootstrapServers(), resultsTopic, Duration.ofSeconds(5));
+        assertThat(published.problems(db.effectStatuses())).isEmpty();
+        Map<String, String> statuses = new HashMap<>();
+        published.statusesById().forEach((id, all) -> statuses.put(id, all.get(0)));
+        assertThat(statuses).hasSize(expected);
         return statuses;
     }
 

@@ -94,6 +94,7 @@ class PaymentsLedgerTest {
                 .withSql(LedgerChecks.resource("db/ledger.sql"), "INSERT INTO ledger.accounts (id, opening_balance, balance)"
                         + " SELECT id, " + OPENING + ", " + OPENING + " FROM generate_series(1, " + ACCOUNTS + ") id")
                 .withEffect("ledger.apply_payment").with("postgres.effect.keys", "ledger.payment_accounts")
+                .withEffectResults()
                 .failOnceAfter(1_000)
                 .run(records);
 
@@ -105,6 +106,7 @@ class PaymentsLedgerTest {
             assertThat(row.deliveries()).as(id).isEqualTo(1);
             JsonNode sent = JSON.readTree(payment.getValue());
             JsonNode result = JSON.readTree(row.result());
+            assertThat(outcomes.publishedOutcomeOf(id)).as(id).isEqualTo(result.path("status").asText());
             if (sent.path(sent.has("user_id") ? "user_id" : "transfer_from").asLong() == UNKNOWN_ACCOUNT) {
                 assertThat(result.path("status").asText()).as(id).isEqualTo("rejected");
                 assertThat(result.path("reason").asText()).as(id).isEqualTo("unknown account");
