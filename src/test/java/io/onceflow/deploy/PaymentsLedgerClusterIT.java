@@ -5,7 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.onceflow.testing.Ledger;
-import io.onceflow.testing.PublishedOutcomes;
+import io.onceflow.tools.audit.PublishedOutcomes;
 import io.onceflow.testing.cluster.ClusterHarness;
 import io.onceflow.testing.cluster.FlinkRestClient;
 import io.onceflow.testing.cluster.FlinkStandaloneCluster;

@@ -39,6 +39,7 @@ class LedgerEffectIT {
         PipelineScenario scenario = PipelineScenario.failingAt("ledger", moment)
                 .withPostgres()
                 .with("postgres.effect.function", Ledger.FUNCTION).with("postgres.effect.keys", Ledger.KEYS);
+        scenario.withEffectResults(); // the audit reads it back: every payment's outcome once, in order
         boolean beforeFirst = moment == FailureInjector.Moment.BEFORE_FIRST_CHECKPOINT;
         try (Connection ledger = scenario.database().connect()) {
             Ledger.install(ledger);
@@ -52,6 +53,7 @@ class LedgerEffectIT {
 
         assertThat(FailureInjector.fired(scenario.name)).as("the injected failure happened").isTrue();
         ExactlyOnceIT.assertExactlyOnce(scenario, truth);
+        assertThat(scenario.audit().resultsPublished()).as("outcomes published").isEqualTo(truth.uniqueIds().size());
         Ledger.PaymentTally tally = new Ledger.PaymentTally(EventGenerator.ID_HEADER);
         scenario.kafka().readCommitted(scenario.inputTopic, Duration.ofSeconds(60)).forEach(tally);
         Map<Long, BigDecimal> payments = tally.paymentsByAccount();

@@ -90,6 +90,19 @@ public final class PipelineScenario {
         return database;
     }
 
+    /**
+     * Publishes the effects' outcomes to a topic of this scenario's own ({@code
+     * postgres.effect.results.topic}, 2 partitions), which {@link #audit()} then checks; returns it.
+     */
+    public String withEffectResults() {
+        String topic = name + "-results";
+        if (!topic.equals(settings.get("postgres.effect.results.topic"))) {
+            kafka.createTopics(2, topic);
+            settings.put("postgres.effect.results.topic", topic);
+        }
+        return topic;
+    }
+
     /** Overrides one setting of the job configuration. */
     public PipelineScenario with(String key, String value) {
         settings.put(key, value);

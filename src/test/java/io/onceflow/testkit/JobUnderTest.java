@@ -10,7 +10,7 @@ import io.onceflow.sink.kafka.OnceflowHeaders;
 import io.onceflow.testing.FailureInjector;
 import io.onceflow.testing.MiniClusters;
 import io.onceflow.testing.PipelineScenario;
-import io.onceflow.testing.PublishedOutcomes;
+import io.onceflow.tools.audit.PublishedOutcomes;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -99,11 +99,8 @@ public final class JobUnderTest {
      * partition's offset order. Call after {@link #withEffect}.
      */
     public JobUnderTest withEffectResults() {
-        if (resultsTopic == null) {
-            resultsTopic = scenario.name + "-results";
-            scenario.kafka().createTopics(2, resultsTopic);
-        }
-        return with("postgres.effect.results.topic", resultsTopic);
+        resultsTopic = scenario.withEffectResults();
+        return this;
     }
 
     /**

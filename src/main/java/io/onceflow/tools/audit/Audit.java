@@ -50,6 +50,7 @@ public final class Audit {
     private final String deadLetterTopic;
     private final IngestDeserializer classifier;
     private final Optional<PostgresTableAudit> postgres;
+    private final Optional<String> resultsTopic;
     private final Duration dedupTtl;
 
     /** How a live audit waits before it looks again. */
@@ -72,6 +73,7 @@ public final class Audit {
         this.deadLetterTopic = deadLetterTopic;
         this.classifier = classifier;
         this.postgres = postgres.map(PostgresTableAudit::new);
+        this.resultsTopic = postgres.flatMap(PostgresSettings::effectResultsTopic);
         this.dedupTtl = dedupTtl;
     }
 
@@ -183,9 +185,26 @@ public final class Audit {
                 dedupTtl, readTimeout);
         Map<String, String> derivedFrom = output.reconcile(scope, ids, report);
         ids.classify(report, output.ownIdsRedeliveredAfterTtl(ids), dedupTtl);
+        report.resultsTopic = resultsTopic.orElse(null);
         postgres.ifPresent(table -> weighRedeliveries(table.audit(ids.rowExpected(derivedFrom.keySet()),
                 ids.deadLettered(), report), derivedFrom, output, ids, report));
+        resultsTopic.ifPresent(topic -> auditResultsTopic(topic, readTimeout, report));
         return report;
+    }
+
+    /**
+     * The results topic against the effects the table's scan found decided. A live audit reads the
+     * topic after the table, so an outcome decided since is not missing; one decided and not yet
+     * published is in flight, not a problem.
+     */
+    private void auditResultsTopic(String topic, Duration readTimeout, AuditReport report) {
+        PublishedOutcomes published = PublishedOutcomes.read(reader, topic, readTimeout);
+        report.resultsPublished = published.records();
+        for (String problem : published.problems(report.decidedStatuses)) {
+            if (!(report.live() && problem.endsWith("was not published"))) {
+                report.resultsProblems.add(problem);
+            }
+        }
     }
 
     /** A dead letter as the audit needs it: its reason, and when the job wrote it (its record timestamp). */

@@ -27,6 +27,7 @@ final class AuditProblems {
         describe(problems, report.postgresDeadLetteredIds, "rows in PostgreSQL of ids the processor dead-lettered or filtered");
         describe(problems, report.overDeliveredRows, "rows delivered more often than their id came in the input"
                 + " (input replayed into the sink, e.g. from an older checkpoint)");
+        describe(problems, report.resultsProblems, "breaches of the results topic " + report.resultsTopic);
         if (!report.live()) {
             describe(problems, report.preparedTransactionsLeft, "prepared PostgreSQL transactions of this job left behind");
             describe(problems, report.effectsMissing, "rows in the PostgreSQL table whose effect is still pending"

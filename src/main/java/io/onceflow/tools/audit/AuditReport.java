@@ -3,6 +3,7 @@ package io.onceflow.tools.audit;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
@@ -83,6 +84,13 @@ public final class AuditReport {
     final Finding effectsSkipped = new Finding();
     /** Rows without a result although an effect is configured: the effect never ran for them. */
     final Finding effectsMissing = new Finding();
+    /** The results topic ({@code postgres.effect.results.topic}), null if none: the findings below apply only then. */
+    String resultsTopic;
+    long resultsPublished;
+    /** Each decided effect's status by id, filled by the table's scan when there is a results topic. */
+    final Map<String, String> decidedStatuses = new HashMap<>();
+    /** Outcomes published twice, out of order or under another key, and decided ones not (yet) published. */
+    final Finding resultsProblems = new Finding();
 
     AuditReport(AuditScope scope, Duration dedupTtl) {
         this.scope = scope;
@@ -263,6 +271,11 @@ public final class AuditReport {
     /** Rows whose failed effect an operator skipped ({@code "status":"skipped"}). */
     public long effectsSkipped() {
         return effectsSkipped.count;
+    }
+
+    /** Records on the results topic; 0 without one. */
+    public long resultsPublished() {
+        return resultsPublished;
     }
 
     /** Rows without a result while an effect is configured. */

@@ -109,6 +109,13 @@ final class AuditReportJson {
             effects.put(report.live() ? "queuedInFlight" : "missing", report.effectsMissing.toMap());
             postgres.put("effects", effects);
         }
+        if (report.resultsTopic != null) {
+            Map<String, Object> results = new LinkedHashMap<>();
+            results.put("topic", report.resultsTopic);
+            results.put("published", report.resultsPublished);
+            results.put("breaches", report.resultsProblems.toMap());
+            postgres.put("resultsTopic", results);
+        }
         return postgres;
     }
 }

@@ -116,6 +116,10 @@ final class AuditReportText {
             }
             line(text, report.live() ? "  effects queued (in flight)" : "  effects missing", report.effectsMissing.count);
         }
+        if (report.resultsTopic != null) {
+            line(text, "  outcomes published", report.resultsPublished);
+            line(text, "  results topic breaches", withExamples(report.resultsProblems));
+        }
     }
 
     private static String name(TopicPartition partition) {

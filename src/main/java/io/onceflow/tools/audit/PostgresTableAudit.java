@@ -166,6 +166,10 @@ final class PostgresTableAudit {
     /** @param awaitsEffect an effect is configured and the row's transaction calls it (it is not from before) */
     private static void countEffect(AuditReport report, String id, boolean noResult, String status,
             boolean awaitsEffect) {
+        if (!noResult && report.resultsTopic != null && !EffectFunction.SKIPPED.equals(status)) {
+            report.decidedStatuses.put(id, EffectFunction.REJECTED.equals(status) || EffectFunction.FAILED.equals(status)
+                    ? status : "applied");
+        }
         if (noResult) {
             if (awaitsEffect) {
                 report.effectsMissing.add(id);

@@ -12,7 +12,7 @@ import io.onceflow.sink.postgres.internal.effects.ResultsPartitionPublisher;
 import io.onceflow.sink.postgres.internal.schema.EffectOutcomesTable;
 import io.onceflow.sink.postgres.internal.schema.EventsTable;
 import io.onceflow.testing.Eventually;
-import io.onceflow.testing.PublishedOutcomes;
+import io.onceflow.tools.audit.PublishedOutcomes;
 import io.onceflow.testing.TestKafka;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
