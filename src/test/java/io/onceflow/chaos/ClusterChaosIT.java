@@ -177,6 +177,8 @@ class ClusterChaosIT {
                 assertThat(report.path("postgres").path("maxDeliveries").asLong()).as("max deliveries").isEqualTo(1);
                 assertThat(report.path("postgres").path("effects").path("failed").path("count").asLong())
                         .as("effects recorded as failed: cancels and lost sessions are not the messages' fault").isZero();
+                assertThat(report.path("postgres").path("resultsTopic").path("published").asLong())
+                        .as("outcomes on the results topic, one per effect").isEqualTo(truth.uniqueIds() - truth.refusedIds());
                 assertLedgerBalances(cluster, started);
                 assertThat(longestStall).as("longest time without a completed checkpoint").isLessThan(LONGEST_STALL);
                 // each pause asserted that its woken writer deferred or was refused; its successor had no session to end
@@ -231,6 +233,9 @@ class ClusterChaosIT {
         // follow from the input alone)
         jobSettings.put("postgres.effect.function", Ledger.FUNCTION);
         jobSettings.put("postgres.effect.keys", Ledger.KEYS);
+        // every outcome published once, in order, through kills, pauses and upgrades: the audit reads it back
+        cluster.kafka().createTopic(NAME + "-results", 3);
+        jobSettings.put("postgres.effect.results.topic", NAME + "-results");
         cluster.postgres().execute("CREATE ROLE " + JOB_ROLE + " LOGIN", "GRANT CREATE, USAGE ON SCHEMA public TO "
                 + JOB_ROLE);
         try (Connection ledger = cluster.postgres().connect()) {
@@ -488,6 +493,10 @@ class ClusterChaosIT {
         awaitRecovered(completedCheckpoints() + 1);
         Eventually.await("every queued effect applied", DRAIN_LIMIT, Duration.ofSeconds(1),
                 () -> harness.postgres().rows("SELECT 1 FROM onceflow_events_effect_queue LIMIT 1").isEmpty());
+        // the relays delete what they published but each partition's last outcome
+        Eventually.await("every outcome published", DRAIN_LIMIT, Duration.ofSeconds(1),
+                () -> harness.postgres().rows("SELECT count(*) = count(DISTINCT (source_topic, source_partition))"
+                        + " FROM onceflow_events_outcomes").equals(List.of("t")));
     }
 
     /**
