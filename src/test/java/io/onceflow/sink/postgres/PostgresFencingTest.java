@@ -8,6 +8,7 @@ import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
 import io.onceflow.sink.postgres.internal.commit.PostgresCommitter;
 import io.onceflow.sink.postgres.internal.commit.PostgresWriterState;
 import io.onceflow.sink.postgres.internal.fencing.AdvisoryLocks;
+import io.onceflow.sink.postgres.internal.fencing.StaleWriterException;
 import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
 import io.onceflow.sink.postgres.internal.writer.WriterStart;
 import io.onceflow.testing.RecordingCommitRequest.Outcome;
@@ -359,6 +360,70 @@ class PostgresFencingTest {
             commit(leased, checkpoint(first, 1, "before"));
         }
         assertPausedClaimantIsCutOff(leased, OptionalLong.of(1));
+    }
+
+    /**
+     * S9: an older attempt recorded its claim and, before it takes the index's advisory lock, a newer
+     * one records its own (finding no holder to end) and has not committed it yet. The older one's
+     * check after the lock must wait for that commit and give way, not read past it and act as the
+     * holder while the newer one waits for the lock. Fails with the check an unlocked read (tried:
+     * the older attempt started as the holder).
+     */
+    @Test
+    void anOlderAttemptChecksItsClaimAfterTheLockAgainstANewerOneNotCommittedYet() throws Exception {
+        try (PostgresExactlyOnceWriter first = db.freshWriter(config)) {
+            commit(config, checkpoint(first, 1, "before"));
+        }
+        CountDownLatch olderRecorded = new CountDownLatch(1);
+        CountDownLatch olderGoesOn = new CountDownLatch(1);
+        CountDownLatch newerDecided = new CountDownLatch(1);
+        CountDownLatch newerGoesOn = new CountDownLatch(1);
+        Thread[] threads = new Thread[2];
+        ProtocolHooks.install((step, transaction) -> {
+            if (step == ProtocolHooks.Step.CLAIM_RECORDED && Thread.currentThread() == threads[0]) {
+                olderRecorded.countDown();
+                olderGoesOn.await();
+            }
+            if (step == ProtocolHooks.Step.CLAIM_DECIDED && Thread.currentThread() == threads[1]) {
+                newerDecided.countDown();
+                newerGoesOn.await(); // the index's row stays locked, the newer claim not recorded yet
+            }
+        });
+        CompletableFuture<PostgresExactlyOnceWriter> older = new CompletableFuture<>();
+        CompletableFuture<PostgresExactlyOnceWriter> newer = new CompletableFuture<>();
+        try {
+            threads[0] = writerThread(db.attempt(0, 1, OptionalLong.of(1)), older);
+            threads[0].start();
+            assertThat(olderRecorded.await(10, TimeUnit.SECONDS)).as("the older attempt recorded its claim").isTrue();
+            threads[1] = writerThread(db.attempt(0, 1, OptionalLong.of(2)), newer);
+            threads[1].start();
+            assertThat(newerDecided.await(10, TimeUnit.SECONDS)).as("the newer attempt judged the claim").isTrue();
+            olderGoesOn.countDown(); // the older one takes the lock and checks its claim
+            Thread.sleep(1000);
+            newerGoesOn.countDown();
+
+            assertThatThrownBy(() -> older.get(30, TimeUnit.SECONDS)).as("the older attempt gave way")
+                    .hasStackTraceContaining(StaleWriterException.class.getName());
+            newer.get(30, TimeUnit.SECONDS).close();
+        } finally {
+            olderGoesOn.countDown();
+            newerGoesOn.countDown();
+            ProtocolHooks.reset();
+            if (!older.isCompletedExceptionally() && older.isDone()) {
+                older.get().close(); // the older attempt kept the index: let the newer one go
+            }
+        }
+    }
+
+    /** A thread, not started, that starts a writer of {@code attempt}; its outcome completes {@code started}. */
+    private Thread writerThread(WriterStart attempt, CompletableFuture<PostgresExactlyOnceWriter> started) {
+        return new Thread(() -> {
+            try {
+                started.complete(SinkDatabase.writer(config, attempt));
+            } catch (Throwable e) {
+                started.completeExceptionally(e);
+            }
+        });
     }
 
     private void assertPausedClaimantIsCutOff(PostgresSinkConfig leased, OptionalLong restored) throws Exception {

@@ -32,6 +32,11 @@ public final class ProtocolHooks {
          * its own (the hook gets the writer's transaction id space, as for {@link #LEASE_RENEWAL}).
          */
         CLAIM_DECIDED,
+        /**
+         * A writer has recorded and committed its claim of an index, and is about to take the index's
+         * advisory lock (the hook gets the writer's transaction id space, as for {@link #LEASE_RENEWAL}).
+         */
+        CLAIM_RECORDED,
         /** The writer has written the checkpoint's rows and is about to prepare. */
         BEFORE_PREPARE,
         /** The writer has prepared; the checkpoint has not completed yet. */

@@ -112,8 +112,11 @@ final class IndexClaims {
         if (outcome == Outcome.DEFERRED) {
             return false;
         }
+        hooks.reached(ProtocolHooks.Step.CLAIM_RECORDED);
         locks.lock(index);
-        ClaimToken current = rows.read(index, false);
+        // a locking read: a newer claim recorded meanwhile and not committed yet (its claimant found no
+        // holder to end, as this one had no lock yet) is waited for, never read past
+        ClaimToken current = rows.read(index, true);
         if (!token.equals(current)) { // a newer attempt claimed it while this one waited for the lock
             locks.unlock(index);
             throw new StaleWriterException(staleMessage(index, current));
