@@ -15,6 +15,8 @@
 -- Messages (the amount as a JSON number or string, at most two decimals, never rounded):
 --   {"type": "payment", "user_id": 42, "amount": 12.34, "currency": "RUB"}
 --       money leaves account 42 for the outside world (account 0, below);
+--   an optional "fee": "0.50" on a payment or a transfer is debited too and credited to the fee
+--       account (ledger.fee_account(), below);
 --   {"type": "transfer", "transfer_from": 42, "transfer_to": 7, "amount": "12.34", "currency": "RUB"}
 --       money moves from account 42 to account 7;
 --   {"type": "order", ...} is not the ledger's business: applied, with no change.
@@ -49,6 +51,13 @@ CREATE TABLE IF NOT EXISTS ledger.journal (
     UNIQUE (message_id, account, leg)
 );
 
+-- The fee account: every fee is credited to it, so it is the hottest account of the ledger. Like the
+-- outside world it has no row in ledger.accounts and no effect ever updates a row of it: a fee is one
+-- more journal line (an INSERT, which locks nothing another effect needs), and its balance is derived:
+--   SELECT sum(amount) FROM ledger.journal WHERE account = ledger.fee_account();
+-- A balance row that every fee updated would serialise every effect that charges one, at any parallelism.
+CREATE OR REPLACE FUNCTION ledger.fee_account() RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$ SELECT 900000000000000000::bigint $$;
 -- An account id as the ledger spells it (a JSON number or string of digits), or NULL: a malformed id
 -- is rejected as a result rather than failing the message with a cast error.
 CREATE OR REPLACE FUNCTION ledger.account_id(value jsonb) RETURNS bigint
@@ -76,6 +85,8 @@ DECLARE
     amount_text text := payload->'amount' #>> '{}';
     money numeric(18, 2);
     money_currency text := payload->>'currency';
+    fee_text text := payload->'fee' #>> '{}';
+    fee numeric(18, 2) := 0;
     debited bigint;
     credited bigint;
     source ledger.accounts;
@@ -100,6 +111,17 @@ BEGIN
     money := amount_text::numeric;
     IF money = 0 THEN
         RETURN jsonb_build_object('status', 'rejected', 'reason', 'invalid amount');
+    END IF;
+    -- a fee, by the amount's rules (zero allowed: no fee line then)
+    IF payload ? 'fee' THEN
+        IF fee_text IS NULL OR jsonb_typeof(payload->'fee') NOT IN ('number', 'string')
+                OR fee_text !~ '^[0-9]{1,16}(\.[0-9]+)?$' THEN
+            RETURN jsonb_build_object('status', 'rejected', 'reason', 'invalid fee');
+        END IF;
+        IF fee_text::numeric <> round(fee_text::numeric, 2) THEN
+            RETURN jsonb_build_object('status', 'rejected', 'reason', 'fee has more than two decimals', 'fee', fee_text);
+        END IF;
+        fee := fee_text::numeric;
     END IF;
     IF kind = 'payment' THEN
         debited := ledger.account_id(payload->'user_id');
@@ -135,22 +157,26 @@ BEGIN
         RETURN jsonb_build_object('status', 'rejected', 'reason', 'currency not kept by the account',
             'currency', money_currency, 'amount', money);
     END IF;
-    IF source.balance < money THEN
+    IF source.balance < money + fee THEN
         RETURN jsonb_build_object('status', 'rejected', 'reason', 'insufficient funds', 'account', debited,
-            'amount', money);
+            'amount', money, 'fee', fee);
     END IF;
-    UPDATE ledger.accounts a SET balance = a.balance - money WHERE a.id = debited;
+    UPDATE ledger.accounts a SET balance = a.balance - (money + fee) WHERE a.id = debited;
     IF credited IS NOT NULL THEN
         UPDATE ledger.accounts a SET balance = a.balance + money WHERE a.id = credited;
     END IF;
     INSERT INTO ledger.journal (message_id, account, leg, amount, currency)
-        VALUES (apply_payment.message_id, debited, 'debit', -money, money_currency),
+        VALUES (apply_payment.message_id, debited, 'debit', -(money + fee), money_currency),
                (apply_payment.message_id, coalesce(credited, 0), 'credit', money, money_currency);
+    IF fee > 0 THEN
+        INSERT INTO ledger.journal (message_id, account, leg, amount, currency)
+            VALUES (apply_payment.message_id, ledger.fee_account(), 'credit', fee, money_currency);
+    END IF;
     IF kind = 'payment' THEN
-        RETURN jsonb_build_object('status', 'applied', 'account', debited, 'amount', money,
-            'balance', source.balance - money);
+        RETURN jsonb_build_object('status', 'applied', 'account', debited, 'amount', money, 'fee', fee,
+            'balance', source.balance - money - fee);
     END IF;
     RETURN jsonb_build_object('status', 'applied', 'transfer_from', debited, 'transfer_to', credited,
-        'amount', money, 'balance_from', source.balance - money, 'balance_to', target.balance + money);
+        'amount', money, 'fee', fee, 'balance_from', source.balance - money - fee, 'balance_to', target.balance + money);
 END
 $$;

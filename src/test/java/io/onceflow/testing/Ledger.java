@@ -192,7 +192,8 @@ public final class Ledger {
             }
             // what the payloads of the applied messages say moved, independent of the journal
             collect(statement, report.balanceMismatches, "WITH moves AS ("
-                    + " SELECT account, CASE WHEN side = 'to' THEN 1 ELSE -1 END * (payload->>'amount')::numeric AS amount"
+                    + " SELECT account, CASE WHEN side = 'to' THEN (payload->>'amount')::numeric"
+                    + " ELSE -((payload->>'amount')::numeric + coalesce((payload->>'fee')::numeric, 0)) END AS amount"
                     + " FROM " + eventsTable + ", LATERAL (VALUES ('user_id', 'from', 'payment'),"
                     + " ('transfer_from', 'from', 'transfer'), ('transfer_to', 'to', 'transfer')) AS m(field, side, kind),"
                     + " LATERAL (SELECT ledger.account_id(payload->field) AS account) a"

@@ -19,8 +19,8 @@ import org.junit.jupiter.api.Test;
  * The ledger's rules, each on accounts opened small enough for it to matter, through the whole job
  * (onceflow's test kit: real broker, real PostgreSQL, MiniCluster): insufficient funds, order (two
  * payments on one account whose sum exceeds its balance, in one partition: the first in source order
- * applies, the second is rejected; at parallelism 1, as onceflow spreads messages over subtasks by
- * id and orders effects only within one), transfers (applied, short of funds, to an unknown account, to itself), exact
+ * applies, the second is rejected), fees (debited with the payment, credited to the fee account by a
+ * journal line, never a balance row), transfers (applied, short of funds, to an unknown account, to itself), exact
  * money (more than two decimals is rejected, never rounded), and the currency checked by the
  * database against the account's own, after {@link PaymentScreening} let a rouble payment through;
  * an order applied with no change, an unknown type rejected. Rejections change nothing, the journal
@@ -49,6 +49,9 @@ class LedgerRulesTest {
         add("exact", payment(3, "10.50"));
         add("negative", payment(3, "-1.00"));
         add("into-a-dollar-account", payment(5, "1.00"));
+        add("with-fee", withFee(payment(4, "5.00"), "\"0.25\""));
+        add("fee-too-fine", withFee(payment(4, "1.00"), "\"0.001\""));
+        add("fee-beyond-funds", withFee(payment(1, "5.00"), "0.01")); // 5.00 is all account 1 has
         add("an-order", "{\"type\":\"order\",\"order_id\":\"ord-1\",\"total\":5.00}");
         add("a-refund", "{\"type\":\"refund\",\"user_id\":3,\"amount\":1.00,\"currency\":\"RUB\"}");
 
@@ -71,23 +74,36 @@ class LedgerRulesTest {
         assertApplied(outcomes, "exact");
         assertRejected(outcomes, "negative", "invalid amount");
         assertRejected(outcomes, "into-a-dollar-account", "currency not kept by the account");
+        assertApplied(outcomes, "with-fee");
+        assertRejected(outcomes, "fee-too-fine", "fee has more than two decimals");
+        assertRejected(outcomes, "fee-beyond-funds", "insufficient funds");
         assertApplied(outcomes, "an-order");
         assertRejected(outcomes, "a-refund", "unknown type");
         try (Connection ledger = outcomes.connect()) {
             assertThat(LedgerChecks.balances(ledger)).isEqualTo(Map.of(1L, new BigDecimal("5.00"),
-                    2L, new BigDecimal("30.00"), 3L, new BigDecimal("69.50"), 4L, new BigDecimal("40.00"),
+                    2L, new BigDecimal("30.00"), 3L, new BigDecimal("69.50"), 4L, new BigDecimal("34.75"),
                     5L, new BigDecimal("100.00")));
             assertThat(LedgerChecks.journalProblems(ledger)).isEmpty();
             assertThat(LedgerChecks.journalLines(ledger)).isEqualTo(
-                    Map.of("z-first", 2L, "transfer", 2L, "transfer-back", 2L, "exact", 2L));
+                    Map.of("z-first", 2L, "transfer", 2L, "transfer-back", 2L, "exact", 2L, "with-fee", 3L));
             // the payments' other side: the outside world (account 0), a line per payment, no balance row
-            assertThat(outcomes.query("SELECT sum(amount) FROM ledger.journal WHERE account = 0")).containsExactly("80.50");
+            assertThat(outcomes.query("SELECT sum(amount) FROM ledger.journal WHERE account = 0")).containsExactly("85.50");
+            // the fee account: a journal line per fee, its balance derived, no row any effect updates
+            assertThat(outcomes.query("SELECT sum(amount) FROM ledger.journal WHERE account = ledger.fee_account()"))
+                    .containsExactly("0.25");
+            assertThat(outcomes.query("SELECT count(*) FROM ledger.accounts WHERE id = ledger.fee_account()"))
+                    .containsExactly("0");
             assertThat(outcomes.query("SELECT count(*) FROM ledger.journal WHERE posted_at IS NULL")).containsExactly("0");
         }
         // a second posting of a message, by whatever path, fails loudly and moves nothing
         assertThatThrownBy(() -> outcomes.query("SELECT ledger.apply_payment('exact', '" + payment(3, "10.50") + "')"))
                 .isInstanceOf(SQLException.class).hasMessageContaining("journal_message_id_account_leg_key");
         assertThat(outcomes.query("SELECT balance FROM ledger.accounts WHERE id = 3")).containsExactly("69.50");
+    }
+
+    /** {@code json} (an object) with a {@code fee} field of {@code fee} (JSON text). */
+    private static String withFee(String json, String fee) {
+        return json.substring(0, json.length() - 1) + ",\"fee\":" + fee + "}";
     }
 
     private static void assertApplied(Outcomes outcomes, String id) {
