@@ -25,14 +25,6 @@ public record EffectResultsTopic(String topic, Properties kafkaClientProperties)
         kafkaClientProperties = copy;
     }
 
-    /**
-     * The consumer group whose committed offsets are the relay's cursors, one per source partition:
-     * the next outcome number to publish, committed in the transaction that publishes the ones before.
-     */
-    public String cursorGroup(String sinkPrefix) {
-        return "onceflow-" + sinkPrefix + "-results";
-    }
-
     /** Every problem with these settings, each saying what to do; empty when they are valid. */
     public List<String> problems() {
         List<String> problems = new ArrayList<>();

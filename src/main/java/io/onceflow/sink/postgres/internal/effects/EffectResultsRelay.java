@@ -1,6 +1,5 @@
 package io.onceflow.sink.postgres.internal.effects;
 
-import io.onceflow.sink.postgres.EffectResultsTopic;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.schema.EffectOutcomesTable;
@@ -22,16 +21,15 @@ import org.slf4j.LoggerFactory;
  * Internal. Publishes the recorded outcomes of effects ({@link EffectOutcomesTable}) to the results
  * topic, exactly once: one thread per writer subtask, each relaying the source partitions that hash
  * to its subtask, each partition through its own transactional producer ({@link
- * ResultsPartitionPublisher}). A partition's cursor (the next outcome number) is the committed offset
- * of the partition in the consumer group {@link EffectResultsTopic#cursorGroup}, committed in the
- * Kafka transaction that publishes the outcomes before it; so a record and the cursor passing it
- * commit together, and a relay that starts again, anywhere, goes on from the cursor.
+ * ResultsPartitionPublisher}), whose transactions carry the outcomes and move the partition's cursor
+ * together; so a relay that starts again, anywhere, goes on from the cursor.
  *
- * <p>Two relays of one partition (a zombie's, a rescale's) share the partition's transactional id:
- * the later one's start fences the earlier one, whose next commit fails, and each reads the cursor
- * only after its start. So they can take turns, never both publish an outcome. Outcomes are read in
- * {@code seq} order and the table never shows a later one without the earlier ({@link
- * EffectOutcomesTable}), so the cursor never passes one that is yet to come.
+ * <p>Two relays of one partition (a zombie's, a rescale's, two draining ones) share the partition's
+ * transactional id: the later one's start fences the earlier one, whose next commit fails, and each
+ * reads the cursor only after its start. So they can take turns, never both publish an outcome.
+ * Outcomes are read in {@code seq} order and the table never shows a later one without the earlier
+ * ({@link EffectOutcomesTable}), so the cursor never passes one that is yet to come. A partition that
+ * fails (its broker is away, a record is refused) waits with a backoff of its own; the others go on.
  */
 @Internal
 public final class EffectResultsRelay implements AutoCloseable {
@@ -46,10 +44,13 @@ public final class EffectResultsRelay implements AutoCloseable {
     private final int parallelism;
     private final String name;
     private final Map<TopicPartition, ResultsPartitionPublisher> publishers = new HashMap<>();
+    /** Per partition that failed: its last backoff and when it is tried again (nanoTime). */
+    private final Map<TopicPartition, long[]> retries = new HashMap<>();
     private final Thread thread;
     private volatile boolean running = true;
-    /** When the relay stops at the latest after {@link #closeAfterDraining}; 0 otherwise. */
-    private volatile long drainDeadline;
+    /** Whether the input ended ({@link #closeAfterDraining}), and when (nanoTime). */
+    private volatile boolean draining;
+    private volatile long drainRequested;
     private Connection connection;
 
     EffectResultsRelay(PostgresSinkConfig config, int subtaskIndex, int parallelism) {
@@ -81,27 +82,25 @@ public final class EffectResultsRelay implements AutoCloseable {
         long backoffMs = 0;
         try {
             while (running) {
+                long roundStarted = System.nanoTime();
+                boolean drainedBefore = draining;
                 try {
                     boolean published = publishOnce();
                     backoffMs = 0;
                     if (!published) {
-                        if (drainDeadline != 0) {
-                            return; // everything recorded before the input ended is out
+                        if (drainedBefore && roundStarted - drainRequested >= 0) {
+                            return; // a round that began after the input ended found nothing left
                         }
                         sleep(POLL.toMillis());
                     }
-                } catch (Exception e) {
+                } catch (SQLException | RuntimeException e) { // the database: every partition waits
                     if (!running) {
                         return;
                     }
-                    backoffMs = backoffMs == 0 ? POLL.toMillis() : Math.min(2 * backoffMs, MAX_BACKOFF.toMillis());
-                    LOG.warn("{} of sink {}: publishing effect outcomes to {} failed; tried again in {} ms from the"
-                            + " committed cursor: {}", name, config.sinkPrefix(), config.effectResults().topic(),
-                            backoffMs, e.toString());
-                    closeAll();
-                    if (drainDeadline != 0 && System.nanoTime() - drainDeadline > 0) {
-                        return;
-                    }
+                    backoffMs = doubled(backoffMs);
+                    LOG.warn("{} of sink {}: reading the outcomes to publish failed; tried again in {} ms: {}", name,
+                            config.sinkPrefix(), backoffMs, e.toString());
+                    closeConnection();
                     sleep(backoffMs);
                 }
             }
@@ -110,18 +109,24 @@ public final class EffectResultsRelay implements AutoCloseable {
         }
     }
 
-    /** One round over the owned partitions that have outcomes; whether it published any. */
+    private static long doubled(long backoffMs) {
+        return backoffMs == 0 ? POLL.toMillis() : Math.min(2 * backoffMs, MAX_BACKOFF.toMillis());
+    }
+
+    /** One round over the partitions to relay that have outcomes; whether it published any. */
     private boolean publishOnce() throws SQLException {
         if (connection == null) {
             connection = PostgresConnections.open(config, name);
         }
+        // once the input ended, every partition: a relay whose subtask finished first relays no more
+        boolean all = draining;
         Map<TopicPartition, Long> heads = new HashMap<>();
         try (PreparedStatement query = connection.prepareStatement(outcomes.headsQuery())) {
             query.setString(1, config.sinkPrefix());
             try (ResultSet rows = query.executeQuery()) {
                 while (rows.next()) {
                     TopicPartition source = new TopicPartition(rows.getString(1), rows.getInt(2));
-                    if (owns(source, subtaskIndex, parallelism)) {
+                    if (all || owns(source, subtaskIndex, parallelism)) {
                         heads.put(source, rows.getLong(3));
                     }
                 }
@@ -129,19 +134,59 @@ public final class EffectResultsRelay implements AutoCloseable {
         }
         boolean published = false;
         for (Map.Entry<TopicPartition, Long> head : heads.entrySet()) {
-            ResultsPartitionPublisher publisher = publishers.get(head.getKey());
-            if (publisher == null) {
-                publisher = ResultsPartitionPublisher.start(config, head.getKey());
-                publishers.put(head.getKey(), publisher);
-            }
-            published |= publisher.publishUpTo(connection, outcomes, head.getValue(), MAX_PER_TRANSACTION);
+            published |= publish(head.getKey(), head.getValue());
         }
         return published;
     }
 
+    /** Publishes what {@code source} has after its cursor; a failure makes that partition alone wait. */
+    private boolean publish(TopicPartition source, long head) throws SQLException {
+        long[] retry = retries.get(source);
+        if (retry != null && System.nanoTime() - retry[1] < 0) {
+            return false;
+        }
+        try {
+            ResultsPartitionPublisher publisher = publishers.get(source);
+            if (publisher == null) {
+                publisher = ResultsPartitionPublisher.start(config, source, connection, outcomes);
+                publishers.put(source, publisher);
+            }
+            boolean published = publisher.publishUpTo(connection, outcomes, head, MAX_PER_TRANSACTION);
+            retries.remove(source);
+            return published;
+        } catch (RuntimeException e) {
+            if (!running) {
+                throw e;
+            }
+            long backoffMs = doubled(retry == null ? 0 : retry[0]);
+            retries.put(source, new long[] {backoffMs, System.nanoTime() + backoffMs * 1_000_000});
+            LOG.warn("{} of sink {}: publishing the outcomes of {} to {} failed; that partition is tried again in {} ms"
+                    + " from its committed cursor, the others go on: {}", name, config.sinkPrefix(), source,
+                    config.effectResults().topic(), backoffMs, e.toString());
+            closeQuietly(publishers.remove(source));
+            return false;
+        }
+    }
+
     private void closeAll() {
-        publishers.values().forEach(ResultsPartitionPublisher::close);
+        Thread.interrupted(); // a close's interrupt must not stop the producers' own close
+        publishers.values().forEach(EffectResultsRelay::closeQuietly);
         publishers.clear();
+        closeConnection();
+    }
+
+    private static void closeQuietly(ResultsPartitionPublisher publisher) {
+        if (publisher == null) {
+            return;
+        }
+        try {
+            publisher.close();
+        } catch (RuntimeException e) {
+            LOG.debug("Closing a results producer failed", e);
+        }
+    }
+
+    private void closeConnection() {
         if (connection != null) {
             try {
                 connection.close();
@@ -162,11 +207,12 @@ public final class EffectResultsRelay implements AutoCloseable {
     }
 
     /**
-     * At the end of a bounded input, after the effect worker drained: publishes what is recorded, then
-     * stops; bounded by {@code limit}.
+     * At the end of a bounded input, after the effect worker drained: publishes what is recorded, of
+     * every partition, then stops; bounded by {@code limit}.
      */
     void closeAfterDraining(Duration limit) {
-        drainDeadline = System.nanoTime() + limit.toNanos();
+        drainRequested = System.nanoTime();
+        draining = true;
         try {
             thread.join(limit.toMillis());
         } catch (InterruptedException e) {

@@ -1,6 +1,7 @@
 package io.onceflow.sink.postgres.internal.effects;
 
-import io.onceflow.sink.postgres.EffectResultsTopic;
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.schema.EffectOutcomesTable;
 import java.nio.charset.StandardCharsets;
@@ -10,6 +11,7 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
@@ -35,12 +37,22 @@ import org.slf4j.LoggerFactory;
  * carries the outcomes after the cursor, in {@code seq} order, to one results partition (the source
  * partition modulo the topic's partitions) and commits the cursor past them in the same transaction
  * ({@link EffectResultsRelay}).
+ *
+ * <p>The cursor is the committed offset of the results topic's partition 0 in a consumer group named
+ * as the transactional id: keyed by a topic that exists while outcomes are published, whatever
+ * happens to the source topic. Kafka drops the offsets of a group without members some time after its
+ * last commit ({@code offsets.retention.minutes}), so the outbox keeps a floor too: after each commit
+ * the publisher marks the last outcome it published and deletes those before it; a start goes on from
+ * the later of the two.
  */
 @Internal
 public final class ResultsPartitionPublisher implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(ResultsPartitionPublisher.class);
+    private static final ObjectMapper JSON = new ObjectMapper();
     /** Bounds a transaction left open by a relay that died: read_committed readers wait for it at most this long. */
     static final Duration TRANSACTION_TIMEOUT = Duration.ofMinutes(1);
+    /** A record value above this (a result the function made huge) is published without its result. */
+    static final int MAX_VALUE_BYTES = 512 * 1024;
 
     private final PostgresSinkConfig config;
     private final TopicPartition source;
@@ -50,8 +62,6 @@ public final class ResultsPartitionPublisher implements AutoCloseable {
     private final int resultsPartition;
     /** The next outcome number to publish: read after the producer's start fenced every earlier one. */
     private long cursor;
-    /** Whether the outcomes below the cursor were deleted since the start. */
-    private boolean trimmed;
     private boolean warnedNumbering;
 
     private ResultsPartitionPublisher(PostgresSinkConfig config, TopicPartition source,
@@ -59,26 +69,33 @@ public final class ResultsPartitionPublisher implements AutoCloseable {
         this.config = config;
         this.source = source;
         this.producer = producer;
-        EffectResultsTopic results = config.effectResults();
-        this.resultsTopic = results.topic();
-        this.cursorGroup = new ConsumerGroupMetadata(results.cursorGroup(config.sinkPrefix()));
+        this.resultsTopic = config.effectResults().topic();
+        this.cursorGroup = new ConsumerGroupMetadata(transactionalId(config.sinkPrefix(), source));
         this.resultsPartition = Math.floorMod(source.partition(), producer.partitionsFor(resultsTopic).size());
     }
 
-    /** Starts the partition's producer (fencing any earlier one of it), then reads its committed cursor. */
-    public static ResultsPartitionPublisher start(PostgresSinkConfig config, TopicPartition source) {
+    /**
+     * Starts the partition's producer (fencing any earlier one of it), then reads its cursor: the
+     * later of the one committed in Kafka and the outbox's floor.
+     */
+    public static ResultsPartitionPublisher start(PostgresSinkConfig config, TopicPartition source,
+            Connection connection, EffectOutcomesTable outcomes) throws SQLException {
         KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerProperties(config, source));
         try {
             producer.initTransactions();
             ResultsPartitionPublisher publisher = new ResultsPartitionPublisher(config, source, producer);
-            publisher.cursor = committedCursor(config, source);
+            publisher.cursor = Math.max(publisher.committedCursor(), publisher.floor(connection, outcomes));
+            if (publisher.cursor > 0) { // what an earlier relay published and had not trimmed when it stopped
+                publisher.markPublished(connection, outcomes, publisher.cursor - 1);
+            }
             return publisher;
-        } catch (RuntimeException e) {
+        } catch (SQLException | RuntimeException e) {
             producer.close(Duration.ZERO);
             throw e;
         }
     }
 
+    /** The transactional id, and the name of the cursor's group: a sink prefix has no '-', so no two collide. */
     static String transactionalId(String sinkPrefix, TopicPartition source) {
         return "onceflow-" + sinkPrefix + "-results-" + source.topic() + "-" + source.partition();
     }
@@ -96,15 +113,16 @@ public final class ResultsPartitionPublisher implements AutoCloseable {
         return properties;
     }
 
-    /** The committed cursor of the partition, waiting for any transaction still committing it; 0 if none. */
-    private static long committedCursor(PostgresSinkConfig config, TopicPartition source) {
-        String group = config.effectResults().cursorGroup(config.sinkPrefix());
+    /** The cursor committed in Kafka, 0 if none (never committed, or expired: the floor covers that). */
+    private long committedCursor() {
+        String group = cursorGroup.groupId();
+        TopicPartition key = new TopicPartition(resultsTopic, 0);
         try (Admin admin = Admin.create(config.effectResults().kafkaClientProperties())) {
             Map<TopicPartition, OffsetAndMetadata> committed = admin.listConsumerGroupOffsets(
-                            Map.of(group, new ListConsumerGroupOffsetsSpec().topicPartitions(List.of(source))),
+                            Map.of(group, new ListConsumerGroupOffsetsSpec().topicPartitions(List.of(key))),
                             new ListConsumerGroupOffsetsOptions().requireStable(true))
                     .partitionsToOffsetAndMetadata(group).get();
-            OffsetAndMetadata cursor = committed.get(source);
+            OffsetAndMetadata cursor = committed.get(key);
             return cursor == null ? 0 : cursor.offset();
         } catch (ExecutionException e) {
             throw new KafkaException("could not read the committed cursor of " + source + " in group " + group,
@@ -112,6 +130,16 @@ public final class ResultsPartitionPublisher implements AutoCloseable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new KafkaException("interrupted while reading the cursor of " + source, e);
+        }
+    }
+
+    private long floor(Connection connection, EffectOutcomesTable outcomes) throws SQLException {
+        try (PreparedStatement query = connection.prepareStatement(outcomes.floorQuery())) {
+            bindPartition(query);
+            try (ResultSet floor = query.executeQuery()) {
+                floor.next();
+                return floor.getLong(1);
+            }
         }
     }
 
@@ -127,33 +155,26 @@ public final class ResultsPartitionPublisher implements AutoCloseable {
      */
     public boolean publishUpTo(Connection connection, EffectOutcomesTable outcomes, long head, int limit) throws SQLException {
         if (head < cursor) {
-            if (!trimmed) { // what an earlier relay published and had not deleted when it stopped
-                deletePublished(connection, outcomes, cursor - 1);
-                trimmed = true;
-            }
             if (head < cursor - 1 && !warnedNumbering) {
                 warnedNumbering = true;
                 LOG.error("The outcomes of {} in {} are numbered up to {}, below the {} the results topic {} already"
-                        + " received: rows of the table were deleted by hand, and the outcomes numbered again are not"
-                        + " published. Never delete a partition's last row of that table.", source, outcomes.name(),
-                        head, cursor - 1, resultsTopic);
+                        + " received: the outbox lost rows (deleted by hand, or a database failover lost commits), and"
+                        + " the outcomes numbered again are not published. Never delete a partition's last row of"
+                        + " that table.", source, outcomes.name(), head, cursor - 1, resultsTopic);
             }
             return false;
         }
         List<ProducerRecord<byte[], byte[]>> records = new ArrayList<>();
         long last = -1;
         try (PreparedStatement read = connection.prepareStatement(outcomes.readQuery())) {
-            read.setString(1, config.sinkPrefix());
-            read.setString(2, source.topic());
-            read.setInt(3, source.partition());
+            bindPartition(read);
             read.setLong(4, cursor);
             read.setInt(5, limit);
             try (ResultSet rows = read.executeQuery()) {
                 while (rows.next()) {
                     last = rows.getLong(1);
                     records.add(new ProducerRecord<>(resultsTopic, resultsPartition,
-                            rows.getString(2).getBytes(StandardCharsets.UTF_8),
-                            rows.getString(3).getBytes(StandardCharsets.UTF_8)));
+                            rows.getString(2).getBytes(StandardCharsets.UTF_8), value(rows)));
                 }
             }
         }
@@ -164,22 +185,48 @@ public final class ResultsPartitionPublisher implements AutoCloseable {
         // its transactional id aborts it
         producer.beginTransaction();
         records.forEach(producer::send);
-        producer.sendOffsetsToTransaction(Map.of(source, new OffsetAndMetadata(last + 1)), cursorGroup);
+        producer.sendOffsetsToTransaction(Map.of(new TopicPartition(resultsTopic, 0), new OffsetAndMetadata(last + 1)),
+                cursorGroup);
         producer.commitTransaction();
         cursor = last + 1;
-        deletePublished(connection, outcomes, last);
+        markPublished(connection, outcomes, last);
         return true;
     }
 
-    /** Deletes the published outcomes below {@code last}, which stays to carry the numbering on. */
-    private void deletePublished(Connection connection, EffectOutcomesTable outcomes, long last) throws SQLException {
-        try (PreparedStatement delete = connection.prepareStatement(outcomes.deletePublishedStatement())) {
-            delete.setString(1, config.sinkPrefix());
-            delete.setString(2, source.topic());
-            delete.setInt(3, source.partition());
-            delete.setLong(4, last);
-            delete.executeUpdate();
+    private void markPublished(Connection connection, EffectOutcomesTable outcomes, long last) throws SQLException {
+        try (PreparedStatement trim = connection.prepareStatement(outcomes.markPublishedStatement())) {
+            bindPartition(trim);
+            trim.setLong(4, last);
+            trim.executeUpdate();
         }
+    }
+
+    /** The record's value; without the result if the result makes it too large for a record. */
+    private byte[] value(ResultSet row) throws SQLException {
+        byte[] value = row.getString(3).getBytes(StandardCharsets.UTF_8);
+        if (value.length <= MAX_VALUE_BYTES) {
+            return value;
+        }
+        Map<String, Object> without = new LinkedHashMap<>();
+        without.put("id", row.getString(2));
+        without.put("status", row.getString(4));
+        without.put("result_omitted", "the result is " + value.length + " bytes, more than the " + MAX_VALUE_BYTES
+                + " a results record carries: read it in the events table");
+        without.put("topic", source.topic());
+        without.put("partition", source.partition());
+        without.put("offset", row.getLong(5));
+        without.put("seq", row.getLong(1));
+        try {
+            return JSON.writeValueAsBytes(without);
+        } catch (JsonProcessingException e) {
+            throw new IllegalStateException("could not write an outcome without its result", e);
+        }
+    }
+
+    private void bindPartition(PreparedStatement statement) throws SQLException {
+        statement.setString(1, config.sinkPrefix());
+        statement.setString(2, source.topic());
+        statement.setInt(3, source.partition());
     }
 
     /** Closes the producer at once: a transaction it left open is aborted by the next start of its id, or times out. */

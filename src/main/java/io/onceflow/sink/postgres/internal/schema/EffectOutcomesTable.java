@@ -15,7 +15,8 @@ import org.apache.flink.annotation.Internal;
  * holds the partition's transaction lock, so the batches of a partition commit one after another,
  * each numbering after the highest {@code seq} the one before committed. A reader therefore sees a
  * partition's outcomes in {@code seq} order, never a later one without the earlier. The relay
- * deletes what it published except each partition's last row, which carries the numbering on.
+ * deletes what it published except each partition's last row, which it marks {@code published}: it
+ * carries the numbering on, and is the floor of the relay's cursor.
  */
 @Internal
 public final class EffectOutcomesTable {
@@ -45,6 +46,7 @@ public final class EffectOutcomesTable {
                 + "    source_offset bigint NOT NULL,\n"
                 + "    result jsonb NOT NULL,\n"
                 + "    decided_at timestamptz NOT NULL DEFAULT clock_timestamp(),\n"
+                + "    published boolean NOT NULL DEFAULT false,\n"
                 + "    PRIMARY KEY (sink_prefix, source_topic, source_partition, seq)\n"
                 + ")";
     }
@@ -74,23 +76,39 @@ public final class EffectOutcomesTable {
 
     /**
      * Up to parameter 5 outcomes of sink 1, topic 2, partition 3 from {@code seq} 4 on, in {@code seq}
-     * order: seq, id, and the results topic's record value, {@code {"id", "status" (applied, rejected,
-     * failed), "result", "topic", "partition", "offset", "seq", "decided_at"}} as JSON text.
+     * order: seq, id, the results topic's record value ({@code {"id", "status" (applied, rejected,
+     * failed), "result", "topic", "partition", "offset", "seq", "decided_at"}} as JSON text), the status
+     * and the source offset.
      */
     public String readQuery() {
-        return "SELECT seq, id, jsonb_build_object('id', id, 'status', CASE WHEN result->>'status' IN ('"
-                + EffectFunction.REJECTED + "', '" + EffectFunction.FAILED + "') THEN result->>'status' ELSE 'applied'"
-                + " END, 'result', result, 'topic', source_topic, 'partition', source_partition, 'offset', source_offset,"
-                + " 'seq', seq, 'decided_at', decided_at)::text FROM " + name
+        String status = "CASE WHEN result->>'status' IN ('" + EffectFunction.REJECTED + "', '" + EffectFunction.FAILED
+                + "') THEN result->>'status' ELSE 'applied' END";
+        return "SELECT seq, id, jsonb_build_object('id', id, 'status', " + status + ", 'result', result, 'topic',"
+                + " source_topic, 'partition', source_partition, 'offset', source_offset, 'seq', seq, 'decided_at',"
+                + " decided_at)::text, " + status + ", source_offset FROM " + name
                 + " WHERE sink_prefix = ? AND source_topic = ? AND source_partition = ? AND seq >= ?"
                 + " ORDER BY seq LIMIT ?";
     }
 
     /**
-     * Deletes the outcomes of sink 1, topic 2, partition 3 below {@code seq} 4: the caller passes the
-     * last one it published, which stays to carry the numbering on.
+     * The floor of the cursor of sink 1, topic 2, partition 3: after the last outcome marked published,
+     * 0 if none.
      */
-    public String deletePublishedStatement() {
-        return "DELETE FROM " + name + " WHERE sink_prefix = ? AND source_topic = ? AND source_partition = ? AND seq < ?";
+    public String floorQuery() {
+        return "SELECT coalesce(max(seq) + 1, 0) FROM " + name
+                + " WHERE sink_prefix = ? AND source_topic = ? AND source_partition = ? AND published";
+    }
+
+    /**
+     * After outcomes up to {@code seq} 4 of sink 1, topic 2, partition 3 were published: marks that
+     * last one published (the cursor's floor, and what carries the numbering on) and deletes those
+     * before it.
+     */
+    public String markPublishedStatement() {
+        return "WITH p AS (SELECT ?::text AS prefix, ?::text AS topic, ?::int AS part, ?::bigint AS last),"
+                + " marked AS (UPDATE " + name + " o SET published = true FROM p WHERE o.sink_prefix = p.prefix"
+                + " AND o.source_topic = p.topic AND o.source_partition = p.part AND o.seq = p.last)"
+                + " DELETE FROM " + name + " o USING p WHERE o.sink_prefix = p.prefix AND o.source_topic = p.topic"
+                + " AND o.source_partition = p.part AND o.seq < p.last";
     }
 }
