@@ -70,16 +70,29 @@ public final class Benchmark {
             + " GET DIAGNOSTICS debited = ROW_COUNT;"
             + " RETURN CASE WHEN debited = 1 THEN '{\"status\": \"applied\"}'::jsonb"
             + " ELSE '{\"status\": \"rejected\", \"reason\": \"no such account\"}'::jsonb END; END $$";
-    /** The effect of the "effect-scaling" scenario: bound by the wall clock, not by CPU or locks. */
+    /** The effect of the "effect-scaling" scenario: bound by the wall clock, and it updates its account. */
     static final String SLEEP_EFFECT = "bench.sleep_effect";
+    /** As {@link #SLEEP_EFFECT}, and one payment in 20 also pays a fee to the one fee account. */
+    static final String SLEEP_EFFECT_WITH_FEE = "bench.sleep_effect_with_fee";
     /**
-     * Sleeps 2 ms in PostgreSQL and records when it ran ({@code at}, the server's clock, read by
-     * {@link JobScenario#runTimedEffects}). It touches no table, so it needs no keys: the workers'
-     * {@code SKIP LOCKED} on the queue is all that keeps them apart.
+     * Sleeps 2 ms in PostgreSQL, debits a payment's account (declared as its key, {@link Ledger#KEYS})
+     * and records when it ran ({@code at}, the server's clock, read by {@link JobScenario#runTimedEffects}).
+     * The fee variant credits one hot fee account as the example's ledger does: a journal line (an
+     * INSERT, no key), never an update of one shared row.
      */
     static final String SLEEP_EFFECT_SQL = "CREATE SCHEMA IF NOT EXISTS bench;"
+            + " CREATE TABLE IF NOT EXISTS bench.fee_lines (message_id text PRIMARY KEY, amount numeric NOT NULL);"
+            + " CREATE OR REPLACE FUNCTION bench.sleep_debit(payload jsonb) RETURNS void LANGUAGE plpgsql AS $$ BEGIN"
+            + " PERFORM pg_sleep(0.002);"
+            + " IF payload->>'type' = 'payment' THEN UPDATE ledger.accounts SET balance = balance - 0.01"
+            + " WHERE id = ledger.account_id(payload->'user_id'); END IF; END $$;"
             + " CREATE OR REPLACE FUNCTION " + SLEEP_EFFECT + "(message_id text, payload jsonb) RETURNS jsonb"
-            + " LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.002);"
+            + " LANGUAGE plpgsql AS $$ BEGIN PERFORM bench.sleep_debit(payload);"
+            + " RETURN jsonb_build_object('status', 'applied', 'at', clock_timestamp()); END $$;"
+            + " CREATE OR REPLACE FUNCTION " + SLEEP_EFFECT_WITH_FEE + "(message_id text, payload jsonb) RETURNS jsonb"
+            + " LANGUAGE plpgsql AS $$ BEGIN PERFORM bench.sleep_debit(payload);"
+            + " IF payload->>'type' = 'payment' AND abs(hashtext(message_id)) % 20 = 0 THEN"
+            + " INSERT INTO bench.fee_lines VALUES (message_id, 0.01); END IF;"
             + " RETURN jsonb_build_object('status', 'applied', 'at', clock_timestamp()); END $$";
 
     private Benchmark() {}
@@ -300,19 +313,29 @@ public final class Benchmark {
         GeneratedInput input = produceInput(kafka, topic, settings, settings.effectScalingEvents(), INPUT_SEED + 3);
         say("produced the input of the effect-scaling scenario: " + input);
         List<ScenarioResult> results = new ArrayList<>();
-        for (int parallelism : BenchSettings.EFFECT_SCALING_PARALLELISMS) {
+        // each parallelism with the fee account, then the widest one without it
+        List<Object[]> runs = new ArrayList<>();
+        BenchSettings.EFFECT_SCALING_PARALLELISMS.forEach(parallelism -> runs.add(new Object[] {parallelism, true}));
+        runs.add(new Object[] {BenchSettings.EFFECT_SCALING_PARALLELISMS.get(BenchSettings.EFFECT_SCALING_PARALLELISMS.size() - 1),
+                false});
+        for (Object[] run : runs) {
+            int parallelism = (Integer) run[0];
+            boolean fee = (Boolean) run[1];
             BenchSettings at = settings.withParallelism(parallelism);
             MiniCluster cluster = startMiniCluster(parallelism);
             try {
                 JobScenario jobs = new JobScenario(cluster,
                         new Workload(at, topic, input.records(), input.uniqueIds().size(), meter, work));
-                PipelineScenario scenario = jobs.newScenario("bench-effect-p" + parallelism, "exactly-once")
-                        .with("postgres.effect.function", SLEEP_EFFECT);
+                PipelineScenario scenario = jobs.newScenario("bench-effect-p" + parallelism + (fee ? "-fee" : ""),
+                                "exactly-once")
+                        .with("postgres.effect.function", fee ? SLEEP_EFFECT_WITH_FEE : SLEEP_EFFECT)
+                        .with("postgres.effect.keys", Ledger.KEYS);
+                openLedger(scenario.database());
                 try (Connection connection = scenario.database().connect();
                         Statement statement = connection.createStatement()) {
                     statement.execute(SLEEP_EFFECT_SQL);
                 }
-                results.add(jobs.runTimedEffects(Report.timedEffect(parallelism), scenario));
+                results.add(jobs.runTimedEffects(Report.timedEffect(parallelism, fee), scenario));
             } finally {
                 cluster.close();
             }
