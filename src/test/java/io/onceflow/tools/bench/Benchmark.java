@@ -313,11 +313,11 @@ public final class Benchmark {
         GeneratedInput input = produceInput(kafka, topic, settings, settings.effectScalingEvents(), INPUT_SEED + 3);
         say("produced the input of the effect-scaling scenario: " + input);
         List<ScenarioResult> results = new ArrayList<>();
-        // each parallelism with the fee account, then the widest one without it
+        // the widest parallelism without the fee account, then each parallelism with it
         List<Object[]> runs = new ArrayList<>();
-        BenchSettings.EFFECT_SCALING_PARALLELISMS.forEach(parallelism -> runs.add(new Object[] {parallelism, true}));
         runs.add(new Object[] {BenchSettings.EFFECT_SCALING_PARALLELISMS.get(BenchSettings.EFFECT_SCALING_PARALLELISMS.size() - 1),
                 false});
+        BenchSettings.EFFECT_SCALING_PARALLELISMS.forEach(parallelism -> runs.add(new Object[] {parallelism, true}));
         for (Object[] run : runs) {
             int parallelism = (Integer) run[0];
             boolean fee = (Boolean) run[1];

@@ -49,8 +49,6 @@ public final class EffectWorker implements AutoCloseable {
     static final Duration IDLE_POLL = Duration.ofMillis(500);
     static final Duration MIN_BACKOFF = Duration.ofMillis(100);
     static final Duration MAX_BACKOFF = Duration.ofSeconds(30);
-    /** How long a batch's calls may take, about: see {@link #nextLimit}. */
-    static final Duration BATCH_TIME = Duration.ofMillis(50);
     /** Longest a worker whose input ended keeps applying the queue before it stops. */
     static final Duration FINAL_DRAIN_LIMIT = Duration.ofMinutes(10);
 
@@ -137,7 +135,6 @@ public final class EffectWorker implements AutoCloseable {
                     continue;
                 }
                 int taken;
-                long batchStarted = System.nanoTime();
                 try {
                     taken = batch.run(session, limit, setAside.now());
                 } finally {
@@ -149,7 +146,7 @@ public final class EffectWorker implements AutoCloseable {
                     setAside.succeeded(batch.headPartition());
                 }
                 backoffMs = 0;
-                limit = nextLimit(limit, taken, System.nanoTime() - batchStarted, maxBatch);
+                limit = Math.min(maxBatch, limit * 2);
                 if (taken == 0) {
                     if (drainDeadline != 0 && (nothingToCall(session) || System.nanoTime() - drainDeadline > 0)) {
                         return;
@@ -197,22 +194,6 @@ public final class EffectWorker implements AutoCloseable {
                 sleep(backoffMs);
             }
         }
-    }
-
-    /**
-     * The next batch's size after one that took {@code taken} effects in {@code elapsedNanos}: doubled
-     * (after a failure's one at a time) up to {@code maxBatch}, and no more than the effects that fit in
-     * {@link #BATCH_TIME}. A batch holds its effects' keys and partition until it commits, so batches of
-     * slow effects stay short and other workers' batches on the same keys wait milliseconds, not the
-     * length of a thousand calls; batches of fast effects stay large, with few commits.
-     */
-    static int nextLimit(int limit, int taken, long elapsedNanos, int maxBatch) {
-        int doubled = (int) Math.min(maxBatch, 2L * limit);
-        if (taken == 0) {
-            return doubled;
-        }
-        long perEffect = Math.max(1, elapsedNanos / taken);
-        return (int) Math.max(1, Math.min(doubled, BATCH_TIME.toNanos() / perEffect));
     }
 
     /** The next wait after a failure: {@link #MIN_BACKOFF} first, then doubled up to {@link #MAX_BACKOFF}. */
