@@ -16,8 +16,8 @@ GRANT SELECT, INSERT ON payments_ledger_commit_log, payments_ledger_runs TO ledg
 GRANT SELECT, INSERT, UPDATE, DELETE ON payments_ledger_events_effect_queue TO ledger_job;
 -- ... and what operators did to effects (bin/onceflow effects, run with the job's settings)
 GRANT SELECT, INSERT ON payments_ledger_events_effect_log TO ledger_job;
--- ... and the outbox of outcomes for postgres.effect.results.topic, trimmed as they are published
-GRANT SELECT, INSERT, DELETE ON payments_ledger_events_outcomes TO ledger_job;
+-- ... and the outbox of outcomes for postgres.effect.results.topic, marked and trimmed as they are published
+GRANT SELECT, INSERT, UPDATE, DELETE ON payments_ledger_events_outcomes TO ledger_job;
 
 -- The ledger: the job only calls the effect function and the key function. apply_payment is SECURITY
 -- DEFINER, so it changes balances and the journal with its owner's rights, by its rules only; the job's

@@ -36,8 +36,8 @@ final class PostgresPreflight {
     /** Appended to and read (the commit log, the runs). */
     private static final List<String> APPEND_PRIVILEGES = List.of("SELECT", "INSERT");
     private static final List<String> QUEUE_PRIVILEGES = List.of("SELECT", "INSERT", "UPDATE", "DELETE");
-    /** Appended to by the effects, trimmed by the results relay. */
-    private static final List<String> OUTBOX_PRIVILEGES = List.of("SELECT", "INSERT", "DELETE");
+    /** Appended to by the effects, marked and trimmed by the results relay. */
+    private static final List<String> OUTBOX_PRIVILEGES = List.of("SELECT", "INSERT", "UPDATE", "DELETE");
 
     private final PostgresSettings settings;
     private final Preflight.Purpose purpose;

@@ -88,8 +88,8 @@ public final class EffectResultsRelay implements AutoCloseable {
                     boolean published = publishOnce();
                     backoffMs = 0;
                     if (!published) {
-                        if (drainedBefore && roundStarted - drainRequested >= 0) {
-                            return; // a round that began after the input ended found nothing left
+                        if (drainedBefore && roundStarted - drainRequested >= 0 && retries.isEmpty()) {
+                            return; // a round that began after the input ended found nothing left, nor waiting
                         }
                         sleep(POLL.toMillis());
                     }

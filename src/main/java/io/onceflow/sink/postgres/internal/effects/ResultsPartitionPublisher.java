@@ -84,8 +84,9 @@ public final class ResultsPartitionPublisher implements AutoCloseable {
         try {
             producer.initTransactions();
             ResultsPartitionPublisher publisher = new ResultsPartitionPublisher(config, source, producer);
-            publisher.cursor = Math.max(publisher.committedCursor(), publisher.floor(connection, outcomes));
-            if (publisher.cursor > 0) { // what an earlier relay published and had not trimmed when it stopped
+            long floor = publisher.floor(connection, outcomes);
+            publisher.cursor = Math.max(publisher.committedCursor(), floor);
+            if (publisher.cursor > floor) { // an earlier relay committed and stopped before it marked the outbox
                 publisher.markPublished(connection, outcomes, publisher.cursor - 1);
             }
             return publisher;
