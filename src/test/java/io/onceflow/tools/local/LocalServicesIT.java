@@ -33,7 +33,7 @@ class LocalServicesIT {
         Path data = directory.resolve("local-services");
         String postgresUrl;
         try (LocalServices services = LocalServices.start(data,
-                Map.of("payments", 2, "payments-accepted", 1, "payments-dead-letters", 1),
+                Map.of("payments", 2, "payments-accepted", 1, "payments-dead-letters", 1, "payments-outcomes", 1),
                 List.of(EXAMPLE.resolve("src/main/resources/db/ledger.sql")))) {
             Path settings = services.settingsFile();
             postgresUrl = services.settings().get("postgres.url");
