@@ -1,0 +1,304 @@
+package io.onceflow.sink.postgres;
+
+import io.onceflow.api.Event;
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
+import io.onceflow.sink.postgres.internal.ProtocolHooks;
+import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
+import io.onceflow.sink.postgres.internal.commit.PostgresWriterState;
+import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
+import io.onceflow.sink.postgres.internal.writer.WriterStart;
+import io.onceflow.testing.RecordingCommitRequest;
+import io.onceflow.testing.RecordingCommitRequest.Outcome;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.List;
+import java.util.OptionalLong;
+import java.util.Random;
+import java.util.concurrent.TimeoutException;
+
+/**
+ * One execution of the job in a {@link ProtocolSchedule}: its writer attempts (one per subtask),
+ * the input position its source has read to, the checkpoint its writers have all taken and that
+ * has not completed yet, and its committers' committables not committed yet (those of declined
+ * checkpoints wait for the next completed one, as Flink's committer keeps them).
+ */
+final class ScheduleExecution {
+    static final String JOB_ID = "schedule-job";
+
+    /** A completed checkpoint: what a restore hands the writers and the committers. */
+    record Completed(long id, long position, List<List<PostgresWriterState>> states, List<Pending> committer) {}
+
+    /** A committable and the checkpoint whose barrier produced it. */
+    record Pending(long checkpoint, PostgresCommittable committable) {}
+
+    /** A checkpoint every writer of the execution has taken, not completed yet. */
+    record Checkpoint(long id, long position, List<List<PostgresWriterState>> states) {}
+
+    record ArmedFreeze(ProtocolHooks.Step step, int subtask) {}
+
+    /** A commit's end: a committable the committer gave up on, or why the commit did not finish (null: it did). */
+    record CommitResult(String failedOutcome, String interrupted) {}
+
+    private final PostgresSinkConfig config;
+    final int parallelism;
+    private final int attemptNumber;
+    private final Completed restored;
+    private final List<String> log;
+    final List<Writer> writers = new ArrayList<>();
+    long position;
+    Checkpoint pending;
+    final List<Pending> committer = new ArrayList<>();
+
+    ScheduleExecution(PostgresSinkConfig config, int parallelism, int attemptNumber, String name, Completed restored,
+            List<String> log) {
+        this.config = config;
+        this.parallelism = parallelism;
+        this.attemptNumber = attemptNumber;
+        this.restored = restored;
+        this.log = log;
+        this.position = restored == null ? 0 : restored.position();
+        if (restored != null) {
+            committer.addAll(restored.committer());
+        }
+        for (int subtask = 0; subtask < parallelism; subtask++) {
+            writers.add(new Writer(subtask, new ScheduledAttempt(name + "-subtask" + subtask)));
+        }
+    }
+
+    static String id(long position) {
+        return "e" + position;
+    }
+
+    private int subtaskOf(long position) {
+        return Math.floorMod(id(position).hashCode() * 31 + 7, parallelism);
+    }
+
+    /**
+     * Starts the writers in subtask order; the restored committables are committed before the
+     * writer {@code commitRestoredBefore} starts (after all of them if it is beyond the last).
+     *
+     * @return why the start failed, or null
+     */
+    String start(int commitRestoredBefore, ArmedFreeze freeze) throws TimeoutException {
+        OptionalLong restoredId = restored == null ? OptionalLong.empty() : OptionalLong.of(restored.id());
+        for (Writer writer : writers) {
+            if (writer.subtask == commitRestoredBefore && restored != null) {
+                String failed = commitRestored();
+                if (failed != null) {
+                    return failed;
+                }
+            }
+            List<PostgresWriterState> state = restored == null ? List.of()
+                    : stateFor(restored.states(), writer.subtask, parallelism);
+            WriterStart start = new WriterStart(writer.subtask, parallelism, 128, attemptNumber, JOB_ID, restoredId, state);
+            String failed = writer.run(() -> writer.writer = new PostgresExactlyOnceWriter(config, start,
+                    PostgresSinkMetrics.unregistered()), freeze, "start");
+            if (failed != null) {
+                return failed;
+            }
+        }
+        return commitRestoredBefore >= parallelism && restored != null ? commitRestored() : null;
+    }
+
+    private String commitRestored() throws TimeoutException {
+        CommitResult result = commitUpTo(restored.id(), null);
+        return result.failedOutcome() != null ? "LOST: " + result.failedOutcome() : result.interrupted();
+    }
+
+    /**
+     * Flink's split list state after a restore: each subtask its own elements at an unchanged
+     * parallelism, otherwise every element in contiguous chunks.
+     */
+    static List<PostgresWriterState> stateFor(List<List<PostgresWriterState>> bySubtask, int subtask, int parallelism) {
+        if (bySubtask.size() == parallelism) {
+            return bySubtask.get(subtask);
+        }
+        List<PostgresWriterState> all = bySubtask.stream().flatMap(List::stream).toList();
+        int from = (int) ((long) all.size() * subtask / parallelism);
+        int to = (int) ((long) all.size() * (subtask + 1) / parallelism);
+        return all.subList(from, to);
+    }
+
+    /** The next {@code count} events of the input, each to the writer of its id's subtask; null if all went in. */
+    String write(int count, ArmedFreeze freeze) throws TimeoutException {
+        List<List<Event>> bySubtask = new ArrayList<>();
+        writers.forEach(w -> bySubtask.add(new ArrayList<>()));
+        for (long p = position; p < position + count; p++) {
+            bySubtask.get(subtaskOf(p)).add(SinkDatabase.event(id(p)));
+        }
+        position += count;
+        for (Writer writer : writers) {
+            List<Event> events = bySubtask.get(writer.subtask);
+            String failed = writer.run(() -> writeAll(writer.writer, events), freeze, "write " + events.size());
+            if (failed != null) {
+                return failed;
+            }
+        }
+        return null;
+    }
+
+    private static void writeAll(PostgresExactlyOnceWriter writer, List<Event> events) throws Exception {
+        for (Event event : events) {
+            writer.write(event, null);
+        }
+    }
+
+    /** Barrier {@code id} at every writer; null if each prepared and snapshotted. */
+    String barrier(long id, boolean endOfInput, ArmedFreeze freeze) throws TimeoutException {
+        List<List<PostgresWriterState>> states = new ArrayList<>();
+        List<Pending> committables = new ArrayList<>();
+        for (Writer writer : writers) {
+            String failed = writer.run(() -> {
+                if (endOfInput) {
+                    writer.writer.flush(true);
+                }
+                Collection<PostgresCommittable> prepared = writer.writer.prepareCommit();
+                prepared.forEach(c -> committables.add(new Pending(id, c)));
+                states.add(writer.writer.snapshotState(id));
+            }, freeze, "barrier " + id + (endOfInput ? " at the end of input" : ""));
+            if (failed != null) {
+                return failed;
+            }
+        }
+        committer.addAll(committables);
+        pending = new Checkpoint(id, position, states);
+        return null;
+    }
+
+    Completed complete() {
+        Completed completed = new Completed(pending.id(), pending.position(), pending.states(), List.copyOf(committer));
+        pending = null;
+        return completed;
+    }
+
+    /** Each subtask's committer commits its committables of checkpoints up to {@code checkpointId}. */
+    CommitResult commitUpTo(long checkpointId, ArmedFreeze freeze) throws TimeoutException {
+        for (Writer writer : writers) {
+            List<Pending> mine = committer.stream().filter(p -> p.checkpoint() <= checkpointId
+                    && p.committable().transactionId().subtaskIndex() % parallelism == writer.subtask).toList();
+            if (mine.isEmpty()) {
+                continue;
+            }
+            List<RecordingCommitRequest<PostgresCommittable>> requests = new ArrayList<>();
+            String failed = writer.run(() -> requests.addAll(PostgresTwoPhaseCommitTest.commit(config,
+                    mine.stream().map(Pending::committable).toArray(PostgresCommittable[]::new))), freeze, "commit");
+            if (failed != null) {
+                return new CommitResult(null, failed);
+            }
+            for (int i = 0; i < mine.size(); i++) {
+                RecordingCommitRequest<PostgresCommittable> request = requests.get(i);
+                if (request.outcome == Outcome.FAILED) {
+                    return new CommitResult(request.getCommittable() + ": " + request.failure, null);
+                }
+                if (request.outcome == Outcome.RETRY_LATER) {
+                    return new CommitResult(null, "asked to retry " + request.getCommittable());
+                }
+                committer.remove(mine.get(i));
+            }
+        }
+        return new CommitResult(null, null);
+    }
+
+    /** One writer attempt of this execution; after a restart, perhaps a zombie. */
+    final class Writer {
+        final int subtask;
+        final ScheduledAttempt attempt;
+        volatile PostgresExactlyOnceWriter writer;
+        private final List<String> zombieWork = new ArrayList<>();
+        private final List<ScheduledAttempt.ThrowingRunnable> zombieOperations = new ArrayList<>();
+
+        Writer(int subtask, ScheduledAttempt attempt) {
+            this.subtask = subtask;
+            this.attempt = attempt;
+        }
+
+        /** Runs {@code operation} on the attempt; null if it ended well, else how it did not. */
+        String run(ScheduledAttempt.ThrowingRunnable operation, ArmedFreeze freeze, String what)
+                throws TimeoutException {
+            if (freeze != null && freeze.subtask() % parallelism == subtask) {
+                attempt.freezeAt(freeze.step());
+            }
+            ScheduledAttempt.Result result = attempt.run(operation, ProtocolSchedule.OPERATION_TIMEOUT_MILLIS);
+            return switch (result) {
+                case DONE -> null;
+                case FROZE -> attempt + " froze in " + what;
+                case FAILED -> attempt + " failed in " + what + ": " + attempt.failure;
+            };
+        }
+
+        /**
+         * Stays alive, frozen, after its execution was given up: with the input its source had read
+         * past its position, a barrier that was in flight, and the notification of the latest
+         * completed checkpoint, each perhaps, to act on when it wakes.
+         */
+        void becomeZombie(Random random, ScheduleExecution execution, long inFlightBarrier, Completed latest) {
+            if (!attempt.isFrozen()) {
+                attempt.freezeNow();
+            }
+            if (random.nextBoolean()) {
+                List<Event> unread = new ArrayList<>();
+                for (long p = execution.position; p < execution.position + 20; p++) {
+                    if (subtaskOf(p) == subtask) {
+                        unread.add(SinkDatabase.event(id(p)));
+                    }
+                }
+                zombieWork.add("write " + unread.size());
+                zombieOperations.add(() -> writeAll(writer, unread));
+            }
+            if (random.nextBoolean()) {
+                zombieWork.add("barrier " + inFlightBarrier);
+                zombieOperations.add(() -> {
+                    writer.prepareCommit();
+                    writer.snapshotState(inFlightBarrier);
+                });
+            }
+            if (latest != null && random.nextBoolean()) {
+                List<PostgresCommittable> notified = execution.committer.stream()
+                        .filter(p -> p.checkpoint() <= latest.id()
+                                && p.committable().transactionId().subtaskIndex() % parallelism == subtask)
+                        .map(Pending::committable).toList();
+                if (!notified.isEmpty()) {
+                    zombieWork.add("commit of checkpoint " + latest.id() + " (" + notified.size() + ")");
+                    zombieOperations.add(() -> PostgresTwoPhaseCommitTest.commit(config,
+                            notified.toArray(PostgresCommittable[]::new)));
+                }
+            }
+        }
+
+        List<String> zombieWork() {
+            return zombieWork;
+        }
+
+        /** Wakes the zombie: it finishes its operation, does its work while it can, and is cancelled. */
+        String wakeAndWork() throws TimeoutException {
+            List<String> done = new ArrayList<>();
+            ScheduledAttempt.Result woken = attempt.wake(ProtocolSchedule.OPERATION_TIMEOUT_MILLIS);
+            done.add("its operation " + woken + (attempt.failure == null ? "" : " (" + attempt.failure + ")"));
+            for (int i = 0; i < zombieOperations.size() && woken != ScheduledAttempt.Result.FAILED && writer != null; i++) {
+                woken = attempt.run(zombieOperations.get(i), ProtocolSchedule.OPERATION_TIMEOUT_MILLIS);
+                done.add(zombieWork.get(i) + " " + woken + (attempt.failure == null ? "" : " (" + attempt.failure + ")"));
+            }
+            cancel();
+            return String.join("; ", done);
+        }
+
+        /** Flink cancels the attempt: its writer closes (its session with it). */
+        void cancel() {
+            attempt.stop();
+            PostgresExactlyOnceWriter closing = writer;
+            if (closing != null) {
+                try {
+                    closing.close();
+                } catch (Exception e) {
+                    // a fenced or broken session: nothing to close cleanly
+                }
+            }
+        }
+
+        @Override
+        public String toString() {
+            return attempt.toString();
+        }
+    }
+}
