@@ -32,6 +32,8 @@ final class ProtocolSchedule {
     private final List<ScheduleExecution.Writer> zombies = new ArrayList<>();
     /** A freeze armed for the next operation of the writer of this subtask that reaches the step. */
     private ScheduleExecution.ArmedFreeze armed;
+    /** The kind of operation the armed freeze is for: one that passes its step (a claim: at start or at a barrier). */
+    private Operation armedOperation;
     private int attemptNames;
 
     ProtocolSchedule(SinkDatabase db, PostgresSinkConfig config) {
@@ -74,7 +76,7 @@ final class ProtocolSchedule {
         log.add(action.toString());
         switch (action.kind()) {
             case WRITE -> {
-                if (live.write(1 + random.nextInt(30), armedFor()) != null) {
+                if (live.write(1 + random.nextInt(30), null) != null) {
                     restart(random, false, live.parallelism, "a write failed or froze");
                 }
             }
@@ -93,22 +95,46 @@ final class ProtocolSchedule {
             case RESCALE -> restart(random, false, 1 + (live.parallelism + random.nextInt(2)) % 3, "rescale");
             case RESUBMIT -> resubmit(random);
             case WAKE -> {
+                if (zombies.isEmpty()) {
+                    return null;
+                }
+                // a third wake in a quiet moment; the others while a checkpoint is in flight, which then completes
+                int moment = random.nextInt(3);
+                if (moment == 2 && live.pending == null) {
+                    inFlight(random);
+                }
                 if (!zombies.isEmpty()) {
                     wake(zombies.remove(random.nextInt(zombies.size())));
                 }
+                return moment == 0 ? null : complete(random, false);
             }
             case ARM_FREEZE -> {
                 armed = new ScheduleExecution.ArmedFreeze(
                         ScheduleAction.FREEZE_STEPS[random.nextInt(ScheduleAction.FREEZE_STEPS.length)],
                         random.nextInt(3));
-                log.add("  armed " + armed);
+                armedOperation = switch (armed.step()) {
+                    case FENCE_OPENING -> Operation.START;
+                    case CLAIM_DECIDED, CLAIM_RECORDED -> random.nextBoolean() ? Operation.START : Operation.BARRIER;
+                    case BEFORE_PREPARE, AFTER_PREPARE -> Operation.BARRIER;
+                    default -> Operation.COMMIT;
+                };
+                log.add("  armed " + armed + " for the next " + armedOperation);
             }
         }
         return null;
     }
 
-    private ScheduleExecution.ArmedFreeze armedFor() {
+    private enum Operation { START, BARRIER, COMMIT }
+
+    /** The armed freeze, if it is of a step that {@code operation} passes: then it is used up. */
+    private ScheduleExecution.ArmedFreeze armedFor(Operation operation) {
         ScheduleExecution.ArmedFreeze freeze = armed;
+        if (freeze == null) {
+            return null;
+        }
+        if (armedOperation != operation) {
+            return null;
+        }
         armed = null;
         return freeze;
     }
@@ -116,10 +142,19 @@ final class ProtocolSchedule {
     /** Every writer of the live execution takes barrier {@code ++counter}; a failure restarts the job. */
     private void barrier(Random random, boolean endOfInput) throws Exception {
         long id = ++checkpointCounter;
-        String failed = live.barrier(id, endOfInput, armedFor());
+        String failed = live.barrier(id, endOfInput, armedFor(Operation.BARRIER));
         log.add("  checkpoint " + id + (failed == null ? " taken by every writer" : ": " + failed));
         if (failed != null) {
             restart(random, false, live.parallelism, "checkpoint " + id + " failed");
+        }
+    }
+
+    /** A checkpoint with data in flight: events, then a barrier every writer takes (unless that fails). */
+    private void inFlight(Random random) throws Exception {
+        if (live.write(1 + random.nextInt(20), null) != null) {
+            restart(random, false, live.parallelism, "a write failed");
+        } else {
+            barrier(random, false);
         }
     }
 
@@ -134,14 +169,14 @@ final class ProtocolSchedule {
         if (notificationLost) {
             return null;
         }
-        ScheduleExecution.CommitResult result = live.commitUpTo(latest.id(), armedFor());
+        ScheduleExecution.CommitResult result = live.commitUpTo(latest.id(), armedFor(Operation.COMMIT));
         if (result.failedOutcome() != null) {
             return "LOST: the committer could not commit " + result.failedOutcome();
         }
         if (result.interrupted() != null) {
             restart(random, false, live.parallelism, "the commit " + result.interrupted());
         } else {
-            invariants.committedUpTo(latest.position());
+            invariants.committed(latest);
         }
         return null;
     }
@@ -174,7 +209,7 @@ final class ProtocolSchedule {
             restart(random, false, live.parallelism, "the savepoint's commit failed");
             return;
         }
-        invariants.committedUpTo(latest.position());
+        invariants.committed(latest);
         retire(random, live);
         config = register(live.parallelism);
         jobManager++;
@@ -218,7 +253,7 @@ final class ProtocolSchedule {
         while (true) {
             String name = "jm" + jobManager + "-attempt" + attemptsInJobManager + "-" + (attemptNames++);
             live = new ScheduleExecution(config, parallelism, attemptsInJobManager, name, latest, log);
-            String failed = live.start(random.nextInt(parallelism + 2), armedFor());
+            String failed = live.start(random.nextInt(parallelism + 2), armedFor(Operation.START));
             if (failed == null) {
                 failedStartsInARow = 0;
                 return;
@@ -241,8 +276,16 @@ final class ProtocolSchedule {
         log.add("quiesce");
         armed = null;
         while (!zombies.isEmpty()) {
+            // each wakes while a checkpoint with data is in flight, which then completes
+            Random random = new Random(zombies.size());
+            if (live.pending == null) {
+                inFlight(random);
+            }
             wake(zombies.remove(0));
-            String broken = invariants.check(latest);
+            String broken = complete(random, false);
+            if (broken == null) {
+                broken = invariants.check(latest);
+            }
             if (broken != null) {
                 return broken;
             }

@@ -47,6 +47,11 @@ final class ScheduleExecution {
     private final List<String> log;
     final List<Writer> writers = new ArrayList<>();
     long position;
+    /**
+     * Every writer has started: only then may Flink trigger a checkpoint of this execution (it
+     * triggers none while a task is still INITIALIZING, which includes creating its writer).
+     */
+    private boolean running;
     Checkpoint pending;
     final List<Pending> committer = new ArrayList<>();
 
@@ -98,7 +103,9 @@ final class ScheduleExecution {
                 return failed;
             }
         }
-        return commitRestoredBefore >= parallelism && restored != null ? commitRestored() : null;
+        String failed = commitRestoredBefore >= parallelism && restored != null ? commitRestored() : null;
+        running = failed == null;
+        return failed;
     }
 
     private String commitRestored() throws TimeoutException {
@@ -229,8 +236,9 @@ final class ScheduleExecution {
 
         /**
          * Stays alive, frozen, after its execution was given up: with the input its source had read
-         * past its position, a barrier that was in flight, and the notification of the latest
-         * completed checkpoint, each perhaps, to act on when it wakes.
+         * past its position, a barrier that was in flight (if every writer of the execution had
+         * started), and the notification of the latest completed checkpoint, each perhaps, to act
+         * on when it wakes.
          */
         void becomeZombie(Random random, ScheduleExecution execution, long inFlightBarrier, Completed latest) {
             if (!attempt.isFrozen()) {
@@ -246,7 +254,7 @@ final class ScheduleExecution {
                 zombieWork.add("write " + unread.size());
                 zombieOperations.add(() -> writeAll(writer, unread));
             }
-            if (random.nextBoolean()) {
+            if (execution.running && random.nextBoolean()) {
                 zombieWork.add("barrier " + inFlightBarrier);
                 zombieOperations.add(() -> {
                     writer.prepareCommit();

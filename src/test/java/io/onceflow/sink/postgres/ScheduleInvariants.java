@@ -5,6 +5,8 @@ import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.stream.Collectors;
 
 /**
  * What a {@link ProtocolSchedule} checks in the database after every action. The input is the ids
@@ -15,10 +17,11 @@ import java.util.Map;
  *   <li>DUPLICATE: no id is committed twice (its row's {@code deliveries} stays 1);
  *   <li>EXPOSED: nothing is visible that no completed checkpoint covers (an aborted checkpoint's,
  *       a discarded attempt's, a zombie's);
- *   <li>LOST: everything the committed checkpoints cover is visible, but for one limit: a writer
- *       that deferred its claim (docs/failover.md, "Zombie attempts") writes what it received
- *       before its first barrier into the transaction of the checkpoint after it, so what the
- *       latest committed checkpoint covers may wait for the next one ({@link #ONE_CHECKPOINT_LATE});
+ *   <li>LOST: everything the committed checkpoints cover is visible, or carried in the writer
+ *       state of the latest one: a writer that deferred its claim (docs/failover.md, "Zombie
+ *       attempts") writes what it received before its first barrier into the transaction after
+ *       that barrier's, and its checkpoint's state carries those events until then (a restore
+ *       that defers again carries them one checkpoint further);
  *   <li>at the end, after the last completed checkpoint committed, no prepared transaction of the
  *       sink is left (ORPHAN), and the job did complete and commit one (STALL).
  * </ul>
@@ -26,32 +29,28 @@ import java.util.Map;
 final class ScheduleInvariants {
     private final SinkDatabase db;
     private final String sinkPrefix;
-    /**
-     * Whether output may become visible one committed checkpoint late (deferred claims). Claims only
-     * at barriers (issue #31) are to make it false.
-     */
-    static final boolean ONE_CHECKPOINT_LATE = true;
-
     private long committedPosition;
-    /** The position of the committed checkpoint before the latest: what must be visible now. */
-    private long visiblePosition;
+    /** Ids the latest committed checkpoint's writer state carries for a deferred writer: not visible yet, not lost. */
+    private Set<String> carried = Set.of();
 
     ScheduleInvariants(SinkDatabase db, String sinkPrefix) {
         this.db = db;
         this.sinkPrefix = sinkPrefix;
     }
 
-    /** A committer finished committing every committable of a checkpoint at {@code position}. */
-    void committedUpTo(long position) {
-        if (position > committedPosition) {
-            visiblePosition = ONE_CHECKPOINT_LATE ? committedPosition : position;
-            committedPosition = position;
+    /** A committer finished committing every committable of {@code checkpoint}. */
+    void committed(ScheduleExecution.Completed checkpoint) {
+        if (checkpoint.position() >= committedPosition) {
+            committedPosition = checkpoint.position();
+            carried = checkpoint.states().stream().flatMap(List::stream)
+                    .flatMap(state -> state.deferredEvents().stream()).map(event -> event.messageId)
+                    .collect(Collectors.toSet());
         }
     }
 
-    /** At the end, after two checkpoints committed in a row: all of it. */
-    void requireAllCommittedVisible() {
-        visiblePosition = committedPosition;
+    /** At the end, after two checkpoints committed in a row: all of it visible. */
+    private void requireAllCommittedVisible() {
+        carried = Set.of();
     }
 
     long committedPosition() {
@@ -72,7 +71,7 @@ final class ScheduleInvariants {
             if (position >= covered) {
                 exposed.add(row.getKey());
             }
-            if (position < visiblePosition) {
+            if (position < committedPosition) {
                 committedVisible++;
             }
         }
@@ -80,15 +79,17 @@ final class ScheduleInvariants {
             return "EXPOSED: " + exposed.size() + " ids visible that no completed checkpoint covers (it covers up to "
                     + covered + "), e.g. " + exposed.get(0);
         }
-        if (committedVisible != visiblePosition) {
-            List<String> missing = new ArrayList<>();
-            for (long p = 0; p < visiblePosition && missing.size() < 5; p++) {
-                if (!deliveries.containsKey(ScheduleExecution.id(p))) {
-                    missing.add(ScheduleExecution.id(p));
-                }
+        List<String> missing = new ArrayList<>();
+        for (long p = 0; p < committedPosition && committedVisible + missing.size() < committedPosition; p++) {
+            String id = ScheduleExecution.id(p);
+            if (!deliveries.containsKey(id) && !carried.contains(id)) {
+                missing.add(id);
             }
-            return "LOST: " + (visiblePosition - committedVisible) + " ids of committed checkpoints (up to position "
-                    + visiblePosition + ") are missing, e.g. " + missing;
+        }
+        if (!missing.isEmpty()) {
+            return "LOST: " + missing.size() + " ids of committed checkpoints (up to position " + committedPosition
+                    + ") are neither visible nor carried in its writer state, e.g. "
+                    + missing.subList(0, Math.min(5, missing.size()));
         }
         return null;
     }
