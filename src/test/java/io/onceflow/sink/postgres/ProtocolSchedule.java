@@ -28,6 +28,10 @@ final class ProtocolSchedule {
     private int failedStartsInARow;
     /** The latest completed checkpoint; null before the first. */
     private ScheduleExecution.Completed latest;
+    /** What a restart restores: the latest completed checkpoint of this run, null before its first. */
+    private ScheduleExecution.Completed restorable;
+    /** Where the source starts without a checkpoint to restore: the consumer group's offsets. */
+    private long startPosition;
     private ScheduleExecution live;
     private final List<ScheduleExecution.Writer> zombies = new ArrayList<>();
     /** A freeze armed for the next operation of the writer of this subtask that reaches the step. */
@@ -94,6 +98,7 @@ final class ProtocolSchedule {
             case JOBMANAGER_FAILOVER -> restart(random, true, live.parallelism, "the JobManager failed over");
             case RESCALE -> restart(random, false, 1 + (live.parallelism + random.nextInt(2)) % 3, "rescale");
             case RESUBMIT -> resubmit(random);
+            case FRESH_START -> freshStart(random);
             case WAKE -> {
                 if (zombies.isEmpty()) {
                     return null;
@@ -164,6 +169,7 @@ final class ProtocolSchedule {
             return null;
         }
         latest = live.complete();
+        restorable = latest;
         log.add("  checkpoint " + latest.id() + " completed at position " + latest.position()
                 + (notificationLost ? ", its notification lost" : ""));
         if (notificationLost) {
@@ -201,7 +207,7 @@ final class ProtocolSchedule {
 
     /** Stop with a savepoint (the latest completed checkpoint, committed), then a new submission from it. */
     private void resubmit(Random random) throws Exception {
-        if (latest == null || live.pending != null) {
+        if (restorable == null || live.pending != null) {
             return;
         }
         ScheduleExecution.CommitResult result = live.commitUpTo(latest.id(), null);
@@ -211,7 +217,7 @@ final class ProtocolSchedule {
         }
         invariants.committed(latest);
         retire(random, live);
-        config = register(live.parallelism);
+        config = register(live.parallelism, StartMode.RESTORE);
         jobManager++;
         attemptsInJobManager = 0;
         log.add("  resubmitted from checkpoint " + latest.id() + " as run " + config.run());
@@ -222,10 +228,12 @@ final class ProtocolSchedule {
      * Registers the new submission's run: refused while a session of the old one renewed its lease
      * lately (a frozen attempt, until its lease runs out), so tried again as an operator would.
      */
-    private PostgresSinkConfig register(int parallelism) throws Exception {
+    private PostgresSinkConfig register(int parallelism, StartMode mode) throws Exception {
         for (int tries = 1; ; tries++) {
             try {
-                return new PostgresRunRegistry(config).startRun(parallelism, StartMode.RESTORE, "resubmitted").config();
+                return new PostgresRunRegistry(config).startRun(parallelism, mode, "resubmitted").config();
+            } catch (PendingTransactionsException refused) {
+                throw refused;
             } catch (IllegalStateException refused) {
                 if (tries == 4) {
                     throw new TimeoutException("the resubmission was refused " + tries + " times: " + refused.getMessage());
@@ -234,6 +242,29 @@ final class ProtocolSchedule {
                 Thread.sleep(1_500);
             }
         }
+    }
+
+    /**
+     * The operator cancels the job and starts it fresh: a new run without state, reading from the
+     * consumer group's offsets (committed at each completed checkpoint). The registry refuses while
+     * prepared transactions wait; the operator then resumes from the latest checkpoint.
+     */
+    private void freshStart(Random random) throws Exception {
+        retire(random, live);
+        jobManager++;
+        attemptsInJobManager = 0;
+        try {
+            config = register(live.parallelism, StartMode.FRESH);
+            restorable = null;
+            startPosition = latest == null ? 0 : latest.position();
+            invariants.stateDiscarded();
+            log.add("  started fresh as run " + config.run() + " at position " + startPosition);
+        } catch (PendingTransactionsException refused) {
+            config = register(live.parallelism, StartMode.RESTORE);
+            log.add("  the fresh start is refused (" + refused.getMessage().lines().findFirst().orElse("")
+                    + "); resumed as run " + config.run());
+        }
+        start(live.parallelism, random);
     }
 
     private void retire(Random random, ScheduleExecution execution) throws Exception {
@@ -252,7 +283,8 @@ final class ProtocolSchedule {
     private void start(int parallelism, Random random) throws Exception {
         while (true) {
             String name = "jm" + jobManager + "-attempt" + attemptsInJobManager + "-" + (attemptNames++);
-            live = new ScheduleExecution(config, parallelism, attemptsInJobManager, name, latest, log);
+            live = new ScheduleExecution(config, parallelism, attemptsInJobManager, name, restorable, startPosition,
+                    log);
             String failed = live.start(random.nextInt(parallelism + 2), armedFor(Operation.START));
             if (failed == null) {
                 failedStartsInARow = 0;

@@ -31,6 +31,12 @@ record ScheduleAction(Kind kind, long salt) {
         RESCALE(3),
         /** Stop with a savepoint and submit again from it: a new run. */
         RESUBMIT(2),
+        /**
+         * The operator cancels the job and starts it fresh (no state, a new run, the input from the
+         * consumer group's offsets, i.e. the latest completed checkpoint's position); refused while
+         * prepared transactions wait, then it resumes from the latest checkpoint instead.
+         */
+        FRESH_START(2),
         /** A frozen old attempt wakes up and does what it was doing, and what it still had to do. */
         WAKE(6),
         /** The next operation of a running writer that reaches a given protocol step freezes there. */
@@ -51,14 +57,14 @@ record ScheduleAction(Kind kind, long salt) {
     };
 
     /**
-     * Schedules with JobManager failovers find S6b (issue #31, docs/known-limits.md) within a few dozen
-     * schedules; until claims happen only at barriers, the default run leaves them out and
-     * {@code -Donceflow.schedule.jobManagerFailovers=true} (the {@code schedules} profile) puts them in.
+     * Fresh starts after a deferred claim lose the events the writer state carried (S2 of issue #31,
+     * docs/failover.md): until claims happen only at barriers, the default run leaves them out, and
+     * {@code -Donceflow.schedule.freshStarts=true} (the {@code schedules} profile) puts them in.
      */
-    static final boolean JOBMANAGER_FAILOVERS = Boolean.getBoolean("onceflow.schedule.jobManagerFailovers");
+    static final boolean FRESH_STARTS = Boolean.getBoolean("onceflow.schedule.freshStarts");
 
     private static int weight(Kind kind) {
-        return kind == Kind.JOBMANAGER_FAILOVER && !JOBMANAGER_FAILOVERS ? 0 : kind.weight;
+        return kind == Kind.FRESH_START && !FRESH_STARTS ? 0 : kind.weight;
     }
 
     static List<ScheduleAction> generate(Random random, int length) {

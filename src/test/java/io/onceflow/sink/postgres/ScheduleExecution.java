@@ -55,14 +55,15 @@ final class ScheduleExecution {
     Checkpoint pending;
     final List<Pending> committer = new ArrayList<>();
 
+    /** @param startPosition where the source starts without a restored checkpoint (the consumer group's offsets) */
     ScheduleExecution(PostgresSinkConfig config, int parallelism, int attemptNumber, String name, Completed restored,
-            List<String> log) {
+            long startPosition, List<String> log) {
         this.config = config;
         this.parallelism = parallelism;
         this.attemptNumber = attemptNumber;
         this.restored = restored;
         this.log = log;
-        this.position = restored == null ? 0 : restored.position();
+        this.position = restored == null ? startPosition : restored.position();
         if (restored != null) {
             committer.addAll(restored.committer());
         }

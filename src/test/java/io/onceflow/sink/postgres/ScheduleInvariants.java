@@ -48,6 +48,11 @@ final class ScheduleInvariants {
         }
     }
 
+    /** A fresh start: the carried events went with the writer state. */
+    void stateDiscarded() {
+        carried = Set.of();
+    }
+
     /** At the end, after two checkpoints committed in a row: all of it visible. */
     private void requireAllCommittedVisible() {
         carried = Set.of();
