@@ -34,10 +34,7 @@ final class ProtocolSchedule {
     private long startPosition;
     private ScheduleExecution live;
     private final List<ScheduleExecution.Writer> zombies = new ArrayList<>();
-    /** A freeze armed for the next operation of the writer of this subtask that reaches the step. */
-    private ScheduleExecution.ArmedFreeze armed;
-    /** The kind of operation the armed freeze is for: one that passes its step (a claim: at start or at a barrier). */
-    private Operation armedOperation;
+    private final ArmedFreezes freezes = new ArmedFreezes();
     private int attemptNames;
 
     ProtocolSchedule(SinkDatabase db, PostgresSinkConfig config) {
@@ -114,40 +111,16 @@ final class ProtocolSchedule {
                 return moment == 0 ? null : complete(random, false);
             }
             case ARM_FREEZE -> {
-                armed = new ScheduleExecution.ArmedFreeze(
-                        ScheduleAction.FREEZE_STEPS[random.nextInt(ScheduleAction.FREEZE_STEPS.length)],
-                        random.nextInt(3));
-                armedOperation = switch (armed.step()) {
-                    case FENCE_OPENING -> Operation.START;
-                    case CLAIM_DECIDED, CLAIM_RECORDED -> random.nextBoolean() ? Operation.START : Operation.BARRIER;
-                    case BEFORE_PREPARE, AFTER_PREPARE -> Operation.BARRIER;
-                    default -> Operation.COMMIT;
-                };
-                log.add("  armed " + armed + " for the next " + armedOperation);
+                log.add("  armed " + freezes.arm(random));
             }
         }
         return null;
     }
 
-    private enum Operation { START, BARRIER, COMMIT }
-
-    /** The armed freeze, if it is of a step that {@code operation} passes: then it is used up. */
-    private ScheduleExecution.ArmedFreeze armedFor(Operation operation) {
-        ScheduleExecution.ArmedFreeze freeze = armed;
-        if (freeze == null) {
-            return null;
-        }
-        if (armedOperation != operation) {
-            return null;
-        }
-        armed = null;
-        return freeze;
-    }
-
     /** Every writer of the live execution takes barrier {@code ++counter}; a failure restarts the job. */
     private void barrier(Random random, boolean endOfInput) throws Exception {
         long id = ++checkpointCounter;
-        String failed = live.barrier(id, endOfInput, armedFor(Operation.BARRIER));
+        String failed = live.barrier(id, endOfInput, freezes.take(ArmedFreezes.Operation.BARRIER));
         log.add("  checkpoint " + id + (failed == null ? " taken by every writer" : ": " + failed));
         if (failed != null) {
             restart(random, false, live.parallelism, "checkpoint " + id + " failed");
@@ -175,7 +148,7 @@ final class ProtocolSchedule {
         if (notificationLost) {
             return null;
         }
-        ScheduleExecution.CommitResult result = live.commitUpTo(latest.id(), armedFor(Operation.COMMIT));
+        ScheduleExecution.CommitResult result = live.commitUpTo(latest.id(), freezes.take(ArmedFreezes.Operation.COMMIT));
         if (result.failedOutcome() != null) {
             return "LOST: the committer could not commit " + result.failedOutcome();
         }
@@ -271,7 +244,7 @@ final class ProtocolSchedule {
         long inFlightBarrier = ++checkpointCounter; // a barrier the old attempts may still have received
         for (ScheduleExecution.Writer writer : execution.writers) {
             if (writer.attempt.isFrozen() || random.nextInt(4) == 0) {
-                writer.becomeZombie(random, execution, inFlightBarrier, latest);
+                writer.becomeZombie(random, inFlightBarrier, latest);
                 zombies.add(writer);
                 log.add("  " + writer + " stays alive, frozen, with " + writer.zombieWork());
             } else {
@@ -285,7 +258,7 @@ final class ProtocolSchedule {
             String name = "jm" + jobManager + "-attempt" + attemptsInJobManager + "-" + (attemptNames++);
             live = new ScheduleExecution(config, parallelism, attemptsInJobManager, name, restorable, startPosition,
                     log);
-            String failed = live.start(random.nextInt(parallelism + 2), armedFor(Operation.START));
+            String failed = live.start(random.nextInt(parallelism + 2), freezes.take(ArmedFreezes.Operation.START));
             if (failed == null) {
                 failedStartsInARow = 0;
                 return;
@@ -306,7 +279,7 @@ final class ProtocolSchedule {
     /** Wakes every zombie, then lets the job complete and commit a last checkpoint; checks the end state. */
     private String quiesce() throws Exception {
         log.add("quiesce");
-        armed = null;
+        freezes.clear();
         while (!zombies.isEmpty()) {
             // each wakes while a checkpoint with data is in flight, which then completes
             Random random = new Random(zombies.size());

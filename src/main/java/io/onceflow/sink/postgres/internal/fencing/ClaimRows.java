@@ -66,32 +66,6 @@ final class ClaimRows {
         }
     }
 
-    /**
-     * Marks the index's claim as one a later attempt deferred on: no immediate claim with the same
-     * checkpoint is ordered by attempt numbers after that ({@link ClaimToken#DEFERRED_ATTEMPT}).
-     */
-    void markDeferred(int index) throws SQLException {
-        try (PreparedStatement mark = connection.prepareStatement(writers.markDeferredStatement())) {
-            mark.setString(1, sinkPrefix);
-            mark.setInt(2, index);
-            mark.executeUpdate();
-        }
-    }
-
-    /**
-     * The epoch of the index's claim, by a locking read: a newer claim recorded and not committed
-     * yet is waited for, never read past.
-     */
-    long lockedEpoch(int index) throws SQLException {
-        try (PreparedStatement query = connection.prepareStatement(writers.lockedEpochQuery())) {
-            query.setString(1, sinkPrefix);
-            query.setInt(2, index);
-            try (ResultSet row = query.executeQuery()) {
-                return row.next() ? row.getLong(1) : -1;
-            }
-        }
-    }
-
     /** Records {@code token}'s claim of the index, with the claimant's epoch and Flink job id. */
     void record(int index, ClaimToken token, long epoch, String jobId) throws SQLException {
         try (PreparedStatement upsert = connection.prepareStatement(writers.recordClaimStatement())) {

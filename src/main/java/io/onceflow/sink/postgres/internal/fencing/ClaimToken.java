@@ -36,12 +36,11 @@ import org.apache.flink.annotation.Internal;
  * and whose attempt number is higher (same subtask) claims at once instead of deferring. Within one
  * JobManager that is Flink's order (a restart before the next checkpoint completed, the common case,
  * so deferring, which holds the interval's events in memory, stays rare: after a JobManager
- * failover). Across JobManagers attempt numbers order nothing, so an attempt that defers marks the
- * claim it deferred on ({@link #DEFERRED_ATTEMPT}): no later attempt passes it by number, and every
- * one defers until a claim at a barrier. Without the mark, the new JobManager's attempt 0 deferred,
- * froze with a barrier c in its input, a restart's attempt 1 claimed at once over the old
- * JobManager's attempt 0, and the woken attempt 0 claimed at c over it and rolled back its
- * transaction of a checkpoint that then completed (S6b of issue #31, found by FencingScheduleTest).
+ * failover). Across JobManagers it is safe while the new JobManager's attempts defer (they record
+ * nothing, prepare nothing), and after its first barrier claim (a higher claim checkpoint). What it
+ * leaves open: a new JobManager that restarts the job more often, before its first completed
+ * checkpoint, than the old one had, and a frozen attempt of the old JobManager with a still higher
+ * number waking after that: docs/failover.md, "JobManager failover".
  *
  * <p>Why this fences zombies: a zombie of a dead JobManager that restored N and wakes up late finds
  * a claim of N or higher and defers; it never receives a barrier from the new JobManager, so it never
@@ -63,12 +62,6 @@ import org.apache.flink.annotation.Internal;
 public record ClaimToken(long run, long claimCheckpoint, int claimer, int attempt) {
     /** Sorts before every checkpoint id (Flink's start at 1). */
     public static final long NO_CHECKPOINT = 0;
-    /**
-     * The attempt number of a claim that a later attempt deferred on (kept with the claim's holder
-     * and epoch): above every attempt number, so that no later immediate claim with the same claim
-     * checkpoint is taken as newer by its number.
-     */
-    public static final int DEFERRED_ATTEMPT = Integer.MAX_VALUE;
 
     /** How a claimant relates to the current claim of an index. */
     public enum Verdict {
@@ -136,7 +129,6 @@ public record ClaimToken(long run, long claimCheckpoint, int claimer, int attemp
     public String toString() {
         return "run " + run + ", claim checkpoint "
                 + (claimCheckpoint == NO_CHECKPOINT ? "none" : String.valueOf(claimCheckpoint))
-                + ", subtask " + claimer + (attempt == DEFERRED_ATTEMPT ? ", a later attempt deferred on it"
-                        : " attempt " + attempt);
+                + ", subtask " + claimer + " attempt " + attempt;
     }
 }

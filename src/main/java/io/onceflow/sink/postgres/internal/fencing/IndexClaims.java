@@ -21,7 +21,7 @@ import org.slf4j.LoggerFactory;
  * index it covers, judge its {@link ClaimToken} against the index's current claim under the row's
  * lock, terminate an older holder, record the claim, then take the index's advisory lock and check
  * that the claim is still its own. An immediate round ({@link Mode#IMMEDIATE}) may defer instead:
- * then it terminates nobody and only marks the index's claim as deferred on.
+ * then it terminates nobody and records nothing for that index.
  */
 final class IndexClaims {
     private static final Logger LOG = LoggerFactory.getLogger(IndexClaims.class);
@@ -90,7 +90,7 @@ final class IndexClaims {
      * Makes this attempt the holder of {@code index}: records its token, terminates an older
      * holder, takes the advisory lock. Idempotent.
      *
-     * @return false if the claim deferred (immediate rounds only): nothing was ended, only the deferral marked
+     * @return false if the claim deferred (immediate rounds only): nothing was recorded or ended
      * @throws StaleWriterException if a newer attempt has claimed the index
      * @throws IllegalStateException if a live session that cannot be ordered keeps the index
      */
@@ -115,11 +115,11 @@ final class IndexClaims {
         hooks.reached(ProtocolHooks.Step.CLAIM_RECORDED);
         locks.lock(index);
         // a locking read: a newer claim recorded meanwhile and not committed yet (its claimant found no
-        // holder to end, as this one had no lock yet) is waited for, never read past. By epoch, which
-        // only a claim changes (a deferral's mark keeps it)
-        if (rows.lockedEpoch(index) != epoch) { // a newer attempt claimed it while this one waited for the lock
+        // holder to end, as this one had no lock yet) is waited for, never read past
+        ClaimToken current = rows.read(index, true);
+        if (!token.equals(current)) { // a newer attempt claimed it while this one waited for the lock
             locks.unlock(index);
-            throw new StaleWriterException(staleMessage(index, rows.read(index, false)));
+            throw new StaleWriterException(staleMessage(index, current));
         }
         claimed.add(index);
         return true;
@@ -150,12 +150,6 @@ final class IndexClaims {
                 throw new StaleWriterException(staleMessage(index, current));
             }
             if (verdict == ClaimToken.Verdict.DEFER) {
-                // later attempts of this JobManager must not claim at once by their attempt numbers:
-                // this one holds no claim, so a frozen copy of it could claim at a later barrier (S6b)
-                if (current.attempt() != ClaimToken.DEFERRED_ATTEMPT) {
-                    rows.markDeferred(index);
-                    recorded = true;
-                }
                 return Outcome.DEFERRED;
             }
             List<LockHolder> holders = locks.holders(index);

@@ -91,20 +91,6 @@ public final class WritersTable {
     }
 
     /**
-     * Marks the claim of a sink prefix's (parameter 1) subtask index (parameter 2) as deferred on
-     * (attempt {@link ClaimToken#DEFERRED_ATTEMPT}), keeping its holder's epoch.
-     */
-    public String markDeferredStatement() {
-        return "UPDATE " + name + " SET attempt = " + ClaimToken.DEFERRED_ATTEMPT
-                + " WHERE sink_prefix = ? AND subtask_index = ?";
-    }
-
-    /** The epoch of the claim of a sink prefix's (parameter 1) subtask index (parameter 2), its row locked. */
-    public String lockedEpochQuery() {
-        return "SELECT epoch FROM " + name + " WHERE sink_prefix = ? AND subtask_index = ? FOR UPDATE";
-    }
-
-    /**
      * Records a claim, replacing the index's earlier one. Parameters: sink prefix, subtask index,
      * run, restored checkpoint (null for none), claimed by subtask, attempt, epoch, job id.
      */
