@@ -85,6 +85,28 @@ class FencingScheduleTest {
         }
     }
 
+    /**
+     * S2 of issue #31, as this test found it on main with fresh starts in the schedules (seed
+     * 69629351734825, shrunk to five actions): after a JobManager failover attempt 0 defers, receives
+     * 21 events and claims at barrier 2, so they wait, carried in checkpoint 2's writer state, for the
+     * transaction after it; checkpoint 2 completes and the consumer group's offsets pass them; the
+     * operator cancels the job and starts it fresh, which the registry allows (nothing is prepared):
+     * the 21 events are in neither PostgreSQL nor any state. Durable buffering before the claim (#31
+     * item 2) is to make it pass.
+     */
+    @Test
+    @Disabled("S2, issue #31: loses output on main (docs/failover.md)")
+    void aFreshStartAfterADeferredClaimLosesNothing() throws Exception {
+        Run run = run(List.of(new ScheduleAction(ScheduleAction.Kind.JOBMANAGER_FAILOVER, 8419992925551710035L),
+                new ScheduleAction(ScheduleAction.Kind.WRITE, 7050721223135671487L),
+                new ScheduleAction(ScheduleAction.Kind.BARRIER, -5402036456246780964L),
+                new ScheduleAction(ScheduleAction.Kind.COMPLETE, -129382662228967739L),
+                new ScheduleAction(ScheduleAction.Kind.FRESH_START, -4595204394174863221L)));
+        if (run.broken != null) {
+            fail(run.broken + "\n" + String.join("\n", run.log));
+        }
+    }
+
     private record Run(List<ScheduleAction> actions, String broken, List<String> log) {
         String kind() {
             return broken.substring(0, broken.indexOf(':'));
