@@ -17,6 +17,7 @@ import java.util.OptionalLong;
 import org.junit.jupiter.api.Test;
 import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.checkpoint;
 import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.commit;
+import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.finalCheckpoint;
 import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.write;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -215,11 +216,7 @@ class DeferredClaimTest {
         completeCheckpoint1();
         SinkDatabase.writer(config, attempt(5, RESTORED, List.of())).close();
         try (PostgresExactlyOnceWriter writer = SinkDatabase.writer(config, attempt(6, RESTORED, List.of()))) {
-            write(writer, "b");
-            writer.flush(true); // end of input, before any barrier
-            PostgresCommittable last = writer.prepareCommit().iterator().next();
-            writer.snapshotState(FIRST_BARRIER);
-            commit(config, last);
+            commit(config, finalCheckpoint(writer, FIRST_BARRIER, "b")); // end of input, before any barrier
         }
         assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("a", 1, "b", 1));
     }

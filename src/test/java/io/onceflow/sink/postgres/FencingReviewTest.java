@@ -6,7 +6,6 @@ import io.onceflow.sink.postgres.internal.commit.PostgresWriterState;
 import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
 import io.onceflow.sink.postgres.internal.writer.WriterStart;
 import io.onceflow.testing.RecordingCommitRequest.Outcome;
-import java.util.Collection;
 import java.util.List;
 import java.util.Map;
 import java.util.OptionalLong;
@@ -14,6 +13,7 @@ import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.checkpoint;
 import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.commit;
+import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.finalCheckpoint;
 import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.write;
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -52,12 +52,8 @@ class FencingReviewTest {
 
         try (PostgresExactlyOnceWriter writer = SinkDatabase.writer(config, attempt(2, OptionalLong.empty(),
                 List.of()))) {
-            write(writer, "a", "b");
-            writer.flush(true); // end of input before any barrier
-            Collection<PostgresCommittable> last = writer.prepareCommit(); // refused now: "claimed by a newer attempt"
-            assertThat(last).hasSize(1);
-            writer.snapshotState(2);
-            commit(config, last.toArray(PostgresCommittable[]::new));
+            // the input ends before any barrier: refused now, "claimed by a newer attempt"
+            commit(config, finalCheckpoint(writer, 2, "a", "b"));
         }
         assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("a", 1, "b", 1));
     }

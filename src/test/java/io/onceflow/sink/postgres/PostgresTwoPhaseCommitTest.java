@@ -67,6 +67,19 @@ class PostgresTwoPhaseCommitTest {
         return committable;
     }
 
+    /**
+     * Writes {@code ids}, ends the input and prepares for the final checkpoint, then tells the writer
+     * that checkpoint was taken, as Flink does for a bounded input.
+     */
+    static PostgresCommittable finalCheckpoint(PostgresExactlyOnceWriter writer, long checkpointId, String... ids)
+            throws Exception {
+        write(writer, ids);
+        writer.flush(true);
+        PostgresCommittable committable = single(writer.prepareCommit());
+        writer.snapshotState(checkpointId);
+        return committable;
+    }
+
     static void write(SinkWriter<Event> writer, String... ids) throws Exception {
         for (String id : ids) {
             writer.write(event(id), null);
