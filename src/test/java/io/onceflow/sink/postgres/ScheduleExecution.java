@@ -1,6 +1,5 @@
 package io.onceflow.sink.postgres;
 
-import io.onceflow.api.Event;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.ProtocolHooks;
@@ -130,26 +129,21 @@ final class ScheduleExecution {
 
     /** The next {@code count} events of the input, each to the writer of its id's subtask; null if all went in. */
     String write(int count, ArmedFreeze freeze) throws TimeoutException {
-        List<List<Event>> bySubtask = new ArrayList<>();
+        List<List<String>> bySubtask = new ArrayList<>();
         writers.forEach(w -> bySubtask.add(new ArrayList<>()));
         for (long p = position; p < position + count; p++) {
-            bySubtask.get(subtaskOf(p)).add(SinkDatabase.event(id(p)));
+            bySubtask.get(subtaskOf(p)).add(id(p));
         }
         position += count;
         for (Writer writer : writers) {
-            List<Event> events = bySubtask.get(writer.subtask);
-            String failed = writer.run(() -> writeAll(writer.writer, events), freeze, "write " + events.size());
+            String[] ids = bySubtask.get(writer.subtask).toArray(String[]::new);
+            String failed = writer.run(() -> PostgresTwoPhaseCommitTest.write(writer.writer, ids), freeze,
+                    "write " + ids.length);
             if (failed != null) {
                 return failed;
             }
         }
         return null;
-    }
-
-    static void writeAll(PostgresExactlyOnceWriter writer, List<Event> events) throws Exception {
-        for (Event event : events) {
-            writer.write(event, null);
-        }
     }
 
     /** Barrier {@code id} at every writer; null if each prepared and snapshotted. */

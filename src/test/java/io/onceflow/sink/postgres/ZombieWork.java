@@ -1,6 +1,5 @@
 package io.onceflow.sink.postgres;
 
-import io.onceflow.api.Event;
 import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
 import java.util.ArrayList;
 import java.util.List;
@@ -23,13 +22,14 @@ final class ZombieWork {
         ScheduleExecution execution = zombie.execution();
         ZombieWork work = new ZombieWork();
         if (random.nextBoolean()) {
-            List<Event> unread = new ArrayList<>();
+            List<String> unread = new ArrayList<>();
             for (long p = execution.position; p < execution.position + 20; p++) {
                 if (execution.subtaskOf(p) == zombie.subtask) {
-                    unread.add(SinkDatabase.event(ScheduleExecution.id(p)));
+                    unread.add(ScheduleExecution.id(p));
                 }
             }
-            work.add("write " + unread.size(), () -> ScheduleExecution.writeAll(zombie.writer, unread));
+            work.add("write " + unread.size(),
+                    () -> PostgresTwoPhaseCommitTest.write(zombie.writer, unread.toArray(String[]::new)));
         }
         if (execution.running && random.nextBoolean()) {
             work.add("barrier " + inFlightBarrier, () -> {
