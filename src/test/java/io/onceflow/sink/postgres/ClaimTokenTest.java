@@ -1,37 +1,29 @@
 package io.onceflow.sink.postgres;
 
 import io.onceflow.sink.postgres.internal.fencing.ClaimToken;
-import io.onceflow.sink.postgres.internal.fencing.ClaimToken.Verdict;
 import org.junit.jupiter.api.Test;
 import static org.assertj.core.api.Assertions.assertThat;
 
-/** The verdicts of {@link ClaimToken}, case by case (the database tests play them: DeferredClaimTest). */
+/** The one rule of {@link ClaimToken}, case by case (the database tests play it: PostgresFencingTest). */
 class ClaimTokenTest {
-    private static ClaimToken token(long run, long checkpoint, int claimer, int attempt) {
-        return new ClaimToken(run, checkpoint, claimer, attempt);
+    private static ClaimToken token(long run, long barrier, int claimer, int attempt) {
+        return new ClaimToken(run, barrier, claimer, attempt);
     }
 
     @Test
-    void anImmediateClaimWinsOnlyOverAClaimMadeBeforeItsRestoredCheckpointCompleted() {
-        ClaimToken restored5 = token(7, 5, 0, 0);
-        assertThat(restored5.immediately(null)).isEqualTo(Verdict.NEWER);
-        assertThat(restored5.immediately(token(6, 9, 0, 3))).as("an older run").isEqualTo(Verdict.NEWER);
-        assertThat(restored5.immediately(token(8, 1, 0, 0))).as("a newer run").isEqualTo(Verdict.STALE);
-        assertThat(restored5.immediately(token(7, 4, 0, 9))).as("claimed before 5 completed").isEqualTo(Verdict.NEWER);
-        // the tie of two JobManagers: attempt numbers say nothing across them
-        assertThat(restored5.immediately(token(7, 5, 0, 5))).isEqualTo(Verdict.DEFER);
-        assertThat(restored5.immediately(token(7, 5, 0, 0))).isEqualTo(Verdict.DEFER);
-        assertThat(restored5.immediately(token(7, 8, 1, 0))).as("claimed at a later barrier").isEqualTo(Verdict.DEFER);
+    void aClaimIsOrderedByRunThenBarrierAndNeverByAttemptNumbers() {
+        ClaimToken barrier8 = token(7, 8, 0, 0);
+        assertThat(barrier8.supersedes(null)).as("unclaimed").isTrue();
+        assertThat(barrier8.supersedes(token(7, 5, 0, 9))).as("an earlier barrier, a higher attempt").isTrue();
+        assertThat(barrier8.supersedes(token(6, 90, 1, 3))).as("an older run").isTrue();
+        assertThat(barrier8.supersedes(token(7, 9, 0, 0))).as("a later barrier: this one is a zombie").isFalse();
+        assertThat(barrier8.supersedes(token(8, 1, 0, 0))).as("a newer run").isFalse();
+        assertThat(barrier8.supersedes(barrier8)).as("its own claim, made again").isTrue();
     }
 
     @Test
-    void aClaimAtABarrierIsOrderedByTheBarriersCheckpointId() {
-        ClaimToken barrier8 = token(7, 5, 0, 0).at(8);
-        assertThat(barrier8.claimCheckpoint()).isEqualTo(8);
-        assertThat(barrier8.against(token(7, 5, 0, 9))).isEqualTo(Verdict.NEWER);
-        assertThat(barrier8.against(token(7, 9, 0, 0))).as("a later barrier: a zombie").isEqualTo(Verdict.STALE);
-        assertThat(barrier8.against(token(7, 8, 1, 0))).as("another claimer, same barrier").isEqualTo(Verdict.UNDECIDED);
-        assertThat(barrier8.against(barrier8)).as("its own claim, made again").isEqualTo(Verdict.NEWER);
-        assertThat(barrier8.against(token(8, 1, 0, 0))).as("a newer run").isEqualTo(Verdict.STALE);
+    void twoClaimsAtOneBarrierCannotHappenAndTheFirstKeepsTheIndex() {
+        assertThat(token(7, 8, 0, 0).supersedes(token(7, 8, 1, 0))).isFalse();
+        assertThat(token(7, 8, 0, 1).supersedes(token(7, 8, 0, 0))).isFalse();
     }
 }

@@ -31,12 +31,12 @@ class FencingReviewTest {
     }
 
     /**
-     * A bounded job restarts before its first checkpoint completes. Attempt 1 defers (attempt 0
-     * claimed with "no checkpoint" too) and claims at barrier 1, which another task declines; then
-     * attempt 1 fails. Attempt 2 again restores nothing, defers (the claim is 1), and its input ends
-     * before any barrier: the end-of-input fallback claims with (no checkpoint, attempt 2) against
-     * (checkpoint 1, attempt 1) and is refused as stale. Every later attempt restores nothing too and
-     * is refused the same way: the job can never finish (STALL), though attempt 2 is the newest.
+     * S7: a bounded job restarts before its first checkpoint completes. Attempt 1 claims at barrier
+     * 1, which another task declines; then attempt 1 fails. Attempt 2 restores nothing, and its input
+     * ends before any barrier. With the end-of-input fallback of deferred claims it claimed with (no
+     * checkpoint, attempt 2) against (checkpoint 1, attempt 1), was refused as stale, and so was every
+     * later attempt: the job could never finish (STALL). Now it claims at the final checkpoint's
+     * barrier, 2.
      */
     @Test
     void aBoundedInputThatEndsAfterRestartsBeforeAnyCompletedCheckpointIsNotRefused() throws Exception {
@@ -44,16 +44,13 @@ class FencingReviewTest {
         try (PostgresExactlyOnceWriter first = SinkDatabase.writer(config, attempt(1, OptionalLong.empty(),
                 List.of()))) {
             write(first, "a");
-            // a restart by the same JobManager claims at once (it no longer defers): it prepares
-            // checkpoint 1, which another task then declines
             assertThat(first.prepareCommit()).hasSize(1);
-            first.snapshotState(1);
+            first.snapshotState(1); // claims and prepares checkpoint 1, which another task then declines
         } // attempt 1 fails before checkpoint 1 completes
 
         try (PostgresExactlyOnceWriter writer = SinkDatabase.writer(config, attempt(2, OptionalLong.empty(),
                 List.of()))) {
-            // the input ends before any barrier: refused now, "claimed by a newer attempt"
-            commit(config, finalCheckpoint(writer, 2, "a", "b"));
+            commit(config, finalCheckpoint(writer, 2, "a", "b")); // the input ends before any barrier
         }
         assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("a", 1, "b", 1));
     }

@@ -7,7 +7,6 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -67,33 +66,31 @@ class FencingScheduleTest {
     }
 
     /**
-     * S6b of issue #31, as this test found it on main (seed 67027896775397, shrunk to two actions):
-     * the new JobManager's attempt 0 defers (its claim ties the old JobManager's attempt 0), then
-     * freezes with barrier 2 in its input; the restart's attempt 1 claims at once by the same-subtask
-     * shortcut (attempt 1 above the recorded attempt 0, of the other JobManager); the zombie wakes,
-     * claims at barrier 2 as newer than that claim at start, ends the live writer's session and rolls
-     * back its transaction of the checkpoint that then completes: LOST. Claims ordered by barrier ids
-     * (#31 item 1) are to make it pass.
+     * S6b of issue #31, as this test found it on the claims of that time (seed 67027896775397, shrunk
+     * to two actions): the new JobManager's attempt 0 deferred its claim (it tied the old
+     * JobManager's attempt 0), then froze with barrier 2 in its input; the restart's attempt 1
+     * claimed at start by its attempt number; the zombie woke, claimed at barrier 2 as newer than that
+     * claim at start, ended the live writer's session and rolled back its transaction of a checkpoint
+     * that then completed: LOST. Every claim is made at a barrier now, so attempt 1's claim is at a
+     * later barrier than 2 and the zombie is refused.
      */
     @Test
-    @Disabled("S6b, issue #31: loses output on main (docs/failover.md)")
-    void aDeferredZombieOfTheNewJobManagerDoesNotRollBackTheAttemptThatClaimedAtStart() throws Exception {
+    void aZombieOfTheNewJobManagerDoesNotRollBackALaterAttemptsClaim() throws Exception {
         replay(new ScheduleAction(ScheduleAction.Kind.JOBMANAGER_FAILOVER, -873035975657654695L),
                 new ScheduleAction(ScheduleAction.Kind.RESTART, -1258766011910326975L));
     }
 
     /**
-     * S2 of issue #31, as this test found it on main with fresh starts in the schedules (seed
-     * 69629351734825, shrunk to five actions): after a JobManager failover attempt 0 defers, receives
-     * 21 events and claims at barrier 2, so they wait, carried in checkpoint 2's writer state, for the
-     * transaction after it; checkpoint 2 completes and the consumer group's offsets pass them; the
-     * operator cancels the job and starts it fresh, which the registry allows (nothing is prepared):
-     * the 21 events are in neither PostgreSQL nor any state. Durable buffering before the claim (#31
-     * item 2) is to make it pass.
+     * S2 of issue #31, as this test found it with fresh starts in the schedules (seed 69629351734825,
+     * shrunk to five actions): after a JobManager failover attempt 0 deferred its claim, received 21
+     * events and claimed at barrier 2, so they waited, carried in checkpoint 2's writer state, for
+     * the transaction after it; checkpoint 2 completed and the consumer group's offsets passed them;
+     * the operator cancelled the job and started it fresh, which the registry allowed (nothing was
+     * prepared): the 21 events were in neither PostgreSQL nor any state. A writer now prepares the
+     * events it held in the barrier's own transaction, which the fresh-start check sees.
      */
     @Test
-    @Disabled("S2, issue #31: loses output on main (docs/failover.md)")
-    void aFreshStartAfterADeferredClaimLosesNothing() throws Exception {
+    void aFreshStartAfterAClaimAtABarrierLosesNothing() throws Exception {
         replay(new ScheduleAction(ScheduleAction.Kind.JOBMANAGER_FAILOVER, 8419992925551710035L),
                 new ScheduleAction(ScheduleAction.Kind.WRITE, 7050721223135671487L),
                 new ScheduleAction(ScheduleAction.Kind.BARRIER, -5402036456246780964L),

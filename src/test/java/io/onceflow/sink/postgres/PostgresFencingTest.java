@@ -46,7 +46,8 @@ class PostgresFencingTest {
     private final PostgresSinkConfig config = db.config("job");
 
     @Test
-    void aZombieThatWakesBeforeItsRecoveryDefersAndCannotRollBackItsSuccessorsCompletedCheckpoint() throws Exception {
+    void aZombieThatWakesBeforeItsFirstBarrierTouchesNothingAndCannotRollBackItsSuccessorsCheckpoint()
+            throws Exception {
         try (PostgresExactlyOnceWriter first = db.freshWriter(config)) {
             commit(config, checkpoint(first, 1, "a"));
         }
@@ -58,14 +59,14 @@ class PostgresFencingTest {
         try (PostgresExactlyOnceWriter writer = SinkDatabase.writer(config, successor)) {
             completed = checkpoint(writer, 2, "b"); // checkpoint 2 completes, the commit is on its way
 
-            // The zombie wakes up and runs its start-up: the index was claimed with its own restored
-            // checkpoint, so it cannot tell whether it is newer, and defers to a barrier that never comes.
+            // The zombie wakes up and runs its start-up: it claims nothing before a barrier, which
+            // never comes (Flink gave up on it), so it touches nothing.
             PostgresSinkMetrics zombieMetrics = PostgresSinkMetrics.unregistered();
             try (PostgresExactlyOnceWriter woken = new PostgresExactlyOnceWriter(config, zombie, zombieMetrics)) {
-                assertThat(zombieMetrics.deferredClaims.getCount()).isEqualTo(1);
                 write(woken, "z");
-                assertThat(woken.prepareCommit()).isEmpty();
+                assertThat(woken.prepareCommit()).as("named, prepared only at a barrier").hasSize(1);
                 assertThat(zombieMetrics.olderAttemptsFenced.getCount()).isZero();
+                assertThat(zombieMetrics.transactionsRolledBackOnRecovery.getCount()).isZero();
             }
 
             assertThat(db.prepared("job")).containsExactly(completed.transactionId());
@@ -76,19 +77,20 @@ class PostgresFencingTest {
 
     @Test
     void aZombieHoldingTheFenceIsCutOffAndCannotPrepareAfterItsSuccessorsRecovery() throws Exception {
-        try (PostgresExactlyOnceWriter zombie = db.restoredWriter(config, 1)) {
+        try (PostgresExactlyOnceWriter zombie = SinkDatabase.claimedWriter(config, db.attempt(0, 1, OptionalLong.of(1)),
+                2)) {
             write(zombie, "x", "y"); // rows in its open transaction; then its TaskManager freezes
 
-            try (PostgresExactlyOnceWriter successor = db.restoredWriter(config, 1)) {
-                // The successor (it restored the checkpoint the zombie claimed with, so it defers)
-                // claims at its first barrier: it ends the zombie's session before its recovery scan;
-                // when the zombie wakes up at its checkpoint barrier, its PREPARE cannot reach the database.
-                successor.snapshotState(2);
+            // Flink restores checkpoint 1 again. The successor claims at its first barrier, 3: it ends
+            // the zombie's session before its recovery scan; when the zombie wakes up at its next
+            // barrier, its PREPARE cannot reach the database.
+            try (PostgresExactlyOnceWriter successor = SinkDatabase.claimedWriter(config,
+                    db.attempt(0, 1, OptionalLong.of(1)), 3)) {
                 assertThatThrownBy(zombie::prepareCommit).isInstanceOf(IOException.class);
                 assertThat(db.prepared("job")).as("no orphan holding row locks").isEmpty();
 
                 // The successor's replay of the same rows goes through, without waiting for a lock.
-                commit(config, checkpoint(successor, 3, "x", "y"));
+                commit(config, checkpoint(successor, 4, "x", "y"));
             }
         }
         assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("x", 1, "y", 1));
@@ -153,10 +155,10 @@ class PostgresFencingTest {
 
         // Back to the first branch's checkpoint 2: the orphan is not among its committables.
         PostgresSinkConfig back = SinkDatabase.newRun(config);
-        try (PostgresExactlyOnceWriter writer = SinkDatabase.writer(back,
-                db.attempt(0, 1, OptionalLong.of(2), atCheckpoint2.get(0)))) {
+        try (PostgresExactlyOnceWriter writer = SinkDatabase.claimedWriter(back,
+                db.attempt(0, 1, OptionalLong.of(2), atCheckpoint2.get(0)), 3)) {
             assertThat(db.prepared("job")).as("rolled back: it holds the lock of row c").isEmpty();
-            commit(config, checkpoint(writer, 3, "c"));
+            commit(config, checkpoint(writer, 4, "c"));
         }
         assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("a", 1, "b", 1, "c", 1));
     }
@@ -164,6 +166,12 @@ class PostgresFencingTest {
     @Test
     void aSecondJobWithTheSamePrefixIsRefusedWhileTheFirstOneRuns() throws Exception {
         try (PostgresExactlyOnceWriter running = db.freshWriter(config)) {
+            assertThatThrownBy(() -> db.builder("job").build().startRun(1, StartMode.FRESH, "second job"))
+                    .as("a writer is live before its first barrier, holding no lock yet")
+                    .hasMessageContaining("'job' is in use by a running job")
+                    .hasMessageContaining("onceflow-job-writer-0");
+            running.prepareCommit();
+            running.snapshotState(1); // its claim records the Flink job id
             assertThatThrownBy(() -> db.builder("job").build().startRun(1, StartMode.FRESH, "second job"))
                     .isInstanceOf(IllegalStateException.class)
                     .hasMessageContaining("'job' is in use by a running job")
@@ -231,7 +239,7 @@ class PostgresFencingTest {
                 statement.execute("SET application_name = 'billing'");
                 statement.execute("SELECT pg_advisory_lock(" + AdvisoryLocks.lockKey("job") + ", 0)");
             }
-            assertThatThrownBy(() -> db.freshWriter(config))
+            assertThatThrownBy(() -> SinkDatabase.claimedWriter(config, db.attempt(0, 1, OptionalLong.empty()), 1))
                     .hasMessageContaining("held by another application")
                     .hasMessageContaining("billing");
             assertThat(other.isValid(2)).isTrue();
@@ -257,7 +265,7 @@ class PostgresFencingTest {
 
         sink.startRun(1, StartMode.RESTORE, "resumed job"); // the committer commits it
         RegisteredRun discarding = sink.startRun(1, StartMode.FRESH_DISCARDING_PENDING, "discarding job");
-        db.freshWriter(discarding.config()).close();
+        SinkDatabase.claimedWriter(discarding.config(), db.attempt(0, 1, OptionalLong.empty()), 1).close();
         assertThat(db.prepared("job")).isEmpty();
     }
 
@@ -329,11 +337,12 @@ class PostgresFencingTest {
 
     @Test
     void theWritersTableNamesTheHolderOfEachIndex() throws Exception {
-        try (PostgresExactlyOnceWriter writer = SinkDatabase.writer(config, db.attempt(0, 1, OptionalLong.of(5)))) {
+        try (PostgresExactlyOnceWriter writer = SinkDatabase.claimedWriter(config, db.attempt(0, 1, OptionalLong.of(5)),
+                7)) {
             db.query("SELECT run, restored_checkpoint, claimed_by_subtask, job_id FROM "
                     + PostgresTableOptions.DEFAULT_WRITERS + " WHERE sink_prefix = 'job'", row -> {
                         assertThat(row.getLong(1)).isEqualTo(config.run());
-                        assertThat(row.getLong(2)).isEqualTo(5);
+                        assertThat(row.getLong(2)).as("the barrier it claimed at").isEqualTo(7);
                         assertThat(row.getInt(3)).isZero();
                         assertThat(row.getString(4)).isEqualTo("test-job-id");
                     });
@@ -392,10 +401,10 @@ class PostgresFencingTest {
         CompletableFuture<PostgresExactlyOnceWriter> older = new CompletableFuture<>();
         CompletableFuture<PostgresExactlyOnceWriter> newer = new CompletableFuture<>();
         try {
-            threads[0] = writerThread(db.attempt(0, 1, OptionalLong.of(1)), older);
+            threads[0] = writerThread(db.attempt(0, 1, OptionalLong.of(1)), 2, older);
             threads[0].start();
             assertThat(olderRecorded.await(10, TimeUnit.SECONDS)).as("the older attempt recorded its claim").isTrue();
-            threads[1] = writerThread(db.attempt(0, 1, OptionalLong.of(2)), newer);
+            threads[1] = writerThread(db.attempt(0, 1, OptionalLong.of(1)), 3, newer);
             threads[1].start();
             assertThat(newerDecided.await(10, TimeUnit.SECONDS)).as("the newer attempt judged the claim").isTrue();
             olderGoesOn.countDown(); // the older one takes the lock and checks its claim
@@ -415,11 +424,14 @@ class PostgresFencingTest {
         }
     }
 
-    /** A thread, not started, that starts a writer of {@code attempt}; its outcome completes {@code started}. */
-    private Thread writerThread(WriterStart attempt, CompletableFuture<PostgresExactlyOnceWriter> started) {
+    /**
+     * A thread, not started, that starts a writer of {@code attempt} and takes it through its first
+     * barrier; its outcome completes {@code started}.
+     */
+    private Thread writerThread(WriterStart attempt, long barrier, CompletableFuture<PostgresExactlyOnceWriter> started) {
         return new Thread(() -> {
             try {
-                started.complete(SinkDatabase.writer(config, attempt));
+                started.complete(SinkDatabase.claimedWriter(config, attempt, barrier));
             } catch (Throwable e) {
                 started.completeExceptionally(e);
             }
@@ -446,7 +458,7 @@ class PostgresFencingTest {
             CompletableFuture<PostgresExactlyOnceWriter> zombieStart = new CompletableFuture<>();
             zombieThread[0] = new Thread(() -> {
                 try {
-                    zombieStart.complete(SinkDatabase.writer(leased, zombie));
+                    zombieStart.complete(SinkDatabase.claimedWriter(leased, zombie, 2));
                 } catch (Throwable e) {
                     zombieStart.completeExceptionally(e);
                 }
@@ -456,17 +468,17 @@ class PostgresFencingTest {
 
             PostgresCommittable completed;
             long started = System.nanoTime();
-            try (PostgresExactlyOnceWriter successor = SinkDatabase.writer(leased, db.attempt(0, 1, restored))) {
+            try (PostgresExactlyOnceWriter successor = SinkDatabase.claimedWriter(leased, db.attempt(0, 1, restored), 3)) {
                 assertThat(Duration.ofNanos(System.nanoTime() - started)).as("the successor waited about one lease")
                         .isLessThan(Duration.ofSeconds(10));
-                completed = checkpoint(successor, 2, "a"); // checkpoint 2 completes; the task fails before the commit
+                completed = checkpoint(successor, 4, "a"); // checkpoint 4 completes; the task fails before the commit
             }
             sigcont.countDown();
             assertThatThrownBy(() -> zombieStart.get(30, TimeUnit.SECONDS))
                     .as("the woken zombie's session was ended by the server").isInstanceOf(ExecutionException.class);
 
             assertThat(db.prepared(leased.sinkPrefix())).containsExactly(completed.transactionId());
-            try (PostgresExactlyOnceWriter restoredWriter = SinkDatabase.writer(leased, db.attempt(0, 1, OptionalLong.of(2)))) {
+            try (PostgresExactlyOnceWriter restoredWriter = SinkDatabase.writer(leased, db.attempt(0, 1, OptionalLong.of(4)))) {
                 assertThat(commit(leased, completed)).extracting(r -> r.outcome).containsExactly(Outcome.COMMITTED);
             }
             assertThat(db.deliveriesById()).containsEntry("a", 1);
@@ -513,7 +525,8 @@ class PostgresFencingTest {
         String colliding = "xAa"; // "onceflow-writer:xAa" and "onceflow-writer:xBB" share a String hash
         assertThat(AdvisoryLocks.lockKey("xAa")).isEqualTo(AdvisoryLocks.lockKey("xBB"));
         PostgresSinkConfig first = db.config(colliding);
-        try (PostgresExactlyOnceWriter writer = db.freshWriter(first)) {
+        try (PostgresExactlyOnceWriter writer = SinkDatabase.claimedWriter(first, db.attempt(0, 1, OptionalLong.empty()),
+                1)) {
             assertThatThrownBy(() -> new PostgresRunRegistry(db.builder("xBB").build().config())
                             .startRun(1, StartMode.FRESH, "second job"))
                     .isInstanceOf(IllegalStateException.class)

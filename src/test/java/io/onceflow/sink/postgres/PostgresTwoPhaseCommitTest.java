@@ -196,9 +196,11 @@ class PostgresTwoPhaseCommitTest {
 
         // Flink restores checkpoint 2: its committer gets `first` and `second` back.
         try (PostgresExactlyOnceWriter restored = db.restoredWriter(config, 2)) {
-            assertThat(db.prepared("job")).containsExactlyInAnyOrder(first.transactionId(), second.transactionId());
+            assertThat(db.prepared("job")).as("nothing rolled back before the first barrier").hasSize(3);
+            PostgresCommittable replay = checkpoint(restored, 3, "c"); // claims, rolls back 3, writes "c" again
+            assertThat(db.prepared("job")).containsExactlyInAnyOrder(first.transactionId(), second.transactionId(),
+                    replay.transactionId());
             commit(config, first, second);
-            PostgresCommittable replay = checkpoint(restored, 3, "c");
             assertThat(replay.transactionId().checkpointId()).isEqualTo(3);
             assertThat(replay.transactionId().epoch()).isNotEqualTo(third.transactionId().epoch());
             commit(config, replay);
@@ -269,9 +271,9 @@ class PostgresTwoPhaseCommitTest {
 
         // 3 -> 2 from a savepoint of checkpoint 4: subtask 1 takes old index 1 only, subtask 0 old indices 0 and 2.
         PostgresSinkConfig upgraded = SinkDatabase.newRun(config);
-        SinkDatabase.writer(upgraded, db.attempt(1, 2, OptionalLong.of(4))).close();
+        SinkDatabase.claimedWriter(upgraded, db.attempt(1, 2, OptionalLong.of(4)), 5).close();
         assertThat(db.prepared("job")).extracting(TransactionId::subtaskIndex).containsExactlyInAnyOrder(0, 2);
-        SinkDatabase.writer(upgraded, db.attempt(0, 2, OptionalLong.of(4))).close();
+        SinkDatabase.claimedWriter(upgraded, db.attempt(0, 2, OptionalLong.of(4)), 5).close();
         assertThat(db.prepared("job")).isEmpty();
     }
 
@@ -316,7 +318,8 @@ class PostgresTwoPhaseCommitTest {
         try (PostgresExactlyOnceWriter blocked = freshWriter(otherJob)) {
             long start = System.nanoTime();
             write(blocked, "a");
-            assertThatThrownBy(blocked::prepareCommit)
+            blocked.prepareCommit();
+            assertThatThrownBy(() -> blocked.snapshotState(1))
                     .isInstanceOf(IOException.class)
                     .rootCause()
                     .isInstanceOf(SQLException.class)
@@ -324,10 +327,10 @@ class PostgresTwoPhaseCommitTest {
             assertThat(Duration.ofNanos(System.nanoTime() - start)).isLessThan(Duration.ofSeconds(5));
         }
 
-        // The job's own restart (a higher attempt number, same JobManager) claims at once and rolls the
-        // orphan back before writing, so the replay goes through.
+        // The job's own restart claims at its first barrier and rolls the orphan back before writing,
+        // so the replay goes through.
         try (PostgresExactlyOnceWriter replay = freshWriter(config)) {
-            commit(config, checkpoint(replay, 1, "a"));
+            commit(config, checkpoint(replay, 2, "a")); // a barrier of the restarted job: after 1
         }
         assertThat(db.deliveriesById()).containsExactlyEntriesOf(Map.of("a", 1));
     }
@@ -360,11 +363,9 @@ class PostgresTwoPhaseCommitTest {
     }
 
     @Test
-    void theLastRowsArePreparedAtEndOfInputForTheFinalCheckpoint() throws Exception {
+    void theLastRowsArePreparedAtTheFinalCheckpointAfterEndOfInput() throws Exception {
         try (PostgresExactlyOnceWriter writer = db.restoredWriter(config, 6)) {
-            write(writer, "a", "b");
-            writer.flush(true);
-            PostgresCommittable last = single(writer.prepareCommit());
+            PostgresCommittable last = finalCheckpoint(writer, 9, "a", "b");
             assertThat(last.transactionId().checkpointId()).isEqualTo(7);
             assertThat(db.deliveriesById()).isEmpty();
             commit(config, last);

@@ -26,6 +26,7 @@ final class ProtocolSchedule {
     private int jobManager;
     private int attemptsInJobManager;
     private int failedStartsInARow;
+    private boolean quiescing;
     /** The latest completed checkpoint; null before the first. */
     private ScheduleExecution.Completed latest;
     /** What a restart restores: the latest completed checkpoint of this run, null before its first. */
@@ -230,7 +231,6 @@ final class ProtocolSchedule {
             config = register(live.parallelism, StartMode.FRESH);
             restorable = null;
             startPosition = latest == null ? 0 : latest.position();
-            invariants.stateDiscarded();
             log.add("  started fresh as run " + config.run() + " at position " + startPosition);
         } catch (PendingTransactionsException refused) {
             config = register(live.parallelism, StartMode.RESTORE);
@@ -243,7 +243,7 @@ final class ProtocolSchedule {
     private void retire(Random random, ScheduleExecution execution) throws Exception {
         long inFlightBarrier = ++checkpointCounter; // a barrier the old attempts may still have received
         for (ScheduleExecution.Writer writer : execution.writers) {
-            if (writer.attempt.isFrozen() || random.nextInt(4) == 0) {
+            if (writer.attempt.isFrozen() || (!quiescing && random.nextInt(4) == 0)) {
                 writer.becomeZombie(random, inFlightBarrier, latest);
                 zombies.add(writer);
                 log.add("  " + writer + " stays alive, frozen, with " + writer.zombieWork());
@@ -279,8 +279,12 @@ final class ProtocolSchedule {
     /** Wakes every zombie, then lets the job complete and commit a last checkpoint; checks the end state. */
     private String quiesce() throws Exception {
         log.add("quiesce");
+        quiescing = true; // no new zombies: a restart now cancels the old attempts
         freezes.clear();
-        while (!zombies.isEmpty()) {
+        for (int woken = 0; !zombies.isEmpty(); woken++) {
+            if (woken == 100) {
+                return "STALL: 100 zombies woken at the end and still more: " + zombies;
+            }
             // each wakes while a checkpoint with data is in flight, which then completes
             Random random = new Random(zombies.size());
             if (live.pending == null) {

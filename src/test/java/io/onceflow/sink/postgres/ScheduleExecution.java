@@ -10,7 +10,7 @@ import io.onceflow.sink.postgres.internal.writer.WriterStart;
 import io.onceflow.testing.RecordingCommitRequest;
 import io.onceflow.testing.RecordingCommitRequest.Outcome;
 import java.util.ArrayList;
-import java.util.Collection;
+import java.util.Collections;
 import java.util.List;
 import java.util.OptionalLong;
 import java.util.Random;
@@ -146,24 +146,33 @@ final class ScheduleExecution {
         return null;
     }
 
-    /** Barrier {@code id} at every writer; null if each prepared and snapshotted. */
+    /**
+     * Barrier {@code id} at every writer, all at once as Flink's subtasks take it (a writer's first
+     * barrier may wait for a row lock that another's recovery at the same barrier releases); null if
+     * each prepared and snapshotted.
+     */
     String barrier(long id, boolean endOfInput, ArmedFreeze freeze) throws TimeoutException {
-        List<List<PostgresWriterState>> states = new ArrayList<>();
-        List<Pending> committables = new ArrayList<>();
+        List<List<PostgresWriterState>> states = new ArrayList<>(Collections.nCopies(writers.size(), null));
+        List<List<Pending>> committables = new ArrayList<>(Collections.nCopies(writers.size(), null));
         for (Writer writer : writers) {
-            String failed = writer.run(() -> {
+            writer.submit(() -> {
                 if (endOfInput) {
                     writer.writer.flush(true);
                 }
-                Collection<PostgresCommittable> prepared = writer.writer.prepareCommit();
-                prepared.forEach(c -> committables.add(new Pending(id, c)));
-                states.add(writer.writer.snapshotState(id));
-            }, freeze, "barrier " + id + (endOfInput ? " at the end of input" : ""));
-            if (failed != null) {
-                return failed;
-            }
+                committables.set(writer.subtask, writer.writer.prepareCommit().stream()
+                        .map(c -> new Pending(id, c)).toList());
+                states.set(writer.subtask, writer.writer.snapshotState(id));
+            }, freeze);
         }
-        committer.addAll(committables);
+        String failed = null;
+        for (Writer writer : writers) {
+            String outcome = writer.await("barrier " + id + (endOfInput ? " at the end of input" : ""));
+            failed = failed == null ? outcome : failed;
+        }
+        if (failed != null) {
+            return failed;
+        }
+        committables.forEach(committer::addAll);
         pending = new Checkpoint(id, position, states);
         return null;
     }
@@ -217,10 +226,21 @@ final class ScheduleExecution {
         /** Runs {@code operation} on the attempt; null if it ended well, else how it did not. */
         String run(ScheduledAttempt.ThrowingRunnable operation, ArmedFreeze freeze, String what)
                 throws TimeoutException {
+            submit(operation, freeze);
+            return await(what);
+        }
+
+        /** Hands {@code operation} to the attempt, armed with {@code freeze} if it is this subtask's. */
+        void submit(ScheduledAttempt.ThrowingRunnable operation, ArmedFreeze freeze) {
             if (freeze != null && freeze.subtask() % parallelism == subtask) {
                 attempt.freezeAt(freeze.step());
             }
-            ScheduledAttempt.Result result = attempt.run(operation, ProtocolSchedule.OPERATION_TIMEOUT_MILLIS);
+            attempt.submit(operation);
+        }
+
+        /** Waits for the operation handed over; null if it ended well, else how it did not. */
+        String await(String what) throws TimeoutException {
+            ScheduledAttempt.Result result = attempt.await(ProtocolSchedule.OPERATION_TIMEOUT_MILLIS);
             return switch (result) {
                 case DONE -> null;
                 case FROZE -> attempt + " froze in " + what;

@@ -5,8 +5,6 @@ import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
-import java.util.stream.Collectors;
 
 /**
  * What a {@link ProtocolSchedule} checks in the database after every action. The input is the ids
@@ -17,11 +15,7 @@ import java.util.stream.Collectors;
  *   <li>DUPLICATE: no id is committed twice (its row's {@code deliveries} stays 1);
  *   <li>EXPOSED: nothing is visible that no completed checkpoint covers (an aborted checkpoint's,
  *       a discarded attempt's, a zombie's);
- *   <li>LOST: everything the committed checkpoints cover is visible, or carried in the writer
- *       state of the latest one: a writer that deferred its claim (docs/failover.md, "Zombie
- *       attempts") writes what it received before its first barrier into the transaction after
- *       that barrier's, and its checkpoint's state carries those events until then (a restore
- *       that defers again carries them one checkpoint further);
+ *   <li>LOST: everything the committed checkpoints cover is visible;
  *   <li>at the end, after the last completed checkpoint committed, no prepared transaction of the
  *       sink is left (ORPHAN), and the job did complete and commit one (STALL).
  * </ul>
@@ -30,8 +24,6 @@ final class ScheduleInvariants {
     private final SinkDatabase db;
     private final String sinkPrefix;
     private long committedPosition;
-    /** Ids the latest committed checkpoint's writer state carries for a deferred writer: not visible yet, not lost. */
-    private Set<String> carried = Set.of();
 
     ScheduleInvariants(SinkDatabase db, String sinkPrefix) {
         this.db = db;
@@ -40,22 +32,7 @@ final class ScheduleInvariants {
 
     /** A committer finished committing every committable of {@code checkpoint}. */
     void committed(ScheduleExecution.Completed checkpoint) {
-        if (checkpoint.position() >= committedPosition) {
-            committedPosition = checkpoint.position();
-            carried = checkpoint.states().stream().flatMap(List::stream)
-                    .flatMap(state -> state.deferredEvents().stream()).map(event -> event.messageId)
-                    .collect(Collectors.toSet());
-        }
-    }
-
-    /** A fresh start: the carried events went with the writer state. */
-    void stateDiscarded() {
-        carried = Set.of();
-    }
-
-    /** At the end, after two checkpoints committed in a row: all of it visible. */
-    private void requireAllCommittedVisible() {
-        carried = Set.of();
+        committedPosition = Math.max(committedPosition, checkpoint.position());
     }
 
     long committedPosition() {
@@ -87,21 +64,20 @@ final class ScheduleInvariants {
         List<String> missing = new ArrayList<>();
         for (long p = 0; p < committedPosition && committedVisible + missing.size() < committedPosition; p++) {
             String id = ScheduleExecution.id(p);
-            if (!deliveries.containsKey(id) && !carried.contains(id)) {
+            if (!deliveries.containsKey(id)) {
                 missing.add(id);
             }
         }
         if (!missing.isEmpty()) {
             return "LOST: " + missing.size() + " ids of committed checkpoints (up to position " + committedPosition
-                    + ") are neither visible nor carried in its writer state, e.g. "
+                    + ") are not visible, e.g. "
                     + missing.subList(0, Math.min(5, missing.size()));
         }
         return null;
     }
 
-    /** After the last two checkpoints committed: everything visible, and nothing left prepared. */
+    /** After the last checkpoint committed: everything visible, and nothing left prepared. */
     String checkEnd(ScheduleExecution.Completed latest) throws SQLException {
-        requireAllCommittedVisible();
         String broken = check(latest);
         if (broken != null) {
             return broken;

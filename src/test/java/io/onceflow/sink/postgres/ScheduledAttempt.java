@@ -107,6 +107,12 @@ final class ScheduledAttempt {
 
     /** Hands {@code operation} to the attempt's thread and waits until it ends or freezes. */
     Result run(ThrowingRunnable operation, long timeoutMillis) throws TimeoutException {
+        submit(operation);
+        return await(timeoutMillis);
+    }
+
+    /** Hands {@code operation} to the attempt's thread; {@link #await} waits for it. */
+    void submit(ThrowingRunnable operation) {
         if (running != null && !running.isDone()) {
             throw new IllegalStateException(name + " is still in an operation");
         }
@@ -120,10 +126,10 @@ final class ScheduledAttempt {
             }
             return null;
         });
-        return await(timeoutMillis);
     }
 
-    private Result await(long timeoutMillis) throws TimeoutException {
+    /** Waits until the operation handed over ends or freezes. */
+    Result await(long timeoutMillis) throws TimeoutException {
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMillis);
         while (System.nanoTime() < deadline) {
             if (running.isDone()) {

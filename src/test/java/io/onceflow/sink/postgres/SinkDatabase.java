@@ -109,6 +109,27 @@ final class SinkDatabase {
         return new PostgresExactlyOnceWriter(config, start, PostgresSinkMetrics.unregistered());
     }
 
+    /**
+     * A writer taken through its first checkpoint barrier, {@code barrier}, without events: it has
+     * claimed its indices and recovered, as every writer does there.
+     */
+    static PostgresExactlyOnceWriter claimedWriter(PostgresSinkConfig config, WriterStart start, long barrier)
+            throws IOException {
+        PostgresExactlyOnceWriter writer = writer(config, start);
+        try {
+            writer.prepareCommit();
+            writer.snapshotState(barrier);
+            return writer;
+        } catch (IOException | RuntimeException e) {
+            try {
+                writer.close();
+            } catch (Exception closing) {
+                e.addSuppressed(closing);
+            }
+            throw e;
+        }
+    }
+
     /** A builder of {@code sinkPrefix} on a server of the test's own (not the shared one). */
     static PostgresSinkBuilder builder(TestPostgres server, String sinkPrefix) {
         return PostgresSink.builder().setJdbcUrl(server.jdbcUrl()).setUser(server.user()).setPassword("")

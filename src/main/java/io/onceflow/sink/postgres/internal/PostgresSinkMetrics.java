@@ -26,11 +26,10 @@ import org.apache.flink.runtime.metrics.DescriptiveStatisticsHistogram;
  *   <li>{@code commitLatencyMs}: from the committer being told that the checkpoint completed to its
  *       {@code COMMIT PREPARED} returning, per transaction (histogram; the effects it then calls are
  *       not included);
- *   <li>{@code transactionsRolledBackOnRecovery}: abandoned prepared transactions rolled back at start;
- *   <li>{@code olderAttemptsFenced}: sessions of older writer attempts ended at start (zombies);
- *   <li>{@code deferredClaims}: writer attempts that could not tell at start whether they are the
- *       newest (their index was claimed with their restored checkpoint or later, e.g. after a
- *       JobManager failover during restarts) and waited for their first checkpoint barrier to claim;
+ *   <li>{@code transactionsRolledBackOnRecovery}: abandoned prepared transactions rolled back at a
+ *       writer's first checkpoint barrier;
+ *   <li>{@code olderAttemptsFenced}: sessions of older writer attempts (zombies) ended at a writer's
+ *       first checkpoint barrier;
  *   <li>{@code serverChangesSeen}: writer starts that found the server changed since the run was
  *       registered (a failover to a replica, a restored copy), and reconciled;
  *   <li>{@code transactionsCommittedOnRecovery}: prepared transactions of completed checkpoints that
@@ -69,7 +68,6 @@ public final class PostgresSinkMetrics {
     public final Histogram commitLatencyMs;
     public final Counter transactionsRolledBackOnRecovery;
     public final Counter olderAttemptsFenced;
-    public final Counter deferredClaims;
     public final Counter serverChangesSeen;
     public final Counter transactionsCommittedOnRecovery;
     public final Counter transactionsLost;
@@ -88,7 +86,6 @@ public final class PostgresSinkMetrics {
         commitLatencyMs = group.histogram("commitLatencyMs", new DescriptiveStatisticsHistogram(HISTOGRAM_WINDOW));
         transactionsRolledBackOnRecovery = group.counter("transactionsRolledBackOnRecovery");
         olderAttemptsFenced = group.counter("olderAttemptsFenced");
-        deferredClaims = group.counter("deferredClaims");
         serverChangesSeen = group.counter("serverChangesSeen");
         transactionsCommittedOnRecovery = group.counter("transactionsCommittedOnRecovery");
         transactionsLost = group.counter("transactionsLost");

@@ -17,9 +17,8 @@ public final class ProtocolHooks {
     /** The steps, in protocol order. */
     public enum Step {
         /**
-         * A writer has connected and is about to check its run and claim its subtask index: it has
-         * read nothing of the fence yet (the hook gets the writer's subtask with epoch and
-         * checkpoint 0). An attempt frozen here reaches the claims after its successor did.
+         * A writer has connected and taken its epoch, and is about to check its run: it has read
+         * nothing of the fence yet (the hook gets the writer's subtask and epoch, checkpoint 0).
          */
         FENCE_OPENING,
         /**

@@ -1,15 +1,14 @@
 package io.onceflow.sink.postgres.internal.commit;
 
 import io.onceflow.api.Event;
-import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import org.apache.flink.annotation.Internal;
 
 /**
  * Internal. What an exactly-once writer puts into each checkpoint: the transaction-id horizon of
  * that checkpoint, i.e. the server's next unassigned transaction id when the writer took its part
- * of the checkpoint ({@code pg_snapshot_xmax(pg_current_snapshot())}), and the events a deferred
- * writer received before that checkpoint's barrier.
+ * of the checkpoint ({@code pg_snapshot_xmax(pg_current_snapshot())}).
  *
  * <p>Why the horizon: every transaction that a completed checkpoint N may have to commit was
  * prepared by a writer that existed when N was triggered (Flink triggers only once every task runs,
@@ -21,19 +20,17 @@ import org.apache.flink.annotation.Internal;
  * restoring N must roll it back (otherwise it is an orphan: never committed, never rolled back,
  * holding row locks forever).
  *
- * <p>Why the events: a writer that deferred its claim (see
- * {@link io.onceflow.sink.postgres.internal.fencing.ClaimToken}) holds the events it received
- * before its first barrier c in memory, and writes them into the transaction after c. Checkpoint c
- * covers their input, so if the job later restores c they exist nowhere else: the restored writer
- * writes them.
+ * <p>The events: writers of earlier versions that deferred their claim wrote the events they held
+ * into the transaction after their first barrier c and carried them in c's state, as c covers
+ * their input. Such a checkpoint may still be restored: the restored writer writes them. Writers
+ * now prepare held events in the barrier's own transaction and carry none.
  *
  * <p>Flink hands split list state out in contiguous chunks when the parallelism changes, so a new
  * subtask could get no element; each writer therefore snapshots its horizon as many times as it
  * takes for every possible new subtask to get one ({@code ceil(maxParallelism / parallelism)}).
- * Only the first copy carries the events, so that after a rescale exactly one subtask writes them.
  *
  * @param horizon the transaction-id horizon
- * @param deferredEvents events received before the barrier by a deferred writer, usually none
+ * @param deferredEvents events a deferred writer of an earlier version carried; none from this one
  */
 @Internal
 public record PostgresWriterState(long horizon, List<Event> deferredEvents) {
@@ -52,16 +49,9 @@ public record PostgresWriterState(long horizon, List<Event> deferredEvents) {
         return Math.max(1, (maxParallelism + parallelism - 1) / parallelism);
     }
 
-    /** The copies of one snapshot: each with the horizon, the first one only with the events. */
-    public static List<PostgresWriterState> copies(long horizon, List<Event> deferredEvents, int parallelism,
-            int maxParallelism) {
-        int copies = copiesPerSubtask(parallelism, maxParallelism);
-        List<PostgresWriterState> states = new ArrayList<>(copies);
-        states.add(new PostgresWriterState(horizon, deferredEvents));
-        PostgresWriterState withoutEvents = new PostgresWriterState(horizon);
-        for (int i = 1; i < copies; i++) {
-            states.add(withoutEvents);
-        }
-        return states;
+    /** The copies of one snapshot, each with the horizon. */
+    public static List<PostgresWriterState> copies(long horizon, int parallelism, int maxParallelism) {
+        return Collections.nCopies(copiesPerSubtask(parallelism, maxParallelism),
+                new PostgresWriterState(horizon));
     }
 }

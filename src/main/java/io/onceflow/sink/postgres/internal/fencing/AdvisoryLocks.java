@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal.fencing;
 
+import io.onceflow.sink.postgres.internal.PostgresConnections;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -21,9 +22,10 @@ import org.postgresql.core.QueryExecutor;
 public final class AdvisoryLocks {
     /** pg_advisory_lock(int, int) shows as objsubid 2 in pg_locks. */
     private static final int TWO_KEY_ADVISORY_LOCK = 2;
-    private static final String HOLDERS_SQL = "SELECT a.pid, l.objid::bigint, a.application_name,"
+    private static final String SESSION_COLUMNS = "SELECT a.pid, %s, a.application_name,"
             + " coalesce(host(a.client_addr), 'a local socket'), a.state,"
-            + " extract(epoch FROM clock_timestamp() - a.state_change)"
+            + " extract(epoch FROM clock_timestamp() - a.state_change)";
+    private static final String HOLDERS_SQL = String.format(SESSION_COLUMNS, "l.objid::bigint")
             + " FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
             + " WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = " + TWO_KEY_ADVISORY_LOCK
             + " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
@@ -85,19 +87,38 @@ public final class AdvisoryLocks {
      * index when empty.
      */
     static List<LockHolder> holders(Connection connection, String sinkPrefix, OptionalInt index) throws SQLException {
-        List<LockHolder> holders = new ArrayList<>();
         try (PreparedStatement query = connection.prepareStatement(HOLDERS_SQL)) {
             query.setLong(1, Integer.toUnsignedLong(lockKey(sinkPrefix))); // pg_locks shows keys as oids
             query.setBoolean(2, index.isEmpty());
             query.setLong(3, index.orElse(-1));
-            try (ResultSet rows = query.executeQuery()) {
-                while (rows.next()) {
-                    double idle = rows.getDouble(6);
-                    holders.add(new LockHolder(rows.getInt(1), (int) rows.getLong(2), rows.getString(3),
-                            rows.getString(4), rows.getString(5), rows.wasNull() ? null : idle));
-                }
+            return sessions(query);
+        }
+    }
+
+    /**
+     * The writer sessions of the prefix (other than this one), by {@code application_name}, whether
+     * they hold a lock yet or not (a writer claims at its first checkpoint barrier); index -1.
+     */
+    static List<LockHolder> writerSessions(Connection connection, String sinkPrefix) throws SQLException {
+        String writerName = PostgresConnections.applicationName(sinkPrefix, "writer-");
+        try (PreparedStatement query = connection.prepareStatement(String.format(SESSION_COLUMNS, "-1")
+                + " FROM pg_stat_activity a WHERE a.datname = current_database()"
+                + " AND left(a.application_name, ?) = ? AND a.pid <> pg_backend_pid()")) {
+            query.setInt(1, writerName.length());
+            query.setString(2, writerName);
+            return sessions(query);
+        }
+    }
+
+    private static List<LockHolder> sessions(PreparedStatement query) throws SQLException {
+        List<LockHolder> sessions = new ArrayList<>();
+        try (ResultSet rows = query.executeQuery()) {
+            while (rows.next()) {
+                double idle = rows.getDouble(6);
+                sessions.add(new LockHolder(rows.getInt(1), (int) rows.getLong(2), rows.getString(3),
+                        rows.getString(4), rows.getString(5), rows.wasNull() ? null : idle));
             }
         }
-        return holders;
+        return sessions;
     }
 }

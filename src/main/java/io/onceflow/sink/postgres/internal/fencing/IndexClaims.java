@@ -6,7 +6,6 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.sql.Statement;
-import java.time.Duration;
 import java.util.Collections;
 import java.util.List;
 import java.util.Set;
@@ -17,30 +16,17 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * One round of the claim protocol of one writer attempt (see {@link WriterFence}): for each subtask
- * index it covers, judge its {@link ClaimToken} against the index's current claim under the row's
- * lock, terminate an older holder, record the claim, then take the index's advisory lock and check
- * that the claim is still its own. An immediate round ({@link Mode#IMMEDIATE}) may defer instead:
- * then it terminates nobody and records nothing for that index.
+ * The claims of one writer attempt, made at its first checkpoint barrier (see {@link WriterFence}):
+ * for each subtask index it covers, judge its {@link ClaimToken} against the index's current claim
+ * under the row's lock, terminate the holder, record the claim, then take the index's advisory lock
+ * and check, with a locking read, that the claim is still its own.
  */
 final class IndexClaims {
     private static final Logger LOG = LoggerFactory.getLogger(IndexClaims.class);
 
-    /** Which verdict rule the round uses (see {@link ClaimToken}). */
-    enum Mode {
-        /** At start, with the restored checkpoint: {@link ClaimToken#immediately}. */
-        IMMEDIATE,
-        /** At a checkpoint barrier, or at the end of input: {@link ClaimToken#against}. */
-        ORDERED
-    }
-
-    /** What one try of recording a claim came to. */
-    private enum Outcome { RECORDED, HOLDER_ALIVE, DEFERRED }
-
     private final PostgresSinkConfig config;
     private final Connection connection;
     private final ClaimToken token;
-    private final Mode mode;
     private final long epoch;
     private final String jobId;
     private final ClaimRows rows;
@@ -49,12 +35,11 @@ final class IndexClaims {
     private final Counter olderAttemptsFenced;
     private final Set<Integer> claimed = new TreeSet<>();
 
-    IndexClaims(PostgresSinkConfig config, Connection connection, ClaimToken token, Mode mode, long epoch,
-            String jobId, AdvisoryLocks locks, FenceHooks hooks, Counter olderAttemptsFenced) {
+    IndexClaims(PostgresSinkConfig config, Connection connection, ClaimToken token, long epoch, String jobId,
+            AdvisoryLocks locks, FenceHooks hooks, Counter olderAttemptsFenced) {
         this.config = config;
         this.connection = connection;
         this.token = token;
-        this.mode = mode;
         this.epoch = epoch;
         this.jobId = jobId;
         this.rows = new ClaimRows(connection, config.schema().writers(), config.sinkPrefix());
@@ -72,46 +57,26 @@ final class IndexClaims {
         return token;
     }
 
-    /**
-     * Claims every index that earlier writers of the prefix recorded and {@code covers} accepts.
-     *
-     * @return false if a claim deferred (it stopped there)
-     */
-    boolean claimRecorded(IntPredicate covers) throws SQLException {
+    /** Claims every index that earlier writers of the prefix recorded and {@code covers} accepts. */
+    void claimRecorded(IntPredicate covers) throws SQLException {
         for (int index : rows.recordedIndices()) {
-            if (covers.test(index) && !claim(index)) {
-                return false;
+            if (covers.test(index)) {
+                claim(index);
             }
         }
-        return true;
     }
 
     /**
-     * Makes this attempt the holder of {@code index}: records its token, terminates an older
-     * holder, takes the advisory lock. Idempotent.
+     * Makes this attempt the holder of {@code index}: records its token, terminates the holder, takes
+     * the advisory lock. Idempotent.
      *
-     * @return false if the claim deferred (immediate rounds only): nothing was recorded or ended
      * @throws StaleWriterException if a newer attempt has claimed the index
-     * @throws IllegalStateException if a live session that cannot be ordered keeps the index
      */
-    boolean claim(int index) throws SQLException {
+    void claim(int index) throws SQLException {
         if (claimed.contains(index)) {
-            return true;
+            return;
         }
-        long deadline = System.nanoTime() + claimPatience().toNanos();
-        Outcome outcome;
-        while ((outcome = recordClaimTerminatingOlderHolder(index)) == Outcome.HOLDER_ALIVE) {
-            if (System.nanoTime() > deadline) {
-                throw new IllegalStateException("PostgreSQL sink prefix '" + config.sinkPrefix() + "' subtask " + index
-                        + " is held by a live session (" + describeHolders(index) + ") that cannot be ordered against"
-                        + " this attempt (" + token + "). If no other job uses this prefix, that session is a"
-                        + " leftover: end it with SELECT pg_terminate_backend(<pid>).");
-            }
-            sleep(Duration.ofMillis(Math.min(1000, Math.max(10, config.writer().writerLease().toMillis() / 4))));
-        }
-        if (outcome == Outcome.DEFERRED) {
-            return false;
-        }
+        recordClaimTerminatingHolder(index);
         hooks.reached(ProtocolHooks.Step.CLAIM_RECORDED);
         locks.lock(index);
         // a locking read: a newer claim recorded meanwhile and not committed yet (its claimant found no
@@ -122,43 +87,24 @@ final class IndexClaims {
             throw new StaleWriterException(staleMessage(index, current));
         }
         claimed.add(index);
-        return true;
-    }
-
-    /** Gives up every index this round holds (their advisory locks), for a deferral or a later round. */
-    void releaseAll() throws SQLException {
-        for (int index : claimed) {
-            locks.unlock(index);
-        }
-        claimed.clear();
     }
 
     /**
-     * In one transaction, with the index's row locked: refuses if the recorded claim is newer,
-     * defers if the round is immediate and cannot order the claim, gives up if it cannot be ordered
-     * and its holder is alive, and otherwise terminates the holder and records this claim.
+     * In one transaction, with the index's row locked: refuses if the recorded claim is newer, and
+     * otherwise terminates the holder (an older attempt) and records this claim.
      */
-    private Outcome recordClaimTerminatingOlderHolder(int index) throws SQLException {
+    private void recordClaimTerminatingHolder(int index) throws SQLException {
         rows.insertUnclaimed(index);
         connection.setAutoCommit(false);
         boolean recorded = false;
         try {
             boundClaimTransaction();
             ClaimToken current = rows.read(index, true);
-            ClaimToken.Verdict verdict = mode == Mode.IMMEDIATE ? token.immediately(current) : token.against(current);
-            if (verdict == ClaimToken.Verdict.STALE) {
+            if (!token.supersedes(current)) {
                 throw new StaleWriterException(staleMessage(index, current));
             }
-            if (verdict == ClaimToken.Verdict.DEFER) {
-                return Outcome.DEFERRED;
-            }
             List<LockHolder> holders = locks.holders(index);
-            for (LockHolder holder : holders) {
-                requireOwnSession(holder);
-                if (verdict == ClaimToken.Verdict.UNDECIDED && !holder.leaseExpired(config.writer().writerLease())) {
-                    return Outcome.HOLDER_ALIVE;
-                }
-            }
+            holders.forEach(this::requireOwnSession);
             hooks.reached(ProtocolHooks.Step.CLAIM_DECIDED);
             for (LockHolder holder : holders) {
                 LOG.warn("PostgreSQL sink prefix '{}' subtask {}: terminating the session of an older attempt ({}, claim"
@@ -169,7 +115,6 @@ final class IndexClaims {
             }
             rows.record(index, token, epoch, jobId);
             recorded = true;
-            return Outcome.RECORDED;
         } finally {
             if (recorded) {
                 connection.commit();
@@ -179,7 +124,6 @@ final class IndexClaims {
             connection.setAutoCommit(true);
         }
     }
-
     /**
      * A claimant that is paused while it holds the index's row lock must not block its successors
      * for the length of the pause (the sessions' idle timeout is otherwise off, as a prepared
@@ -221,27 +165,6 @@ final class IndexClaims {
                         + " writers of a prefix as one role, or grant this role pg_signal_backend", e);
             }
             throw e;
-        }
-    }
-
-    private Duration claimPatience() {
-        return config.writer().writerLease().multipliedBy(2);
-    }
-
-    private String describeHolders(int index) {
-        try {
-            return locks.holders(index).toString();
-        } catch (SQLException e) {
-            return "holder unknown: " + e.getMessage();
-        }
-    }
-
-    private static void sleep(Duration duration) {
-        try {
-            Thread.sleep(duration.toMillis());
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new IllegalStateException("interrupted while waiting for a PostgreSQL sink index", e);
         }
     }
 }

@@ -4,8 +4,8 @@ import io.onceflow.sink.postgres.internal.PostgresConnections;
 import java.time.Duration;
 
 /**
- * A session holding a subtask index's advisory lock ({@link AdvisoryLocks}), as
- * {@code pg_stat_activity} shows it. State and idle time are null where the server hides them
+ * A session holding a subtask index's advisory lock ({@link AdvisoryLocks}), or a writer session
+ * found by its name (index -1), as {@code pg_stat_activity} shows it. State and idle time are null where the server hides them
  * (another role without pg_read_all_stats).
  */
 record LockHolder(int pid, int index, String applicationName, String clientAddress, String state,

@@ -121,11 +121,12 @@ final class RunStartChecks {
     }
 
     /**
-     * Two live jobs with one prefix would roll back each other's transactions. Sessions whose lease
-     * expired (paused or dead writers of an earlier run) do not count: the new run's writers end them.
+     * Two live jobs with one prefix would roll back each other's transactions. A writer is live from
+     * its start (its session's name says whose it is), before it claims and locks anything at its
+     * first barrier. Sessions whose lease expired (paused or dead writers of an earlier run) do not
+     * count: the new run's writers end them.
      */
     void refuseWhileLiveWritersHoldThePrefix() throws SQLException {
-        List<LockHolder> live = new ArrayList<>();
         for (LockHolder holder : AdvisoryLocks.holders(connection, config.sinkPrefix(), OptionalInt.empty())) {
             if (!holder.isWriterOf(config.sinkPrefix())) {
                 throw new IllegalStateException("the advisory lock key of PostgreSQL sink prefix '" + config.sinkPrefix()
@@ -133,8 +134,11 @@ final class RunStartChecks {
                         + " one's, or another program uses the same advisory locks. Give this job another"
                         + " postgres.sink.prefix.");
             }
-            if (!holder.leaseExpired(config.writer().writerLease())) {
-                live.add(holder);
+        }
+        List<LockHolder> live = new ArrayList<>();
+        for (LockHolder session : AdvisoryLocks.writerSessions(connection, config.sinkPrefix())) {
+            if (!session.leaseExpired(config.writer().writerLease())) {
+                live.add(session);
             }
         }
         if (!live.isEmpty()) {

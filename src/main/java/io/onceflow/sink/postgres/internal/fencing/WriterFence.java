@@ -21,38 +21,34 @@ import org.slf4j.LoggerFactory;
  * <h2>Design</h2>
  *
  * <ul>
+ *   <li><b>One rule: claims happen at checkpoint barriers.</b> An attempt touches nothing of its
+ *       indices (no rollback, no write) until its first checkpoint barrier. There it claims each
+ *       subtask index it covers with its {@link ClaimToken} (run, barrier id), in the writers table
+ *       under the index's row lock. Barrier ids only grow and belong to one execution, so a later
+ *       attempt always claims with a higher token than an earlier one, across restarts and
+ *       JobManagers, whenever each reaches the database: a claimant finding a newer claim is a
+ *       zombie and stops ({@link StaleWriterException}); a zombie of a dead JobManager that never
+ *       receives a barrier never claims.
  *   <li><b>Who may act on an index:</b> every subtask index of a sink prefix has a session-level
- *       advisory lock ({@code pg_advisory_lock(key(prefix), index)}). A writer takes the lock of its
- *       own index, and of every old index it recovers after a rescale, before its recovery scan, and
- *       holds it on its one connection for its whole life. Recovery ({@code ROLLBACK PREPARED}) and
- *       {@code PREPARE TRANSACTION} only ever run on that connection.
+ *       advisory lock ({@code pg_advisory_lock(key(prefix), index)}). A claimant takes the lock of
+ *       its own index, and of every old index it recovers after a rescale, before its recovery scan,
+ *       and holds it on its one connection for its whole life. Recovery ({@code ROLLBACK PREPARED})
+ *       and {@code PREPARE TRANSACTION} only ever run on that connection, after the claim.
  *   <li><b>How a successor fences its predecessor:</b> it terminates the holder's backend
- *       ({@code pg_terminate_backend}) and waits for the lock. PostgreSQL rolls back the holder's
- *       open (unprepared) transaction and drops the session; whatever the zombie sends afterwards
- *       fails, because the writer never reconnects. The successor's recovery scan runs only after
- *       the old backend is gone, so it sees every transaction the old one managed to prepare.
- *   <li><b>Who is the successor:</b> not whoever reaches the database last — a zombie that stalled
- *       before its first statement arrives after its successor, and attempt numbers restart at 0
- *       on a new JobManager. Each claim writes the claimant's {@link ClaimToken} (run, claim
- *       checkpoint: what Flink's checkpoint counter, kept across JobManagers, issued) into the
- *       writers table under a row lock, before taking the advisory lock. A claimant whose token is
- *       older than the recorded one refuses to touch anything ({@link ClaimToken.Verdict#STALE});
- *       one that cannot tell at start (the index was claimed with its restored checkpoint or later)
- *       defers: it terminates nobody, rolls back and writes nothing, and claims at its first
- *       checkpoint barrier, with that barrier's id ({@link #claimAtBarrier}). So the newest claimant
- *       always wins and the holder it terminates is always older; a zombie of a dead JobManager
- *       defers and, never receiving a barrier, never acts. Every index's row
- *       exists before anyone reads it {@code FOR UPDATE} (so two first claims cannot both read
+ *       ({@code pg_terminate_backend}) before recording its claim, then waits for the lock and reads
+ *       its claim back with a locking read. PostgreSQL rolls back the holder's open (unprepared)
+ *       transaction and drops the session; whatever the zombie sends afterwards fails, because the
+ *       writer never reconnects. The successor's recovery scan runs only after the old backend is
+ *       gone, so it sees every transaction the old one managed to prepare. Every index's row exists
+ *       before anyone reads it {@code FOR UPDATE} (so two first claims cannot both read
  *       "unclaimed"), and the claim transaction is the only one whose idle time the server bounds
  *       (one lease): a claimant paused while it holds the row lock blocks its successor for a lease,
  *       not for the length of its pause.
- *   <li><b>Leases, for what tokens cannot order:</b> a writer renews its session's activity every
- *       third of {@code writerLease} (a query from a daemon thread that starts no transaction). A
- *       holder whose session has been idle longer than the lease is presumed dead or paused. Only
- *       {@link ClaimToken.Verdict#UNDECIDED} claims, and the check for another live job at
- *       {@link SinkRuns#start}, rely on it.
- *   <li><b>Runs:</b> before claiming, a writer checks that its run is still the newest of the
- *       prefix: a woken attempt of a job that was replaced by a new submission stops there.
+ *   <li><b>Runs:</b> at start and before claiming, a writer checks that its run is still the newest
+ *       of the prefix: a woken attempt of a job that was replaced by a new submission stops there.
+ *   <li><b>Leases:</b> a writer renews its session's activity every third of {@code writerLease} (a
+ *       query from a daemon thread that starts no transaction), so that {@link SinkRuns#start} can
+ *       tell another live job from a dead one.
  * </ul>
  *
  * <p>Each index's lock holder is identified by its {@code application_name}
@@ -75,9 +71,8 @@ public final class WriterFence implements AutoCloseable {
     private final FenceHooks hooks;
     private final PostgresSinkMetrics metrics;
     private final LeaseKeeper leaseKeeper;
-    /** The current round of claims: immediate at start, then ordered at a barrier or the end of input. */
+    /** Null until the first checkpoint barrier. */
     private IndexClaims claims;
-    private boolean deferred;
 
     private WriterFence(PostgresSinkConfig config, Connection connection, WriterStart start, long epoch,
             PostgresSinkMetrics metrics) {
@@ -88,33 +83,22 @@ public final class WriterFence implements AutoCloseable {
         this.metrics = metrics;
         this.locks = new AdvisoryLocks(connection, config.sinkPrefix());
         this.hooks = new FenceHooks(config.sinkPrefix(), epoch, start.subtaskIndex());
-        this.claims = round(start.token(config.run()), IndexClaims.Mode.IMMEDIATE);
         this.leaseKeeper = new LeaseKeeper(connection, config.writer().writerLease(), hooks);
     }
 
     /**
-     * Checks the run, takes a new epoch, starts renewing the lease and claims, with the restored
-     * checkpoint, the writer's own index and every index it covers that earlier writers recorded (so
-     * that their zombies are fenced even where they left no transaction behind yet). If a claim
-     * cannot be ordered yet, the fence {@linkplain #deferred() defers} instead, holding nothing.
+     * Checks the run, takes a new epoch and starts renewing the lease. Claims nothing: that waits
+     * for the first checkpoint barrier ({@link #claimAtBarrier}).
      *
      * @param connection in autocommit mode, the writer's only connection
-     * @throws StaleWriterException if a newer run or attempt owns the prefix or the index
+     * @throws StaleWriterException if a newer run owns the prefix
      */
     public static WriterFence open(PostgresSinkConfig config, Connection connection, WriterStart start,
             PostgresSinkMetrics metrics) throws SQLException {
-        new FenceHooks(config.sinkPrefix(), 0, start.subtaskIndex()).reached(ProtocolHooks.Step.FENCE_OPENING);
+        long epoch = newEpoch(connection);
+        new FenceHooks(config.sinkPrefix(), epoch, start.subtaskIndex()).reached(ProtocolHooks.Step.FENCE_OPENING);
         SinkRuns.requireNewestRun(connection, config);
-        WriterFence fence = new WriterFence(config, connection, start, newEpoch(connection), metrics);
-        try {
-            if (!fence.claims.claim(start.subtaskIndex()) || !fence.claims.claimRecorded(start::covers)) {
-                fence.defer();
-            }
-            return fence;
-        } catch (SQLException | RuntimeException e) {
-            fence.close();
-            throw e;
-        }
+        return new WriterFence(config, connection, start, epoch, metrics);
     }
 
     /** The server's 64-bit id of a new transaction: never issued twice by one server, and ordered. */
@@ -126,21 +110,6 @@ public final class WriterFence implements AutoCloseable {
         }
     }
 
-    private IndexClaims round(ClaimToken token, IndexClaims.Mode mode) {
-        return new IndexClaims(config, connection, token, mode, epoch, start.jobId(), locks, hooks,
-                metrics.olderAttemptsFenced);
-    }
-
-    private void defer() throws SQLException {
-        claims.releaseAll();
-        deferred = true;
-        metrics.deferredClaims.inc();
-        LOG.info("PostgreSQL sink prefix '{}' subtask {} ({}): an index is claimed with the restored checkpoint or a"
-                + " later one, so this attempt cannot tell yet whether it is the newest; it defers its claim, recovery"
-                + " and writes to its first checkpoint barrier", config.sinkPrefix(), start.subtaskIndex(),
-                claims.token());
-    }
-
     public long epoch() {
         return epoch;
     }
@@ -149,64 +118,42 @@ public final class WriterFence implements AutoCloseable {
         return config.sinkPrefix();
     }
 
-    /** Whether the attempt waits for a barrier to claim: it must not touch the database until then. */
-    public boolean deferred() {
-        return deferred;
+    /** Whether the attempt claimed at a barrier; until then it must not touch its indices. */
+    public boolean hasClaimed() {
+        return claims != null;
     }
 
     /** The indices this writer holds; its recovery may act on these only. */
     public Set<Integer> claimed() {
-        return claims.claimed();
+        return claims == null ? Set.of() : claims.claimed();
     }
 
     /**
-     * Claims, for a deferred attempt, at its first checkpoint barrier: with that checkpoint's id,
-     * which every claim recorded before the attempt started is lower than.
+     * Claims, at the attempt's first checkpoint barrier and with that barrier's id, the writer's own
+     * index and every index it covers that earlier writers recorded (so that their zombies are
+     * fenced even where they left no transaction behind).
      *
-     * @throws StaleWriterException if a newer attempt claimed with a later barrier
+     * @throws StaleWriterException if a newer run or a newer attempt claimed one of them
      */
     public void claimAtBarrier(long checkpointId) throws SQLException {
-        claimOrdered(claims.token().at(checkpointId));
+        SinkRuns.requireNewestRun(connection, config);
+        claims = new IndexClaims(config, connection, start.tokenAt(config.run(), checkpointId), epoch, start.jobId(),
+                locks, hooks, metrics.olderAttemptsFenced);
+        claims.claim(start.subtaskIndex());
+        claims.claimRecorded(start::covers);
         LOG.info("PostgreSQL sink prefix '{}' subtask {}: claimed its indices {} at checkpoint barrier {} ({})",
                 config.sinkPrefix(), start.subtaskIndex(), claimed(), checkpointId, claims.token());
     }
 
     /**
-     * Claims, for a deferred attempt whose bounded input ended before any barrier, with the restored
-     * checkpoint and the attempt number (see the limit in {@link ClaimToken}).
-     */
-    public void claimAtEndOfInput() throws SQLException {
-        claimOrdered(start.token(config.run()));
-        LOG.info("PostgreSQL sink prefix '{}' subtask {}: its input ended before a checkpoint barrier; claimed its"
-                + " indices {} by restored checkpoint and attempt number ({})", config.sinkPrefix(),
-                start.subtaskIndex(), claimed(), claims.token());
-    }
-
-    private void claimOrdered(ClaimToken token) throws SQLException {
-        SinkRuns.requireNewestRun(connection, config);
-        claims = round(token, IndexClaims.Mode.ORDERED);
-        claims.claim(start.subtaskIndex());
-        claims.claimRecorded(start::covers);
-        deferred = false;
-    }
-
-    /**
-     * Makes this attempt the holder of {@code index}: records its token, terminates an older
-     * holder, takes the advisory lock. Idempotent. In the immediate round a claim that cannot be
-     * ordered (another attempt claimed the index meanwhile) makes the fence defer.
+     * Claims one more index after {@link #claimAtBarrier}, with the same token (an old index whose
+     * prepared transaction recovery found). Idempotent.
      *
-     * @return false if the fence deferred
      * @throws StaleWriterException if a newer attempt has claimed the index
-     * @throws IllegalStateException if a live session that cannot be ordered keeps the index
      */
-    public boolean claim(int index) throws SQLException {
-        if (claims.claim(index)) {
-            return true;
-        }
-        defer();
-        return false;
+    public void claim(int index) throws SQLException {
+        claims.claim(index);
     }
-
     /**
      * Releases the indices' locks before the writer closes its connection: the server ends a closed
      * session asynchronously, and its locks would otherwise look held (by a live writer) for a moment

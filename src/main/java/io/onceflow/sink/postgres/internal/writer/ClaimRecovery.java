@@ -15,10 +15,10 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The recovery of the indices a writer claims (see {@link WriterFence}): claim the index of every
- * prepared transaction it covers, then roll back the abandoned ones. At start, or, when the fence
- * deferred its claim, at the first checkpoint barrier (or the end of input): nothing is rolled back
- * before the claim, so a deferred zombie cannot roll back a successor's transactions.
+ * The claim and recovery of a writer's indices at its first checkpoint barrier (see
+ * {@link WriterFence}): claim its indices, claim the index of every prepared transaction it covers,
+ * then roll back the abandoned ones. Nothing is rolled back before the claim, so a zombie that never
+ * claims, or claims too late, cannot roll back a successor's transactions.
  */
 final class ClaimRecovery {
     private static final Logger LOG = LoggerFactory.getLogger(ClaimRecovery.class);
@@ -42,46 +42,29 @@ final class ClaimRecovery {
     }
 
     /**
-     * Rolls back the abandoned prepared transactions of the indices this writer holds (unless the
-     * fence deferred meanwhile), then leaves autocommit for the first transaction. After a change of
-     * server, whose transaction ids order nothing, first commits those of completed checkpoints (a
+     * Claims at checkpoint {@code barrier}, rolls back the abandoned prepared transactions of the
+     * indices this writer now holds, then leaves autocommit for the first transaction. After a change
+     * of server, whose transaction ids order nothing, first commits those of completed checkpoints (a
      * commit acknowledged before the failover may be undone, the transaction prepared again) and
      * rolls back by checkpoint id alone.
      */
-    void recover() throws SQLException {
-        if (fence.deferred()) {
-            return;
-        }
-        List<TransactionId> covered = claimPreparedOfCoveredIndices();
-        if (fence.deferred()) {
-            return;
-        }
-        if (serverChanged) {
-            metrics.serverChangesSeen.inc();
-            metrics.transactionsCommittedOnRecovery.inc(PreparedTransactionRecovery.commitCompleted(connection,
-                    covered, start.restoredCheckpointId(), writerName).size());
-        }
-        metrics.transactionsRolledBackOnRecovery.inc(PreparedTransactionRecovery.rollBackAbandoned(connection,
-                covered, start.restoredCheckpointId(), serverChanged ? OptionalLong.empty() : start.restoredHorizon(),
-                writerName).size());
-        connection.setAutoCommit(false);
-    }
-
-    /**
-     * Claims, for a deferred writer, at the checkpoint {@code barrier} or (empty) at the end of
-     * input, then recovers.
-     */
-    void claimDeferred(OptionalLong barrier) throws IOException {
+    void claimAtBarrier(long barrier) throws IOException {
         try {
-            if (barrier.isPresent()) {
-                fence.claimAtBarrier(barrier.getAsLong());
-            } else {
-                fence.claimAtEndOfInput();
+            fence.claimAtBarrier(barrier);
+            List<TransactionId> covered = claimPreparedOfCoveredIndices();
+            if (serverChanged) {
+                metrics.serverChangesSeen.inc();
+                metrics.transactionsCommittedOnRecovery.inc(PreparedTransactionRecovery.commitCompleted(connection,
+                        covered, start.restoredCheckpointId(), writerName).size());
             }
-            recover();
+            metrics.transactionsRolledBackOnRecovery.inc(PreparedTransactionRecovery.rollBackAbandoned(connection,
+                    covered, start.restoredCheckpointId(),
+                    serverChanged ? OptionalLong.empty() : start.restoredHorizon(), writerName).size());
+            connection.setAutoCommit(false);
         } catch (SQLException | RuntimeException e) {
             reportIfRefused(e, metrics, writerName);
-            throw new IOException(writerName + " could not claim its indices: " + e.getMessage(), e);
+            throw new IOException(writerName + " could not claim its indices at checkpoint barrier " + barrier + ": "
+                    + e.getMessage(), e);
         }
     }
 
@@ -98,8 +81,7 @@ final class ClaimRecovery {
 
     /**
      * Claims the index of every prepared transaction this subtask covers, until no new one shows up
-     * (a fenced holder may have prepared one just before it was ended), and returns them; none if
-     * the fence deferred (another attempt claimed one of them meanwhile).
+     * (a fenced holder may have prepared one just before it was ended), and returns them.
      */
     private List<TransactionId> claimPreparedOfCoveredIndices() throws SQLException {
         while (true) {
@@ -108,9 +90,7 @@ final class ClaimRecovery {
             for (TransactionId id : PreparedTransactionRecovery.prepared(connection, fence.sinkPrefix())) {
                 if (start.covers(id.subtaskIndex())) {
                     claimedMore |= !fence.claimed().contains(id.subtaskIndex());
-                    if (!fence.claim(id.subtaskIndex())) {
-                        return List.of();
-                    }
+                    fence.claim(id.subtaskIndex());
                     covered.add(id);
                 }
             }

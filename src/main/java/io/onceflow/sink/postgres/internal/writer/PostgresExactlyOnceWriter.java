@@ -43,12 +43,18 @@ import org.postgresql.core.QueryExecutor;
  * <p>Start-up, before anything is written: check {@code max_prepared_transactions}, create missing
  * tables, refuse unique indexes and triggers that would stall checkpoints ({@link BarrierLockChecks})
  * and a transaction-pooling proxy ({@link TransactionPoolerCheck}, one probe), notice a change of
- * server since the run was registered ({@link ServerChange}), fence older attempts out and claim this
- * subtask's indices ({@link WriterFence}), roll back the abandoned prepared transactions of those
- * indices ({@link PreparedTransactionRecovery}; after a change of server, commit those of completed
- * checkpoints first). The
+ * server since the run was registered ({@link ServerChange}), open the {@link WriterFence}. The
  * connection opened here is the writer's only one for its whole life: the fence's locks live on it,
  * so once a successor has ended its session nothing this writer sends reaches the database.
+ *
+ * <p>The first checkpoint barrier: until it, the writer holds the events it receives in memory and
+ * touches nothing. At the barrier ({@link #snapshotState}) it claims its indices with the barrier's
+ * id, fencing older attempts out, rolls back the abandoned prepared transactions of those indices
+ * ({@link ClaimRecovery}; after a change of server, commits those of completed checkpoints first),
+ * writes the held events and prepares them as this checkpoint's transaction, under the name that
+ * {@link #prepareCommit()} handed to the committer just before. A bounded input that ends before
+ * any barrier does the same at the final checkpoint's barrier. Every claim is made at a barrier, so
+ * claims are ordered as Flink's attempts are (see {@code ClaimToken}).
  *
  * <p>With an {@link EffectFunction}, start-up also starts the subtask's {@link EffectWorker}, which
  * applies queued effects once their transaction committed, never in the checkpoint's transaction:
@@ -98,8 +104,10 @@ public final class PostgresExactlyOnceWriter
     private long nextCheckpointId;
     /** Events written into the open transaction since the last prepare. */
     private int transactionRows;
-    /** Events received while the fence defers its claim, written once it has claimed. */
-    private final List<Event> deferredEvents;
+    /** Events received before the first barrier's claim, written and prepared at that barrier. */
+    private final List<Event> eventsBeforeClaim;
+    /** The transaction {@link #prepareCommit()} named for {@link #eventsBeforeClaim}; null if none. */
+    private TransactionId namedBeforeClaim;
 
     public PostgresExactlyOnceWriter(PostgresSinkConfig config, WriterStart start, PostgresSinkMetrics metrics)
             throws IOException {
@@ -139,7 +147,6 @@ public final class PostgresExactlyOnceWriter
             openedFence = WriterFence.open(config, connection, start, metrics);
             fence = openedFence;
             recovery = new ClaimRecovery(connection, fence, start, metrics, writerName, serverChanged);
-            recovery.recover();
         } catch (SQLException | RuntimeException e) {
             ClaimRecovery.reportIfRefused(e, metrics, writerName);
             if (openedFence != null) {
@@ -151,16 +158,13 @@ public final class PostgresExactlyOnceWriter
         batch = EventUpsertBatch.of(config, metrics);
         upserts = new BackgroundUpserts(batch, connection, writerName, BackgroundUpserts.MAX_IN_FLIGHT);
         effects = EffectWorker.startIfConfigured(config, start.subtaskIndex(), start.parallelism(), metrics);
-        deferredEvents = new ArrayList<>(start.restoredDeferredEvents());
-        if (!fence.deferred()) {
-            writeDeferredEvents();
-        }
+        eventsBeforeClaim = new ArrayList<>(start.restoredDeferredEvents());
     }
 
     @Override
     public void write(Event event, Context context) throws IOException {
-        if (fence.deferred()) {
-            deferredEvents.add(event);
+        if (!fence.hasClaimed()) {
+            eventsBeforeClaim.add(event);
             return;
         }
         if (transactionRows == 0) {
@@ -182,25 +186,23 @@ public final class PostgresExactlyOnceWriter
         upserts.flush();
     }
 
-    /** Writes what was received while deferred, or restored, into the open transaction. */
-    private void writeDeferredEvents() throws IOException {
-        for (Event event : deferredEvents) {
-            write(event, null);
-        }
-        deferredEvents.clear();
-    }
-
     @Override
     public Collection<PostgresCommittable> prepareCommit() throws IOException {
         flush(false); // the connection is the task thread's again from here
-        if (fence.deferred() && inputEnded) { // no barrier will come before the final commit
-            recovery.claimDeferred(OptionalLong.empty());
-            writeDeferredEvents();
-            flush(false);
+        if (!fence.hasClaimed()) {
+            // prepared in snapshotState, after the claim; the committer commits it only once this
+            // checkpoint (or, at end of input, the final one) completed, which needs snapshotState
+            namedBeforeClaim = eventsBeforeClaim.isEmpty() ? null : openTransaction();
+            return namedBeforeClaim == null ? List.of() : List.of(new PostgresCommittable(namedBeforeClaim));
         }
         if (transactionRows == 0) {
             return List.of();
         }
+        return List.of(new PostgresCommittable(prepare()));
+    }
+
+    /** Logs and prepares the open transaction. */
+    private TransactionId prepare() throws IOException {
         TransactionId transaction = openTransaction();
         ProtocolHooks.reached(ProtocolHooks.Step.BEFORE_PREPARE, transaction);
         try (PreparedStatement log = connection.prepareStatement(insertIntoCommitLogSql);
@@ -225,7 +227,7 @@ public final class PostgresExactlyOnceWriter
         // Never reuse the id, even if Flink aborts this checkpoint before snapshotState().
         nextCheckpointId++;
         ProtocolHooks.reached(ProtocolHooks.Step.AFTER_PREPARE, transaction);
-        return List.of(new PostgresCommittable(transaction));
+        return transaction;
     }
 
     /**
@@ -247,22 +249,31 @@ public final class PostgresExactlyOnceWriter
      * {@link PostgresWriterState}). Runs on the task thread after {@link #prepareCommit()}, when no
      * upsert is running; the query starts no transaction.
      *
-     * <p>A deferred writer claims here, with this checkpoint's id, recovers, and puts the events it
-     * received so far into the next checkpoint's transaction and into this checkpoint's state (they
-     * are covered by its input offsets: if it is restored, the restored writer writes them).
+     * <p>At the first barrier, first claims with this checkpoint's id, recovers, and prepares the
+     * events received so far as the transaction {@link #prepareCommit()} named. A failure here fails
+     * the task (Flink fails a task whose synchronous snapshot throws), so the committer never gets
+     * to commit a name that was not prepared.
      */
     @Override
     public List<PostgresWriterState> snapshotState(long checkpointId) throws IOException {
-        boolean claimsNow = fence.deferred();
-        if (claimsNow) {
-            recovery.claimDeferred(OptionalLong.of(checkpointId));
+        if (!fence.hasClaimed()) {
+            recovery.claimAtBarrier(checkpointId);
+            for (Event event : eventsBeforeClaim) {
+                write(event, null);
+            }
+            eventsBeforeClaim.clear();
+            flush(false);
+            if (namedBeforeClaim != null) {
+                TransactionId prepared = prepare();
+                if (!prepared.equals(namedBeforeClaim)) {
+                    throw new IllegalStateException(writerName + " prepared " + prepared + " where it named "
+                            + namedBeforeClaim);
+                }
+                namedBeforeClaim = null;
+            }
         }
         nextCheckpointId = Math.max(nextCheckpointId, checkpointId + 1);
-        List<Event> carried = claimsNow ? List.copyOf(deferredEvents) : List.of();
-        List<PostgresWriterState> states = PostgresWriterState.copies(horizon(), carried, start.parallelism(),
-                start.maxParallelism());
-        writeDeferredEvents();
-        return states;
+        return PostgresWriterState.copies(horizon(), start.parallelism(), start.maxParallelism());
     }
 
     private long horizon() throws IOException {

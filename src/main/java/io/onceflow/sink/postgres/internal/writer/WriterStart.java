@@ -39,16 +39,16 @@ public record WriterStart(
     }
 
     /**
-     * The events that a deferred writer of the restored checkpoint received before its barrier (see
-     * {@link PostgresWriterState}): this subtask writes them.
+     * The events that a writer of an earlier version held for a deferred claim and put into the
+     * restored checkpoint (see {@link PostgresWriterState}): this subtask writes them.
      */
     public List<Event> restoredDeferredEvents() {
         return restoredState.stream().flatMap(state -> state.deferredEvents().stream()).toList();
     }
 
-    /** The fencing token of this attempt's immediate claim, with the restored checkpoint (see {@link ClaimToken}). */
-    public ClaimToken token(long run) {
-        return new ClaimToken(run, restoredCheckpointId.orElse(ClaimToken.NO_CHECKPOINT), subtaskIndex, attemptNumber);
+    /** This attempt's fencing token for a claim at barrier {@code checkpointId} (see {@link ClaimToken}). */
+    public ClaimToken tokenAt(long run, long checkpointId) {
+        return new ClaimToken(run, checkpointId, subtaskIndex, attemptNumber);
     }
 
     /** Whether {@code subtask} of an earlier parallelism is this subtask's to recover. */

@@ -23,15 +23,15 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
- * Attempts of two JobManagers, against a real PostgreSQL server. Flink numbers attempts from 0 again
- * on a new JobManager, so when the old one restarted the job from checkpoint 1 several times and
- * died before checkpoint 2 completed, the new one's attempts restore checkpoint 1 with lower attempt
- * numbers than the recorded claim. They must neither be refused (a restart each) nor, as zombies of
- * the old JobManager woken late, act on the new one's transactions: an attempt that cannot be
- * ordered defers its claim to its first checkpoint barrier, whose id Flink's checkpoint counter
- * (kept across JobManagers) issues.
+ * Claims at the first checkpoint barrier, against a real PostgreSQL server, with attempts of two
+ * JobManagers. Flink numbers attempts from 0 again on a new JobManager, so when the old one
+ * restarted the job from checkpoint 1 several times and died before checkpoint 2 completed, the new
+ * one's attempts restore checkpoint 1 with lower attempt numbers than the old ones'. They must
+ * neither be refused (a restart each) nor, as zombies of the old JobManager woken late, act on the
+ * new one's transactions: every attempt touches nothing until its first barrier, and claims with
+ * that barrier's id, which Flink's checkpoint counter (kept across JobManagers) issues.
  */
-class DeferredClaimTest {
+class BarrierClaimTest {
     /** Checkpoint 1 completed under the old JobManager; it then restarted the job from it 5 times. */
     private static final OptionalLong RESTORED = OptionalLong.of(1);
     /** The new JobManager's first checkpoint: the old one triggered 2 and 3, which never completed. */
@@ -52,7 +52,8 @@ class DeferredClaimTest {
     }
 
     @Test
-    void aNewJobManagersAttemptThatRestoredTheSameCheckpointDefersThenClaimsAtItsFirstBarrier() throws Exception {
+    void aNewJobManagersAttemptTouchesNothingBeforeItsFirstBarrierThenClaimsAndPreparesItsHeldEventsThere()
+            throws Exception {
         completeCheckpoint1();
         // the old JobManager's attempt 5 prepared checkpoint 2 (never completed) and has rows in its open transaction
         PostgresExactlyOnceWriter oldAttempt = SinkDatabase.writer(config, attempt(5, RESTORED, List.of()));
@@ -62,18 +63,21 @@ class DeferredClaimTest {
         PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
         try (PostgresExactlyOnceWriter writer = new PostgresExactlyOnceWriter(config, attempt(0, RESTORED, List.of()),
                 metrics)) {
-            assertThat(metrics.deferredClaims.getCount()).isEqualTo(1);
-            assertThat(db.prepared("job")).as("a deferred attempt rolls nothing back").containsExactly(
+            assertThat(db.prepared("job")).as("an attempt rolls nothing back before its barrier").containsExactly(
                     orphan.transactionId());
             write(writer, "b", "c");
-            assertThat(writer.prepareCommit()).as("nothing to prepare before its first barrier").isEmpty();
-            assertThat(db.deliveriesById()).containsOnlyKeys("a");
+            List<PostgresCommittable> named = List.copyOf(writer.prepareCommit());
+            assertThat(named).as("named for the committer, prepared at the barrier").hasSize(1);
+            assertThat(db.prepared("job")).containsExactly(orphan.transactionId());
+            assertThat(metrics.olderAttemptsFenced.getCount()).isZero();
 
             writer.snapshotState(FIRST_BARRIER); // claims with 4: ends the old attempt, rolls back its orphan
             assertThat(metrics.olderAttemptsFenced.getCount()).isEqualTo(1);
             assertThat(metrics.transactionsRolledBackOnRecovery.getCount()).isEqualTo(1);
-            assertThat(db.prepared("job")).isEmpty();
+            assertThat(db.prepared("job")).as("the held events, prepared under the name handed out")
+                    .containsExactly(named.get(0).transactionId());
             assertThatThrownBy(oldAttempt::prepareCommit).isInstanceOf(IOException.class);
+            assertThat(commit(config, named.get(0))).extracting(r -> r.outcome).containsExactly(Outcome.COMMITTED);
 
             PostgresCommittable next = checkpoint(writer, FIRST_BARRIER + 1, "d");
             assertThat(next.transactionId().checkpointId()).isEqualTo(FIRST_BARRIER + 1);
@@ -94,19 +98,17 @@ class DeferredClaimTest {
         WriterStart frozen = attempt(7, RESTORED, List.of());
 
         try (PostgresExactlyOnceWriter writer = SinkDatabase.writer(config, attempt(0, RESTORED, List.of()))) {
-            write(writer, "b");
-            assertThat(writer.prepareCommit()).isEmpty();
-            writer.snapshotState(FIRST_BARRIER);
+            PostgresCommittable first = checkpoint(writer, FIRST_BARRIER, "b");
             PostgresCommittable completed = checkpoint(writer, FIRST_BARRIER + 1, "c"); // completes
+            commit(config, first);
 
             PostgresSinkMetrics zombieMetrics = PostgresSinkMetrics.unregistered();
             try (PostgresExactlyOnceWriter zombie = new PostgresExactlyOnceWriter(config, frozen, zombieMetrics)) {
-                assertThat(zombieMetrics.deferredClaims.getCount()).isEqualTo(1);
                 assertThat(zombieMetrics.olderAttemptsFenced.getCount()).isZero();
                 assertThat(zombieMetrics.transactionsRolledBackOnRecovery.getCount()).isZero();
                 assertThat(db.prepared("job")).containsExactly(completed.transactionId());
                 write(zombie, "z");
-                assertThat(zombie.prepareCommit()).isEmpty();
+                assertThat(zombie.prepareCommit()).hasSize(1);
                 // frozen inside the old JobManager's barrier 3, it finds the claim of the later barrier 4
                 assertThatThrownBy(() -> zombie.snapshotState(3))
                         .isInstanceOf(IOException.class)
@@ -121,17 +123,26 @@ class DeferredClaimTest {
         assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("a", 1, "b", 1, "c", 1, "d", 1));
     }
 
-    /** A deferred writer that wrote {@code ids} before its first barrier, and the state it snapshots there. */
+    @Test
+    void aWriterCarriesNoEventsInItsState() throws Exception {
+        try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
+            write(writer, "a");
+            writer.prepareCommit();
+            assertThat(ids(writer.snapshotState(1))).isEmpty();
+        }
+    }
+
+    /**
+     * The state a writer of an earlier version snapshotted at the barrier where it claimed after
+     * deferring: the events it held, in the first copy.
+     */
     private List<PostgresWriterState> deferredSnapshot(String... ids) throws Exception {
         completeCheckpoint1();
-        SinkDatabase.writer(config, attempt(5, RESTORED, List.of())).close();
-        try (PostgresExactlyOnceWriter writer = SinkDatabase.writer(config, attempt(0, RESTORED, List.of()))) {
-            write(writer, ids);
-            assertThat(writer.prepareCommit()).isEmpty();
-            List<PostgresWriterState> states = writer.snapshotState(FIRST_BARRIER);
-            write(writer, "late"); // into checkpoint 5's transaction; the task fails before it is prepared
-            return roundTrip(states);
-        }
+        List<Event> events = java.util.Arrays.stream(ids).map(SinkDatabase::event).toList();
+        List<PostgresWriterState> states = new ArrayList<>();
+        states.add(new PostgresWriterState(1, events));
+        states.addAll(PostgresWriterState.copies(1, 1, 128).subList(1, 128));
+        return roundTrip(states);
     }
 
     private static List<PostgresWriterState> roundTrip(List<PostgresWriterState> states) throws IOException {
@@ -148,22 +159,13 @@ class DeferredClaimTest {
     }
 
     @Test
-    void eventsADeferredWriterReceivedBeforeItsBarrierAreWrittenOnceWhenItsCheckpointIsRestored() throws Exception {
+    void eventsAnEarlierVersionCarriedInItsStateAreWrittenOnceWhenItsCheckpointIsRestored() throws Exception {
         List<PostgresWriterState> atBarrier = deferredSnapshot("p", "q");
-        assertThat(atBarrier).hasSize(128);
-        assertThat(ids(atBarrier.subList(0, 1))).containsExactly("p", "q");
-        assertThat(ids(atBarrier.subList(1, 128))).as("the other copies carry no events").isEmpty();
-
-        // checkpoint 4 completed; a new JobManager restores it (attempts from 0 again): this attempt
-        // defers too (4 is the recorded claim, and its attempt number is not higher)
-        PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
-        try (PostgresExactlyOnceWriter restored = new PostgresExactlyOnceWriter(config,
-                attempt(0, OptionalLong.of(FIRST_BARRIER), atBarrier), metrics)) {
-            assertThat(metrics.deferredClaims.getCount()).isEqualTo(1);
-            write(restored, "late"); // replayed from the input: checkpoint 4's offsets are before it
-            assertThat(restored.prepareCommit()).isEmpty();
-            List<PostgresWriterState> next = restored.snapshotState(FIRST_BARRIER + 2);
-            assertThat(ids(next)).containsExactly("p", "q", "late");
+        try (PostgresExactlyOnceWriter restored = SinkDatabase.writer(config,
+                attempt(0, OptionalLong.of(FIRST_BARRIER), atBarrier))) {
+            PostgresCommittable first = checkpoint(restored, FIRST_BARRIER + 2, SinkDatabase.event("late"));
+            assertThat(first.transactionId().checkpointId()).isEqualTo(FIRST_BARRIER + 1);
+            commit(config, first);
             commit(config, checkpoint(restored, FIRST_BARRIER + 3, "s"));
         }
         assertThat(db.prepared("job")).isEmpty();
@@ -172,7 +174,7 @@ class DeferredClaimTest {
     }
 
     @Test
-    void aRescaleOfADeferredWritersStateWritesItsEventsOnce() throws Exception {
+    void aRescaleOfAnEarlierVersionsCarriedEventsWritesThemOnce() throws Exception {
         List<PostgresWriterState> atBarrier = deferredSnapshot("p", "q");
         // resubmitted from checkpoint 4 with parallelism 2: Flink hands each new subtask a contiguous half
         PostgresSinkConfig rescaled = SinkDatabase.newRun(config);
@@ -196,6 +198,7 @@ class DeferredClaimTest {
     @Test
     void aWriterWhoseClaimWasTakenOverCannotPrepareEvenIfItsSessionLives() throws Exception {
         try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
+            commit(config, checkpoint(writer, 1, "w"));
             write(writer, "x");
             // a newer attempt's claim, recorded by a role that could not end this writer's session
             db.execute("UPDATE " + PostgresTableOptions.DEFAULT_WRITERS + " SET attempt = attempt + 1,"
@@ -208,15 +211,22 @@ class DeferredClaimTest {
                     .hasMessageContaining("zombie");
             assertThat(db.prepared("job")).isEmpty();
         }
-        assertThat(db.deliveriesById()).isEmpty();
+        assertThat(db.deliveriesById()).containsOnlyKeys("w");
     }
 
     @Test
-    void aBoundedInputThatEndsWhileDeferredClaimsByAttemptNumber() throws Exception {
+    void aBoundedInputThatEndsBeforeAnyBarrierClaimsAndPreparesAtTheFinalCheckpoint() throws Exception {
         completeCheckpoint1();
-        SinkDatabase.writer(config, attempt(5, RESTORED, List.of())).close();
-        try (PostgresExactlyOnceWriter writer = SinkDatabase.writer(config, attempt(6, RESTORED, List.of()))) {
-            commit(config, finalCheckpoint(writer, FIRST_BARRIER, "b")); // end of input, before any barrier
+        // the old JobManager's attempt 5 claimed at barrier 3, then the new JobManager restored 1
+        PostgresExactlyOnceWriter old = SinkDatabase.writer(config, attempt(5, RESTORED, List.of()));
+        old.prepareCommit();
+        old.snapshotState(3);
+        try (PostgresExactlyOnceWriter writer = SinkDatabase.writer(config, attempt(0, RESTORED, List.of()))) {
+            PostgresCommittable last = finalCheckpoint(writer, FIRST_BARRIER, "b"); // end of input, then barrier 4
+            assertThat(db.prepared("job")).containsExactly(last.transactionId());
+            commit(config, last);
+        } finally {
+            old.close();
         }
         assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("a", 1, "b", 1));
     }
