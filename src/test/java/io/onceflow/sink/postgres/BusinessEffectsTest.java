@@ -92,7 +92,8 @@ class BusinessEffectsTest {
         PostgresCommittable second;
         try (PostgresExactlyOnceWriter restored = new PostgresExactlyOnceWriter(config,
                 db.attempt(0, 1, OptionalLong.of(1)), PostgresSinkMetrics.unregistered())) {
-            second = checkpoint(restored, 2, payment("p2", "alice", "bob", 20), payment("p3", "alice", "carol", 30));
+            // the restarted job's first barrier: after every barrier of the crashed one
+            second = checkpoint(restored, 3, payment("p2", "alice", "bob", 20), payment("p3", "alice", "carol", 30));
         }
         commit(config, second);
         SinkDatabase.drainEffects(config, metrics);

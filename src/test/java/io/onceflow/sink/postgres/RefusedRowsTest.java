@@ -64,6 +64,7 @@ class RefusedRowsTest {
                 db.attempt(0, 1, OptionalLong.empty()), metrics)) {
             writeAll(writer);
             PostgresCommittable committable = writer.prepareCommit().iterator().next();
+            writer.snapshotState(1);
             assertThat(db.rejects()).as("invisible until the checkpoint completes").isEmpty();
             commit(config, committable);
         }
@@ -129,7 +130,9 @@ class RefusedRowsTest {
         try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
             writer.write(event("good", "{\"customer\":\"known\"}"), null);
             writer.write(event("bad", "{\"customer\":\"unknown\"}"), null);
-            commit(config, writer.prepareCommit().iterator().next());
+            PostgresCommittable committable = writer.prepareCommit().iterator().next();
+            writer.snapshotState(1);
+            commit(config, committable);
         }
 
         assertThat(db.deliveriesById()).containsOnlyKeys("good");

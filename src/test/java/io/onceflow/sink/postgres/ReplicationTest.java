@@ -83,9 +83,10 @@ class ReplicationTest {
                 PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
                 try (PostgresExactlyOnceWriter writer = new PostgresExactlyOnceWriter(onPromoted,
                         new WriterStart(0, 1, 128, 2, "test-job-id", OptionalLong.of(1), List.of()), metrics)) {
-                    assertThat(metrics.serverChangesSeen.getCount()).as("timeline 1 -> 2").isEqualTo(1);
                     commit(onPromoted, checkpoint1);
-                    commit(onPromoted, checkpoint(writer, 2, "b"));
+                    PostgresCommittable checkpoint2 = checkpoint(writer, 2, "b"); // its first barrier
+                    assertThat(metrics.serverChangesSeen.getCount()).as("timeline 1 -> 2").isEqualTo(1);
+                    commit(onPromoted, checkpoint2);
                 }
                 assertThat(SinkDatabase.deliveries(standby)).isEqualTo(Map.of("a", 1, "b", 1));
             } finally {

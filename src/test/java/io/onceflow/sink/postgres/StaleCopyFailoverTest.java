@@ -154,10 +154,12 @@ class StaleCopyFailoverTest {
         // (a) and (c): the writer starts (its run may be unknown to the copy) and commits checkpoint 1
         try (PostgresExactlyOnceWriter writer = new PostgresExactlyOnceWriter(config, new WriterStart(0, 1, 128,
                 ++attempts, "test-job-id", OptionalLong.of(3), List.of(after.restoredState())), metrics)) {
-            assertThat(prepared(failedOver)).as("checkpoint 1's transaction committed by the reconciliation").isEmpty();
+            PostgresCommittable fourth = checkpoint(writer, 4, "e"); // its first barrier: it reconciles there
+            assertThat(prepared(failedOver)).as("checkpoint 1's transaction committed by the reconciliation")
+                    .containsExactly(fourth.transactionId().encode());
             assertThat(metrics.serverChangesSeen.getCount()).isEqualTo(1);
             assertThat(metrics.transactionsCommittedOnRecovery.getCount()).isEqualTo(1);
-            commit(config, checkpoint(writer, 4, "e"));
+            commit(config, fourth);
         }
         assertThat(SinkDatabase.deliveries(failedOver)).as("checkpoint 1 once; 2 and 3 lost with the copy (3 reported)")
                 .isEqualTo(Map.of("a", 1, "b", 1, "e", 1));

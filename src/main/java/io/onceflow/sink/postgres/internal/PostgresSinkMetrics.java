@@ -30,13 +30,13 @@ import org.apache.flink.runtime.metrics.DescriptiveStatisticsHistogram;
  *       writer's first checkpoint barrier;
  *   <li>{@code olderAttemptsFenced}: sessions of older writer attempts (zombies) ended at a writer's
  *       first checkpoint barrier;
- *   <li>{@code serverChangesSeen}: writer starts that found the server changed since the run was
- *       registered (a failover to a replica, a restored copy), and reconciled;
+ *   <li>{@code serverChangesSeen}: writers that found the server changed since the run was
+ *       registered (a failover to a replica, a restored copy), and reconciled at their first barrier;
  *   <li>{@code transactionsCommittedOnRecovery}: prepared transactions of completed checkpoints that
- *       such a start committed (their commit had been lost with the failover);
+ *       such a reconciliation committed (their commit had been lost with the failover);
  *   <li>{@code transactionsLost}: transactions of completed checkpoints that the committer found
  *       neither prepared nor committed: their rows are missing (logged as {@code LOST:});
- *   <li>{@code staleWriterAttemptsRefused}: writer starts that found a newer run or attempt owning
+ *   <li>{@code staleWriterAttemptsRefused}: writers that found a newer run or a newer claim owning
  *       what they were about to touch, and stopped (the zombie's side of the fence; counted in the
  *       refused attempt's own group, which lives until its task fails);
  *   <li>{@code effectsQueued}, {@code oldestQueuedEffectSeconds}, {@code effectsAwaitingRedrive},

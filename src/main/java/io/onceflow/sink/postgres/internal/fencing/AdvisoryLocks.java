@@ -61,6 +61,27 @@ public final class AdvisoryLocks {
         }
     }
 
+    /**
+     * Refuses unless the server session that runs this statement holds the index's lock: through a
+     * transaction-pooling proxy, consecutive statements of one connection run in different sessions,
+     * so the lock would not fence anything. Checked before any recovery action, FIFO pools included.
+     */
+    void requireHeldHere(int index) throws SQLException {
+        try (PreparedStatement held = connection.prepareStatement("SELECT EXISTS (SELECT 1 FROM pg_locks"
+                + " WHERE locktype = 'advisory' AND granted AND objsubid = " + TWO_KEY_ADVISORY_LOCK
+                + " AND pid = pg_backend_pid() AND classid::bigint = ? AND objid::bigint = ?"
+                + " AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))")) {
+            held.setLong(1, Integer.toUnsignedLong(lockKey));
+            held.setLong(2, index);
+            try (ResultSet result = held.executeQuery()) {
+                result.next();
+                if (!result.getBoolean(1)) {
+                    throw new SQLException(SinkRuns.transactionPoolingMessage(), "08000");
+                }
+            }
+        }
+    }
+
     void unlock(int index) throws SQLException {
         try (PreparedStatement unlock = connection.prepareStatement("SELECT pg_advisory_unlock(?, ?)")) {
             unlock.setInt(1, lockKey);

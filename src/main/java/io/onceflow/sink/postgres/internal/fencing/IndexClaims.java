@@ -79,6 +79,7 @@ final class IndexClaims {
         recordClaimTerminatingHolder(index);
         hooks.reached(ProtocolHooks.Step.CLAIM_RECORDED);
         locks.lock(index);
+        locks.requireHeldHere(index);
         // a locking read: a newer claim recorded meanwhile and not committed yet (its claimant found no
         // holder to end, as this one had no lock yet) is waited for, never read past
         ClaimToken current = rows.read(index, true);
