@@ -79,10 +79,8 @@ class ClusterChaosIT {
     private static final Duration ZOMBIE_GRACE = Duration.ofSeconds(20);
     /** The log line of a writer that the fence refused (PostgresExactlyOnceWriter). */
     private static final String STALE_WRITER_REFUSED = "stale writer attempt refused";
-    /** A writer attempt that cannot tell yet whether it is the newest: a woken zombie never gets the barrier it waits for. */
-    private static final String WRITER_DEFERRED = "defers its claim";
-    /** The log line of a deferred writer that got its barrier: it writes its events a checkpoint late. */
-    private static final String WRITER_CLAIMED_AT_BARRIER = "at checkpoint barrier";
+    /** A writer closed before its first barrier, the only place it claims: a woken zombie never gets one. */
+    private static final String WRITER_CLOSED_UNCLAIMED = "closed before its first checkpoint barrier";
     private static final String JOB_ROLE = "onceflow_chaos";
     private static final BigDecimal LEDGER_OPENING_BALANCE = new BigDecimal("100000000.00");
     /** Role defaults a DBA might have set, each of which would break a sink that did not pin its sessions. */
@@ -181,8 +179,9 @@ class ClusterChaosIT {
                         .as("outcomes on the results topic, one per effect").isEqualTo(truth.uniqueIds() - truth.refusedIds());
                 assertLedgerBalances(cluster, started);
                 assertThat(longestStall).as("longest time without a completed checkpoint").isLessThan(LONGEST_STALL);
-                // each pause asserted that its woken writer deferred or was refused; its successor had no session to end
-                assertThat(wokenWritersStopped).as("woken writers that deferred or were refused")
+                // each pause asserted that its woken writer was closed unclaimed or refused; its successor had no
+                // session to end
+                assertThat(wokenWritersStopped).as("woken writers closed unclaimed or refused")
                         .isEqualTo(faultsDone.getOrDefault(ChaosPlan.Fault.PAUSE_TASK_MANAGER, 0));
                 assertThat(truth.records()).isGreaterThanOrEqualTo(plan.minimumEvents());
                 assertThat(faultsDone.values().stream().mapToInt(Integer::intValue).sum()).isEqualTo(faults.size());
@@ -202,14 +201,10 @@ class ClusterChaosIT {
             Ledger.Report report = Ledger.audit(ledger, "onceflow_events");
             System.out.printf("%6.1fs  LEDGER %s%n", seconds(started), report);
             assertThat(report.clean()).as("ledger audit: %s", report).isTrue();
-            // each partition's payments in offset order, unless a live writer deferred its claim and wrote
-            // its events a checkpoint late (the limit docs/effects.md names; a zombie's deferral writes nothing)
-            long lateClaims = cluster.flink().taskManagerLogLinesContaining(WRITER_CLAIMED_AT_BARRIER);
-            System.out.printf("%6.1fs  ORDER %s (claims at a barrier after a deferral: %d)%n", seconds(started),
-                    report.ordered() ? "each partition in offset order" : "OUT OF ORDER " + report.outOfOrder, lateClaims);
-            if (lateClaims == 0) {
-                assertThat(report.outOfOrder).as("payments posted out of their partition's offset order").isEmpty();
-            }
+            // each partition's payments in offset order (docs/effects.md, Order)
+            System.out.printf("%6.1fs  ORDER %s%n", seconds(started),
+                    report.ordered() ? "each partition in offset order" : "OUT OF ORDER " + report.outOfOrder);
+            assertThat(report.outOfOrder).as("payments posted out of their partition's offset order").isEmpty();
             assertThat(Ledger.balances(ledger)).as("balances against the input's unique payments")
                     .isEqualTo(Ledger.expectedBalances(ledger, tally.paymentsByAccount()));
         }
@@ -338,11 +333,10 @@ class ClusterChaosIT {
      * ProtocolHooks.Step#FENCE_OPENING}, before it reads any claim) and its TaskManager is frozen
      * with SIGSTOP (its sockets, PostgreSQL session included, stay open) past the heartbeat timeout,
      * with a fresh TaskManager in its place. Once the job has recovered elsewhere, SIGCONT wakes it
-     * and the writer goes on: it reads the claim its successor recorded (with the same restored
-     * checkpoint or a later one) and must defer its claim to a barrier that never comes, or be refused,
-     * touching nothing (its log line in that TaskManager's log, asserted here; the audit shows it
-     * touched nothing). Were it ordered as newer, it would end its successor's session and roll back
-     * its prepared transactions. After
+     * and the writer goes on: it claims only at a barrier, which never comes (its task is failed when
+     * its TaskManager finds its job gone), or is refused, touching nothing (its log line in that
+     * TaskManager's log, asserted here; the audit shows it touched nothing). Were it to claim, it would
+     * end its successor's session and roll back its prepared transactions. After
      * a grace period the old TaskManager is removed.
      */
     private void pauseTaskManagerUntilTheJobRunsElsewhere() throws Exception {
@@ -375,7 +369,8 @@ class ClusterChaosIT {
         sleeper.process().resume();
         Files.createFile(release);
         System.out.println("        resumed " + sleeper.resourceId() + " and released its writer");
-        Eventually.await("the woken writer deferred ('" + WRITER_DEFERRED + "') or was refused ('" + STALE_WRITER_REFUSED
+        Eventually.await("the woken writer was closed unclaimed ('" + WRITER_CLOSED_UNCLAIMED + "') or was refused ('"
+                + STALE_WRITER_REFUSED
                 + "') in " + sleeper.resourceId() + "'s log", ZOMBIE_GRACE, Duration.ofMillis(250),
                 () -> stoppedWriters(sleeper) > stoppedBefore);
         wokenWritersStopped++;
@@ -384,10 +379,10 @@ class ClusterChaosIT {
         flink.kill(sleeper);
     }
 
-    /** The writers of {@code taskManager} that deferred their claim or were refused, from its log. */
+    /** The writers of {@code taskManager} closed unclaimed or refused, from its log. */
     private long stoppedWriters(FlinkStandaloneCluster.TaskManager taskManager) {
         FlinkStandaloneCluster flink = harness.flink();
-        return flink.logLinesContaining(taskManager, WRITER_DEFERRED) + flink.logLinesContaining(taskManager,
+        return flink.logLinesContaining(taskManager, WRITER_CLOSED_UNCLAIMED) + flink.logLinesContaining(taskManager,
                 STALE_WRITER_REFUSED);
     }
 

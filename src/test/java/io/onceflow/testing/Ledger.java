@@ -258,8 +258,7 @@ public final class Ledger {
 
         /**
          * Whether each partition's payments were posted in offset order. Not part of {@link #clean()}:
-         * at-least-once, and exactly-once after a writer deferred its claim, allow otherwise
-         * (docs/effects.md, Order).
+         * at-least-once across writer subtasks allows otherwise (docs/effects.md, Order).
          */
         public boolean ordered() {
             return outOfOrder.isEmpty();

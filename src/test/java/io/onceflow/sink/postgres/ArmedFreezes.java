@@ -4,8 +4,8 @@ import java.util.Random;
 
 /**
  * The freeze a {@link ProtocolSchedule} has armed: at a protocol step, for the writer of a subtask,
- * in the next operation of a kind that passes that step (a claim's steps: at start, or at a barrier
- * for a deferred claim). Used up by that operation.
+ * in the next operation of a kind that passes that step (a claim's steps: at a barrier, where a
+ * writer claims if it has not yet). Used up by that operation.
  */
 final class ArmedFreezes {
     enum Operation { START, BARRIER, COMMIT }
@@ -19,8 +19,7 @@ final class ArmedFreezes {
                 ScheduleAction.FREEZE_STEPS[random.nextInt(ScheduleAction.FREEZE_STEPS.length)], random.nextInt(3));
         operation = switch (armed.step()) {
             case FENCE_OPENING -> Operation.START;
-            case CLAIM_DECIDED, CLAIM_RECORDED -> random.nextBoolean() ? Operation.START : Operation.BARRIER;
-            case BEFORE_PREPARE, AFTER_PREPARE -> Operation.BARRIER;
+            case CLAIM_DECIDED, CLAIM_RECORDED, BEFORE_PREPARE, AFTER_PREPARE -> Operation.BARRIER;
             default -> Operation.COMMIT;
         };
         return armed + " for the next " + operation;

@@ -222,7 +222,7 @@ class PostgresTwoPhaseCommitTest {
             checkpoint(writer3, 1, "c");
         }
 
-        // restarted before checkpoint 1 completed: it defers its claim and recovery to its first barrier
+        // restarted before checkpoint 1 completed: it claims and recovers at its first barrier
         try (PostgresExactlyOnceWriter restarted = freshWriter(config)) {
             restarted.snapshotState(2);
         }

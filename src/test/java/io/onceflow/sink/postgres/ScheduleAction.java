@@ -56,34 +56,17 @@ record ScheduleAction(Kind kind, long salt) {
         ProtocolHooks.Step.AFTER_COMMIT
     };
 
-    /**
-     * JobManager failovers find S6b of issue #31 (docs/failover.md) within a few dozen schedules, and
-     * fresh starts after a deferred claim may lose what the writer state carried (S2): until claims
-     * are ordered by barrier ids, the default run leaves both out; {@code
-     * -Donceflow.schedule.jobManagerFailovers=true} and {@code -Donceflow.schedule.freshStarts=true}
-     * (both in the {@code schedules} profile) put them in.
-     */
-    static final boolean JOBMANAGER_FAILOVERS = Boolean.getBoolean("onceflow.schedule.jobManagerFailovers");
-    static final boolean FRESH_STARTS = Boolean.getBoolean("onceflow.schedule.freshStarts");
-
-    private static int weight(Kind kind) {
-        if (kind == Kind.JOBMANAGER_FAILOVER && !JOBMANAGER_FAILOVERS || kind == Kind.FRESH_START && !FRESH_STARTS) {
-            return 0;
-        }
-        return kind.weight;
-    }
-
     static List<ScheduleAction> generate(Random random, int length) {
         int total = 0;
         for (Kind kind : Kind.values()) {
-            total += weight(kind);
+            total += kind.weight;
         }
         List<ScheduleAction> actions = new ArrayList<>(length);
         for (int i = 0; i < length; i++) {
             int pick = random.nextInt(total);
             Kind chosen = null;
             for (Kind kind : Kind.values()) {
-                pick -= weight(kind);
+                pick -= kind.weight;
                 if (pick < 0) {
                     chosen = kind;
                     break;

@@ -35,6 +35,8 @@ import org.apache.flink.api.connector.sink2.InitContext;
 import org.apache.flink.api.connector.sink2.StatefulSinkWriter;
 import org.postgresql.core.BaseStatement;
 import org.postgresql.core.QueryExecutor;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Internal. The writer of {@link PostgresSink}: one database transaction per checkpoint, written in
@@ -86,6 +88,7 @@ import org.postgresql.core.QueryExecutor;
 @Internal
 public final class PostgresExactlyOnceWriter
         implements CommittingSinkWriter<Event, PostgresCommittable>, StatefulSinkWriter<Event, PostgresWriterState> {
+    private static final Logger LOG = LoggerFactory.getLogger(PostgresExactlyOnceWriter.class);
     private final String sinkPrefix;
     private final WriterStart start;
     private final String writerName;
@@ -303,6 +306,10 @@ public final class PostgresExactlyOnceWriter
      */
     @Override
     public void close() throws SQLException {
+        if (!fence.hasClaimed()) { // what a zombie that never got a barrier logs
+            LOG.info("{} closed before its first checkpoint barrier: it claimed and touched nothing; its {} held"
+                    + " events are replayed from the restored checkpoint", writerName, eventsBeforeClaim.size());
+        }
         try {
             if (effects != null && inputEnded) {
                 effects.closeAfterDraining();
