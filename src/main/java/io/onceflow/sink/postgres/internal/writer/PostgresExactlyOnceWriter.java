@@ -28,7 +28,6 @@ import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
-import java.util.OptionalLong;
 import org.apache.flink.annotation.Internal;
 import org.apache.flink.api.connector.sink2.CommittingSinkWriter;
 import org.apache.flink.api.connector.sink2.InitContext;
@@ -59,10 +58,8 @@ import org.slf4j.LoggerFactory;
  * claims are ordered as Flink's attempts are (see {@code ClaimToken}).
  *
  * <p>With an {@link EffectFunction}, start-up also starts the subtask's {@link EffectWorker}, which
- * applies queued effects once their transaction committed, never in the checkpoint's transaction:
- * a prepared transaction keeps its row locks until its checkpoint completes, and an effect that
- * locked an account there would make every other subtask's effect on that account wait for a
- * checkpoint that waits for that subtask's barrier, a cycle PostgreSQL cannot see.
+ * applies queued effects once their transaction committed, never in the checkpoint's transaction
+ * (a prepared transaction keeps its row locks until its checkpoint completes: docs/effects.md).
  *
  * <p>Per checkpoint: rows go into the open transaction in batches of {@code batchSize} (with an
  * effect, each new row's effect queued, tagged with the transaction's gid), each executed by
@@ -78,12 +75,8 @@ import org.slf4j.LoggerFactory;
  * the transactions with a gid checkpoint id &gt; N are exactly those of checkpoints after N.
  *
  * <p>Known limit: an id written in checkpoint N and again in N+1 before N is committed waits for
- * the row lock of N's prepared transaction. The committer runs on the task thread, which waits for
- * the upserts at the next prepareCommit (or when the upsert queue is full), so the wait usually
- * ends with lock_timeout, a task failure and a restart that commits N first (correct, but slow).
- * Upstream dedup makes this practically impossible (its TTL is far longer than a checkpoint
- * interval). The rows an effect changes (one account's balance in every checkpoint) are not locked
- * by the checkpoint's transaction: effects run after its commit.
+ * the row lock of N's prepared transaction, usually until lock_timeout, a task failure and a restart
+ * that commits N first (correct, but slow); upstream dedup makes this practically impossible.
  */
 @Internal
 public final class PostgresExactlyOnceWriter
@@ -291,11 +284,6 @@ public final class PostgresExactlyOnceWriter
             throw new IOException(writerName + " could not read the transaction horizon for its checkpoint: "
                     + e.getMessage(), e);
         }
-    }
-
-    /** The restored checkpoint, for tests. */
-    public OptionalLong restoredCheckpointId() {
-        return start.restoredCheckpointId();
     }
 
     /**
