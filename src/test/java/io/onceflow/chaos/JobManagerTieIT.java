@@ -54,6 +54,12 @@ class JobManagerTieIT {
     private static final Duration OBSERVE_LIMIT = Duration.ofMinutes(5);
     private static final String PREFIX = "jmtie";
     private static final String STALE_REFUSAL = "is claimed by a newer attempt";
+    /** What a writer logs when it ends an older attempt's session, and when its recovery rolls back. */
+    private static final List<String> ACTS_ON_OTHERS = List.of("terminating the session of an older attempt",
+            "abandoned prepared transactions");
+    /** What a woken writer logs when it stops harmlessly: closed before any barrier, or refused at one. */
+    private static final List<String> STOPS_HARMLESSLY = List.of("closed before its first checkpoint barrier",
+            STALE_REFUSAL);
 
     @Test
     void aNewJobManagerCheckpointsWithinTwoMinutesAfterARestartStormWithEveryIdOnce() throws Exception {
@@ -81,6 +87,8 @@ class JobManagerTieIT {
                 // kill -9 as the storm's last attempt starts, a TaskManager frozen around it
                 FlinkStandaloneCluster.TaskManager frozen = busiestTaskManager(flink);
                 frozen.process().pause();
+                long frozenActedBefore = linesOf(flink, frozen, ACTS_ON_OTHERS);
+                long frozenStoppedBefore = linesOf(flink, frozen, STOPS_HARMLESSLY);
                 flink.killJobManager();
                 Claims claimsAtKill = claims(cluster);
                 long staleBeforeJm2 = flink.taskManagerLogLinesContaining(STALE_REFUSAL);
@@ -98,13 +106,17 @@ class JobManagerTieIT {
                             Duration.ofMinutes(10));
                     audit = cluster.audit(jobArgs, Duration.ofMinutes(5));
                 }
+                // what the frozen TaskManager's writers did once woken: nothing to anybody else's index
+                long frozenActed = linesOf(flink, frozen, ACTS_ON_OTHERS) - frozenActedBefore;
+                long frozenStopped = linesOf(flink, frozen, STOPS_HARMLESSLY) - frozenStoppedBefore;
                 System.out.printf("SUMMARY stormAttemptUnderJm1=%d restoredCheckpointUnderJm1=%d"
                                 + " restoredCheckpointUnderJm2=%s jm2FirstCheckpointSeconds=%s jm2State=%s frozen=%s"
-                                + " writersAtKill=%s staleRefusalsUnderJm2=%d staleRefusalsTotal=%d %s audit=%s%n",
+                                + " writersAtKill=%s staleRefusalsUnderJm2=%d staleRefusalsTotal=%d wokenWritersActed=%d"
+                                + " wokenWritersStopped=%d %s audit=%s%n",
                         storm.attempt(), storm.restoredCheckpoint(), jm2.restoredCheckpoint(),
                         jm2.firstCheckpoint().map(d -> String.valueOf(d.toMillis() / 1000.0)).orElse("none"),
                         jm2.state(), frozen.resourceId(), claimsAtKill, staleUnderJm2, staleBeforeJm2 + staleUnderJm2,
-                        truth, audit == null ? "not run" : audit.report());
+                        frozenActed, frozenStopped, truth, audit == null ? "not run" : audit.report());
 
                 assertThat(jm2.restoredCheckpoint()).as("the checkpoint the second JobManager restored: the one the"
                         + " first JobManager's storm restarted from (the tie this test is about)")
@@ -114,8 +126,16 @@ class JobManagerTieIT {
                 assertThat(jm2.firstCheckpoint().get()).as("time from the second JobManager's start to its first"
                         + " completed checkpoint").isLessThanOrEqualTo(STALL_LIMIT);
                 audit.assertEveryIdOnce(truth, 0);
+                assertThat(frozenActed).as("sessions ended and transactions rolled back by the woken TaskManager's"
+                        + " writers (they restored the checkpoint the new JobManager restored, and got no barrier of it)")
+                        .isZero();
             }
         }
+    }
+
+    private static long linesOf(FlinkStandaloneCluster flink, FlinkStandaloneCluster.TaskManager taskManager,
+            List<String> texts) {
+        return texts.stream().mapToLong(text -> flink.logLinesContaining(taskManager, text)).sum();
     }
 
     /** Where the restart storm stands: Flink's lowest attempt number over the job's subtasks, and the checkpoint it restored. */
