@@ -2,6 +2,7 @@ package io.onceflow.sink.postgres.internal;
 
 import io.onceflow.sink.postgres.internal.fencing.WriterFence;
 import java.sql.Connection;
+import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
@@ -48,7 +49,8 @@ public final class PostgresConnections {
         Properties properties = new Properties();
         PGProperty.USER.set(properties, config.connection().user());
         PGProperty.PASSWORD.set(properties, config.connection().password());
-        PGProperty.APPLICATION_NAME.set(properties, applicationName(config.sinkPrefix(), role));
+        String applicationName = applicationName(config.sinkPrefix(), role);
+        PGProperty.APPLICATION_NAME.set(properties, applicationName);
         PGProperty.TCP_KEEP_ALIVE.set(properties, true);
         PGProperty.SOCKET_TIMEOUT.set(properties,
                 (int) config.writer().statementTimeout().plus(SOCKET_TIMEOUT_MARGIN).toSeconds());
@@ -62,7 +64,7 @@ public final class PostgresConnections {
             throw new SQLException("not a PostgreSQL JDBC URL: " + config.connection().jdbcUrl(), "08001");
         }
         try {
-            pinSessionSettings(connection, config);
+            pinSessionSettings(connection, config, applicationName);
         } catch (SQLException e) {
             closeQuietly(connection, e);
             throw e;
@@ -70,7 +72,14 @@ public final class PostgresConnections {
         return connection;
     }
 
-    private static void pinSessionSettings(Connection connection, PostgresSinkConfig config) throws SQLException {
+    private static void pinSessionSettings(Connection connection, PostgresSinkConfig config, String applicationName)
+            throws SQLException {
+        // again here: an ApplicationName in the URL overrides the property, and the fence and the
+        // run-start check find a prefix's writers by this name
+        try (PreparedStatement name = connection.prepareStatement("SELECT set_config('application_name', ?, false)")) {
+            name.setString(1, applicationName);
+            name.executeQuery().close();
+        }
         try (Statement statement = connection.createStatement()) {
             StringBuilder tuned = new StringBuilder();
             config.writer().sessionSettings().forEach((name, value) ->

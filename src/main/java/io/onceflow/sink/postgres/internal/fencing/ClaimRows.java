@@ -5,8 +5,8 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
-import java.util.ArrayList;
-import java.util.List;
+import java.util.Set;
+import java.util.TreeSet;
 
 /**
  * The rows of one sink prefix in the writers table, as the claim protocol reads and writes them
@@ -23,18 +23,32 @@ final class ClaimRows {
         this.sinkPrefix = sinkPrefix;
     }
 
-    /** The indices that earlier writers of the prefix recorded, in order. */
-    List<Integer> recordedIndices() throws SQLException {
-        List<Integer> indices = new ArrayList<>();
-        try (PreparedStatement query = connection.prepareStatement(writers.recordedIndicesQuery())) {
-            query.setString(1, sinkPrefix);
-            try (ResultSet rows = query.executeQuery()) {
+    /**
+     * Records {@code token}'s claim on the indices {@code first}, {@code first + step}, ... up to
+     * {@code last} that have no newer or equal claim, creating their rows, and returns those it
+     * recorded.
+     */
+    Set<Integer> fenceSeries(int first, int last, int step, ClaimToken token, long epoch, String jobId)
+            throws SQLException {
+        Set<Integer> recorded = new TreeSet<>();
+        try (PreparedStatement upsert = connection.prepareStatement(writers.fenceSeriesStatement())) {
+            upsert.setString(1, sinkPrefix);
+            upsert.setLong(2, token.run());
+            upsert.setLong(3, token.claimCheckpoint());
+            upsert.setInt(4, token.claimer());
+            upsert.setInt(5, token.attempt());
+            upsert.setLong(6, epoch);
+            upsert.setString(7, jobId);
+            upsert.setInt(8, first);
+            upsert.setInt(9, last);
+            upsert.setInt(10, step);
+            try (ResultSet rows = upsert.executeQuery()) {
                 while (rows.next()) {
-                    indices.add(rows.getInt(1));
+                    recorded.add(rows.getInt(1));
                 }
             }
         }
-        return indices;
+        return recorded;
     }
 
     /**

@@ -10,7 +10,7 @@ import java.util.Collections;
 import java.util.List;
 import java.util.Set;
 import java.util.TreeSet;
-import java.util.function.IntPredicate;
+import java.util.OptionalInt;
 import org.apache.flink.metrics.Counter;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -57,10 +57,38 @@ final class IndexClaims {
         return token;
     }
 
-    /** Claims every index that earlier writers of the prefix recorded and {@code covers} accepts. */
-    void claimRecorded(IntPredicate covers) throws SQLException {
-        for (int index : rows.recordedIndices()) {
-            if (covers.test(index)) {
+    /**
+     * Fences, in one statement, every index this writer covers: {@code first}, {@code first + step},
+     * ... up to {@code last} (its own index and every one a wider execution may have had), so that
+     * an attempt of an earlier execution that never claimed one of them cannot claim it later; then
+     * claims each of them that a session holds, ending the holder.
+     *
+     * @throws StaleWriterException if a newer attempt has claimed one of them
+     */
+    void fenceCovered(int first, int last, int step) throws SQLException {
+        connection.setAutoCommit(false);
+        boolean recorded = false;
+        try {
+            boundClaimTransaction();
+            Set<Integer> fenced = rows.fenceSeries(first, last, step, token, epoch, jobId);
+            for (int index = first; index <= last; index += step) {
+                ClaimToken current = fenced.contains(index) ? token : rows.read(index, false);
+                if (!token.supersedes(current)) {
+                    throw new StaleWriterException(staleMessage(index, current));
+                }
+            }
+            recorded = true;
+        } finally {
+            if (recorded) {
+                connection.commit();
+            } else {
+                connection.rollback();
+            }
+            connection.setAutoCommit(true);
+        }
+        for (LockHolder holder : AdvisoryLocks.holders(connection, config.sinkPrefix(), OptionalInt.empty())) {
+            int index = holder.index();
+            if (index >= first && index <= last && (index - first) % step == 0) {
                 claim(index);
             }
         }

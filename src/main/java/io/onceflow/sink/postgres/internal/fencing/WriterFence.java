@@ -130,8 +130,9 @@ public final class WriterFence implements AutoCloseable {
 
     /**
      * Claims, at the attempt's first checkpoint barrier and with that barrier's id, the writer's own
-     * index and every index it covers that earlier writers recorded (so that their zombies are
-     * fenced even where they left no transaction behind).
+     * index, and records the claim on every index it covers up to the maximum parallelism, held by a
+     * session or not, so that an attempt of an earlier, wider execution is fenced out of those too,
+     * even one that never claimed or left nothing behind.
      *
      * @throws StaleWriterException if a newer run or a newer attempt claimed one of them
      */
@@ -139,8 +140,8 @@ public final class WriterFence implements AutoCloseable {
         SinkRuns.requireNewestRun(connection, config);
         claims = new IndexClaims(config, connection, start.tokenAt(config.run(), checkpointId), epoch, start.jobId(),
                 locks, hooks, metrics.olderAttemptsFenced);
+        claims.fenceCovered(start.subtaskIndex(), start.maxParallelism() - 1, start.parallelism());
         claims.claim(start.subtaskIndex());
-        claims.claimRecorded(start::covers);
         LOG.info("PostgreSQL sink prefix '{}' subtask {}: claimed its indices {} at checkpoint barrier {} ({})",
                 config.sinkPrefix(), start.subtaskIndex(), claimed(), checkpointId, claims.token());
     }

@@ -8,9 +8,9 @@ import org.apache.flink.annotation.Internal;
  * Internal. The writers table: per sink prefix and subtask index, which attempt of which run holds it
  * (see {@link WriterFence}).
  *
- * <p>Column {@code restored_checkpoint} holds the claim's {@link ClaimToken#claimCheckpoint}: the
- * restored checkpoint of an immediate claim, the barrier's checkpoint of a deferred one. It keeps
- * the name it had before deferred claims, so that existing tables need no migration.
+ * <p>Column {@code restored_checkpoint} holds the claim's {@link ClaimToken#claimCheckpoint}, the
+ * barrier it was made at. It keeps the name it had before claims moved to barriers, so that
+ * existing tables need no migration.
  *
  * <p>The only place this table's columns are spelled out.
  */
@@ -23,6 +23,10 @@ public final class WritersTable {
     public static final int UNCLAIMED = -1;
     private static final String COLUMNS =
             " (sink_prefix, subtask_index, run, restored_checkpoint, claimed_by_subtask, attempt, epoch, job_id)";
+    private static final String CLAIM_COLUMNS_UPDATED = " run = EXCLUDED.run,"
+            + " restored_checkpoint = EXCLUDED.restored_checkpoint, claimed_by_subtask = EXCLUDED.claimed_by_subtask,"
+            + " attempt = EXCLUDED.attempt, epoch = EXCLUDED.epoch, job_id = EXCLUDED.job_id,"
+            + " claimed_at = clock_timestamp()";
 
     private final String name;
 
@@ -64,9 +68,16 @@ public final class WritersTable {
         return "EXISTS (SELECT 1 FROM " + name + " WHERE sink_prefix = ? AND subtask_index = ? AND epoch = ?)";
     }
 
-    /** The subtask indices recorded for a sink prefix (parameter 1), in order. */
-    public String recordedIndicesQuery() {
-        return "SELECT subtask_index FROM " + name + " WHERE sink_prefix = ? ORDER BY subtask_index";
+    /**
+     * Records a claim on every index of a series that has no newer or equal claim, and returns the
+     * indices it recorded. Parameters: sink prefix, run, claim checkpoint, claimed by subtask,
+     * attempt, epoch, job id, then the series' first index, last index and step.
+     */
+    public String fenceSeriesStatement() {
+        return "INSERT INTO " + name + COLUMNS + " SELECT ?, i, ?, ?, ?, ?, ?, ? FROM generate_series(?, ?, ?) AS i"
+                + " ON CONFLICT (sink_prefix, subtask_index) DO UPDATE SET" + CLAIM_COLUMNS_UPDATED
+                + " WHERE (" + name + ".run, coalesce(" + name + ".restored_checkpoint, " + ClaimToken.NO_CHECKPOINT
+                + ")) < (EXCLUDED.run, EXCLUDED.restored_checkpoint) RETURNING subtask_index";
     }
 
     /**
@@ -97,9 +108,7 @@ public final class WritersTable {
     public String recordClaimStatement() {
         return "INSERT INTO " + name + COLUMNS
                 + " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (sink_prefix, subtask_index) DO UPDATE SET"
-                + " run = EXCLUDED.run, restored_checkpoint = EXCLUDED.restored_checkpoint,"
-                + " claimed_by_subtask = EXCLUDED.claimed_by_subtask, attempt = EXCLUDED.attempt,"
-                + " epoch = EXCLUDED.epoch, job_id = EXCLUDED.job_id, claimed_at = clock_timestamp()";
+                + CLAIM_COLUMNS_UPDATED;
     }
 
     /** The job id of the newest claim of a sink prefix (parameter 1): the newest run's, newest first. */
