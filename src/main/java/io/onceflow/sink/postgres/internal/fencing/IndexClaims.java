@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal.fencing;
 
+import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.ProtocolHooks;
 import java.sql.Connection;
@@ -66,9 +67,7 @@ final class IndexClaims {
      * @throws StaleWriterException if a newer attempt has claimed one of them
      */
     void fenceCovered(int first, int last, int step) throws SQLException {
-        connection.setAutoCommit(false);
-        boolean recorded = false;
-        try {
+        PostgresConnections.inTransaction(connection, () -> {
             boundClaimTransaction();
             Set<Integer> fenced = rows.fenceSeries(first, last, step, token, epoch, jobId);
             for (int index = first; index <= last; index += step) {
@@ -77,15 +76,7 @@ final class IndexClaims {
                     throw new StaleWriterException(staleMessage(index, current));
                 }
             }
-            recorded = true;
-        } finally {
-            if (recorded) {
-                connection.commit();
-            } else {
-                connection.rollback();
-            }
-            connection.setAutoCommit(true);
-        }
+        });
         for (LockHolder holder : AdvisoryLocks.holders(connection, config.sinkPrefix(), OptionalInt.empty())) {
             int index = holder.index();
             if (index >= first && index <= last && (index - first) % step == 0) {
@@ -124,9 +115,7 @@ final class IndexClaims {
      */
     private void recordClaimTerminatingHolder(int index) throws SQLException {
         rows.insertUnclaimed(index);
-        connection.setAutoCommit(false);
-        boolean recorded = false;
-        try {
+        PostgresConnections.inTransaction(connection, () -> {
             boundClaimTransaction();
             ClaimToken current = rows.read(index, true);
             if (!token.supersedes(current)) {
@@ -143,16 +132,9 @@ final class IndexClaims {
                 olderAttemptsFenced.inc();
             }
             rows.record(index, token, epoch, jobId);
-            recorded = true;
-        } finally {
-            if (recorded) {
-                connection.commit();
-            } else {
-                connection.rollback();
-            }
-            connection.setAutoCommit(true);
-        }
+        });
     }
+
     /**
      * A claimant that is paused while it holds the index's row lock must not block its successors
      * for the length of the pause (the sessions' idle timeout is otherwise off, as a prepared
