@@ -64,7 +64,9 @@ final class ScheduledAttempt {
     }
 
     private void reached(ProtocolHooks.Step step, TransactionId transaction) throws InterruptedException {
-        if (step != ProtocolHooks.Step.LEASE_RENEWAL && transaction.epoch() != 0) {
+        if (step == ProtocolHooks.Step.FENCE_OPENING) {
+            // the writer's epoch, for its lease keeper's thread; not on commits, which other attempts
+            // also make of this writer's transactions
             BY_EPOCH.put(transaction.epoch(), this);
         }
         if (step != ProtocolHooks.Step.LEASE_RENEWAL && step == freezeAt) {
