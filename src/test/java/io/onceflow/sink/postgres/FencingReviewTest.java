@@ -9,7 +9,6 @@ import io.onceflow.testing.RecordingCommitRequest.Outcome;
 import java.util.List;
 import java.util.Map;
 import java.util.OptionalLong;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.checkpoint;
 import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.commit;
@@ -62,12 +61,12 @@ class FencingReviewTest {
      * is not among its committables: it must be rolled back. If the server changed (here: its
      * timeline grew, as any promotion, even of a synchronous replica, does) between C's registration
      * and its writers' start (or a lagging replica still has the transaction C's first start rolled
-     * back), the reconciliation commits every prepared transaction with checkpoint id <= 2,
-     * whatever its epoch: the discarded branch's output becomes visible (EXPOSED, and duplicated with
-     * what C replays). Every start of C reconciles so, for the rest of the run.
+     * back), the reconciliation commits the prepared transactions with checkpoint id <= 2. Until
+     * 2026-12-07 it did so whatever their epoch: the discarded branch's output became visible
+     * (EXPOSED, and duplicated with what C replays). The horizon tells abandoned transactions on any
+     * server (see {@code ClaimRecovery#claimAtBarrier}), so it now rolls them back first.
      */
     @Test
-    @Disabled("a known limit of the reconciliation after a failover (docs/known-limits.md): fails today")
     void aServerChangeDoesNotCommitTheTransactionOfADiscardedBranch() throws Exception {
         PostgresWriterState atCheckpoint2;
         try (PostgresExactlyOnceWriter a = db.freshWriter(config)) {
@@ -90,10 +89,10 @@ class FencingReviewTest {
                 + back.run());
         try (PostgresExactlyOnceWriter c = SinkDatabase.writer(back, attempt(0, OptionalLong.of(2),
                 List.of(atCheckpoint2)))) {
-            assertThat(db.prepared("job")).as("the branch's transaction is gone").isEmpty();
             assertThat(commit(back, checkpoint(c, 3, "c"))).extracting(r -> r.outcome)
                     .containsExactly(Outcome.COMMITTED);
         }
+        assertThat(db.prepared("job")).as("the branch's transaction is rolled back at C's first barrier").isEmpty();
         assertThat(db.deliveriesById()).as("nothing of the discarded branch")
                 .containsExactlyInAnyOrderEntriesOf(Map.of("a", 1, "b", 1, "c", 1));
     }
@@ -104,12 +103,12 @@ class FencingReviewTest {
      * other clients' transactions on the promoted server have carried its transaction-id counter past
      * run 2's id (the replication lag is a few hundred xids at most). No sign of the change is left
      * that the writer looks at (its own run's row is gone, so neither its timeline nor its counter can
-     * be compared), so it is not adopted, and every attempt is refused as "not in the runs table":
-     * the job restarts for ever (STALL) until someone resubmits it. Run 1's row, recorded before the
-     * promotion, still shows the older timeline.
+     * be compared). Until 2026-12-07 it was not adopted, and every attempt was refused as "not in the
+     * runs table": the job restarted for ever (STALL) until someone resubmitted it. But run 1's row,
+     * recorded before the promotion, shows the older timeline, and no run was submitted on the new
+     * one: run 2 was lost with the promotion, and is adopted.
      */
     @Test
-    @Disabled("a known limit of the reconciliation after a failover (docs/known-limits.md): fails today")
     void aRunLostWithAFailoverIsAdoptedAlsoWhenTheCounterHasPassedIt() throws Exception {
         PostgresSinkConfig lost = SinkDatabase.newRun(config);
         // the promoted replica: no row of run 2, run 1's row from before the promotion (older timeline)
@@ -117,7 +116,7 @@ class FencingReviewTest {
         db.execute("UPDATE " + PostgresTableOptions.DEFAULT_RUNS + " SET timeline_id = timeline_id - 1 WHERE run = "
                 + config.run());
         try (PostgresExactlyOnceWriter writer = SinkDatabase.writer(lost, attempt(0, OptionalLong.empty(),
-                List.of()))) { // refused now: "is not in onceflow_runs: were rows deleted by hand?"
+                List.of()))) { // adopted: a run lost with the promotion
             commit(lost, checkpoint(writer, 1, "a"));
         }
         assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("a", 1));
@@ -156,11 +155,11 @@ class FencingReviewTest {
      * and run 1, so below run 2. Then run 2's writers restart, find their run unknown and the counter
      * behind it, and adopt it: run 2 is now the newest, run 3's writers are refused as replaced (a
      * non-recoverable failure: the newer job is killed), and the older job, which run 3 was meant to
-     * replace, runs on; its Kafka writers abort run 3's transactions. Run 3 is the only run registered
-     * on the new timeline, after the failover: it is newer than anything the old primary issued.
+     * replace, runs on; its Kafka writers abort run 3's transactions (so it was until 2026-12-07). Run 3
+     * is the only run submitted on the new timeline, after the failover: it is newer than anything the
+     * old primary issued, and run 2 is refused as replaced.
      */
     @Test
-    @Disabled("a known limit of the reconciliation after a failover (docs/known-limits.md): fails today")
     void aRunLostWithAFailoverIsNotAdoptedOverANewerSubmission() throws Exception {
         PostgresSinkConfig lost = config.withRun(config.run() + 1_000_000);
         // the promotion: run 1's row (the only one the replica has) is from the older timeline

@@ -10,6 +10,7 @@ import java.sql.SQLException;
 import java.sql.Types;
 import java.util.List;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.OptionalLong;
 import org.apache.flink.annotation.Internal;
 import org.slf4j.Logger;
@@ -52,6 +53,9 @@ public final class ServerChange {
             signs.add("its transaction-id counter (next xid " + server.nextXid() + ") is behind restored checkpoint "
                     + restoredCheckpointId.orElse(-1) + ", which saw xid " + (restoredHorizon.getAsLong() - 1));
         }
+        Optional<String> lostRun = recorded(connection, config).exists() || !sameLineage(connection, config, server)
+                ? Optional.empty() : lostWithTheServer(connection, config, server);
+        lostRun.ifPresent(signs::add);
         if (signs.isEmpty()) {
             return signs;
         }
@@ -64,11 +68,70 @@ public final class ServerChange {
                 + " Use synchronous replication to avoid this (docs/failover.md).", writerName, config.run(),
                 config.sinkPrefix(), server, String.join("; ", signs),
                 restoredCheckpointId.isPresent() ? restoredCheckpointId.getAsLong() : "none");
-        if (server.nextXid() <= config.run() && !recorded(connection, config).exists()
-                && sameLineage(connection, config, server)) {
+        if (lostRun.isPresent()) {
             adopt(connection, config, server, jobId, writerName);
         }
         return signs;
+    }
+
+    /**
+     * Why run {@code config.run()}, which this cluster's runs table does not record, was lost with a
+     * change of server and may be adopted: the server has not issued its id yet, or every run
+     * recorded is from a timeline before the server's (it was registered before a promotion). Empty
+     * if neither, or if a run was submitted after a promotion ({@link #submittedAfterPromotion}): that
+     * run replaced it.
+     */
+    private static Optional<String> lostWithTheServer(Connection connection, PostgresSinkConfig config,
+            ServerIdentity server) throws SQLException {
+        Timelines timelines = timelines(connection, config, server);
+        if (timelines.submittedAfterPromotion(server).isPresent()) {
+            return Optional.empty();
+        }
+        if (server.nextXid() <= config.run()) {
+            return Optional.of("run " + config.run() + " is not in " + config.tables().runs() + " and this server has"
+                    + " not issued its id yet: it was registered on a server ahead of this one");
+        }
+        if (server.timeline() != null && timelines.newest() != null && timelines.newest() < server.timeline()) {
+            return Optional.of("run " + config.run() + " is not in " + config.tables().runs() + ", whose runs on this"
+                    + " cluster are all from timelines before this server's (" + server.timeline() + "): it was"
+                    + " registered before the promotion and lost with it");
+        }
+        return Optional.empty();
+    }
+
+    /**
+     * The newest run submitted (not adopted) on {@code server}'s timeline, if the prefix also has runs
+     * of an earlier timeline of this cluster: it was submitted after a promotion that the prefix
+     * lived through, so it is newer than any run that the promotion lost, whatever their ids (the
+     * promoted server's counter may be behind them). Empty if none, or if the timeline is unknown.
+     */
+    public static OptionalLong submittedAfterPromotion(Connection connection, PostgresSinkConfig config,
+            ServerIdentity server) throws SQLException {
+        return timelines(connection, config, server).submittedAfterPromotion(server);
+    }
+
+    /** What the runs table recorded of the prefix's runs on a server's cluster (each null if none). */
+    private record Timelines(Long submittedOnCurrent, Long oldest, Long newest) {
+        OptionalLong submittedAfterPromotion(ServerIdentity server) {
+            return submittedOnCurrent != null && oldest != null && oldest < server.timeline()
+                    ? OptionalLong.of(submittedOnCurrent) : OptionalLong.empty();
+        }
+    }
+
+    private static Timelines timelines(Connection connection, PostgresSinkConfig config, ServerIdentity server)
+            throws SQLException {
+        if (server.systemIdentifier() == null || server.timeline() == null) {
+            return new Timelines(null, null, null);
+        }
+        try (PreparedStatement query = connection.prepareStatement(config.schema().runs().timelinesOfClusterQuery())) {
+            query.setLong(1, server.timeline());
+            query.setString(2, config.sinkPrefix());
+            query.setLong(3, server.systemIdentifier());
+            try (ResultSet row = query.executeQuery()) {
+                row.next();
+                return new Timelines((Long) row.getObject(1), (Long) row.getObject(2), (Long) row.getObject(3));
+            }
+        }
     }
 
     /**

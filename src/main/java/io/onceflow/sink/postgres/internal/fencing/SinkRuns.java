@@ -179,6 +179,24 @@ public final class SinkRuns {
         requireNewestRun(connection, config, true);
     }
 
+    /**
+     * A run missing from the table was lost with a change of server, or deleted by hand; either way a
+     * run submitted after a promotion is newer than it ({@link ServerChange#submittedAfterPromotion}),
+     * though its id may be lower: this job was replaced.
+     */
+    private static void refuseIfSubmittedAfterPromotion(Connection connection, PostgresSinkConfig config)
+            throws SQLException {
+        ServerIdentity server = ServerIdentity.read(connection);
+        OptionalLong newer = ServerChange.submittedAfterPromotion(connection, config, server);
+        if (newer.isPresent()) {
+            throw new ReplacedRunException("PostgreSQL sink prefix '" + config.sinkPrefix() + "' belongs to a newer"
+                    + " run (" + newer.getAsLong() + ", submitted on timeline " + server.timeline() + " after a"
+                    + " promotion) than this job's run " + config.run() + ", which is not in " + config.tables().runs()
+                    + " (lost with the failover, or deleted by hand): this job was replaced by a new submission, and"
+                    + " it stops without touching the database or Kafka's transactions.");
+        }
+    }
+
     private static void requireNewestRun(Connection connection, PostgresSinkConfig config, boolean missingPasses)
             throws SQLException {
         try (PreparedStatement query = connection.prepareStatement(config.schema().runs().newestRunQuery())) {
@@ -187,6 +205,9 @@ public final class SinkRuns {
                 result.next();
                 long newest = result.getLong(1);
                 boolean missing = result.wasNull() || newest < config.run();
+                if (missing) {
+                    refuseIfSubmittedAfterPromotion(connection, config);
+                }
                 if (missing && missingPasses) {
                     return;
                 }

@@ -121,6 +121,16 @@ public final class RunsTable {
                 + " ORDER BY run DESC LIMIT 1";
     }
 
+    /**
+     * The timelines of a sink prefix's runs on one cluster: parameters timeline, sink prefix, system
+     * identifier; columns the newest run submitted (not adopted) on that timeline, the oldest and the
+     * newest timeline recorded; each null if none.
+     */
+    public String timelinesOfClusterQuery() {
+        return "SELECT max(run) FILTER (WHERE timeline_id = ? AND start_mode <> 'ADOPTED'), min(timeline_id),"
+                + " max(timeline_id) FROM " + name + " WHERE sink_prefix = ? AND system_identifier = ?";
+    }
+
     /** The newest run of a sink prefix (parameter 1); null if it has none. */
     public String newestRunQuery() {
         return "SELECT max(run) FROM " + name + " WHERE sink_prefix = ?";

@@ -10,7 +10,6 @@ import java.sql.Connection;
 import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.OptionalLong;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -44,22 +43,25 @@ final class ClaimRecovery {
     /**
      * Claims at checkpoint {@code barrier}, rolls back the abandoned prepared transactions of the
      * indices this writer now holds, then leaves autocommit for the first transaction. After a change
-     * of server, whose transaction ids order nothing, first commits those of completed checkpoints (a
-     * commit acknowledged before the failover may be undone, the transaction prepared again) and
-     * rolls back by checkpoint id alone.
+     * of server it then commits the others of completed checkpoints: a commit acknowledged before
+     * the failover may be undone, the transaction prepared again, and no restored committable refers
+     * to it. The horizon still tells abandoned ones on any server: a transaction the server has was
+     * prepared after the server had issued its epoch, and one of a completed checkpoint was prepared
+     * before that checkpoint's horizon was read, on this server or on one it replicated.
      */
     void claimAtBarrier(long barrier) throws IOException {
         try {
             fence.claimAtBarrier(barrier);
             List<TransactionId> covered = claimPreparedOfCoveredIndices();
+            List<TransactionId> rolledBack = PreparedTransactionRecovery.rollBackAbandoned(connection, covered,
+                    start.restoredCheckpointId(), start.restoredHorizon(), writerName);
+            metrics.transactionsRolledBackOnRecovery.inc(rolledBack.size());
             if (serverChanged) {
                 metrics.serverChangesSeen.inc();
+                covered.removeAll(rolledBack);
                 metrics.transactionsCommittedOnRecovery.inc(PreparedTransactionRecovery.commitCompleted(connection,
                         covered, start.restoredCheckpointId(), writerName).size());
             }
-            metrics.transactionsRolledBackOnRecovery.inc(PreparedTransactionRecovery.rollBackAbandoned(connection,
-                    covered, start.restoredCheckpointId(),
-                    serverChanged ? OptionalLong.empty() : start.restoredHorizon(), writerName).size());
             connection.setAutoCommit(false);
         } catch (SQLException | RuntimeException e) {
             reportIfRefused(e, metrics, writerName);
