@@ -37,10 +37,11 @@ import org.slf4j.LoggerFactory;
  * old index after any rescaling (2 -> 3 -> 1), and a zombie can never reach them.
  *
  * <p>After a change of server ({@link ServerChange}: a failover to a replica that was behind, a
- * restored copy) transaction ids order nothing any more, and a transaction of a completed checkpoint
- * may be prepared again though its commit was acknowledged before: no restored committable refers
- * to it. Then {@link #commitCompleted} commits every prepared transaction whose checkpoint id is at
- * most the restored one, and the horizon is not used to roll back.
+ * restored copy) a transaction of a completed checkpoint may be prepared again though its commit was
+ * acknowledged before: no restored committable refers to it. Then, after this rollback (the horizon
+ * holds on any server: a transaction the server has was prepared after the server issued its
+ * epoch), {@link #commitCompleted} commits the other prepared transactions whose checkpoint id is at
+ * most the restored one.
  */
 @Internal
 public final class PreparedTransactionRecovery {
@@ -86,7 +87,8 @@ public final class PreparedTransactionRecovery {
 
     /**
      * Commits the candidates of checkpoints the restored state says completed (checkpoint id at most
-     * {@code restoredCheckpointId}), whatever their epochs: for a writer that found the server changed.
+     * {@code restoredCheckpointId}): for a writer that found the server changed, after {@link #rollBackAbandoned}
+     * took out those the horizon rules out.
      *
      * @param connection as for {@link #rollBackAbandoned}
      * @return the gids committed
