@@ -215,6 +215,12 @@ enum ConfigKey {
             "postgres.batch.size",
             String.valueOf(PostgresWriterOptions.DEFAULT_BATCH_SIZE),
             "Rows per JDBC batch (1.." + PostgresWriterOptions.MAX_BATCH_SIZE + ")."),
+    POSTGRES_HELD_EVENTS_MEMORY_BYTES(
+            "postgres.held.events.memory.bytes",
+            String.valueOf(PostgresWriterOptions.DEFAULT_HELD_EVENTS_MEMORY_BYTES),
+            "Bytes of events a PostgreSQL writer holds in memory after a (re)start until its first checkpoint"
+                    + " barrier (0.." + Integer.MAX_VALUE + "); beyond that it spills them to a file in"
+                    + " java.io.tmpdir until the barrier."),
     POSTGRES_LOCK_TIMEOUT(
             "postgres.lock.timeout",
             ValueParsers.format(PostgresWriterOptions.DEFAULT_LOCK_TIMEOUT),

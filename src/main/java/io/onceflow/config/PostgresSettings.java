@@ -7,6 +7,7 @@ import static io.onceflow.config.ConfigKey.POSTGRES_COMMIT_LOG_TABLE;
 import static io.onceflow.config.ConfigKey.POSTGRES_EFFECT_FUNCTION;
 import static io.onceflow.config.ConfigKey.POSTGRES_EFFECT_KEYS;
 import static io.onceflow.config.ConfigKey.POSTGRES_EFFECT_RESULTS_TOPIC;
+import static io.onceflow.config.ConfigKey.POSTGRES_HELD_EVENTS_MEMORY_BYTES;
 import static io.onceflow.config.ConfigKey.POSTGRES_LOCK_TIMEOUT;
 import static io.onceflow.config.ConfigKey.POSTGRES_PASSWORD;
 import static io.onceflow.config.ConfigKey.POSTGRES_REJECTS_TABLE;
@@ -78,7 +79,9 @@ public final class PostgresSettings implements Serializable {
                 settings.parsed(POSTGRES_LOCK_TIMEOUT,
                         ValueParsers.timeout(PostgresWriterOptions.maxLockTimeout(defaults.writerLease()))),
                 settings.parsed(POSTGRES_STATEMENT_TIMEOUT, ValueParsers.timeout(PostgresWriterOptions.MAX_TIMEOUT)),
-                defaults.writerLease());
+                defaults.writerLease(),
+                Objects.requireNonNullElse(settings.parsed(POSTGRES_HELD_EVENTS_MEMORY_BYTES,
+                        ValueParsers.integerBetween(0, Integer.MAX_VALUE)), defaults.heldEventsMemoryBytes()));
         // an invalid value is reported (and fails the configuration) and read as null
         acceptCommitLossOnFailover = Boolean.TRUE.equals(settings.parsed(POSTGRES_ACCEPT_COMMIT_LOSS_ON_FAILOVER,
                 ValueParsers.oneOf(List.of(false, true), String::valueOf)));

@@ -178,6 +178,16 @@ public final class PostgresSinkBuilder {
     }
 
     /**
+     * How many bytes of events a writer attempt holds in memory before its first checkpoint barrier,
+     * where it claims its subtask and may write; beyond that it spills them to a local file until
+     * the barrier. Default {@value PostgresWriterOptions#DEFAULT_HELD_EVENTS_MEMORY_BYTES}; 0 spills
+     * every one.
+     */
+    public PostgresSinkBuilder setHeldEventsMemoryBytes(int bytes) {
+        return setWriterOptions(writer.withHeldEventsMemoryBytes(bytes));
+    }
+
+    /**
      * How many checkpoints may fail in a row without failing the job (Flink's
      * {@code execution.checkpointing.tolerable-failed-checkpoints}); default 0. Each one leaves a
      * prepared transaction per subtask waiting for the next completed checkpoint, so

@@ -22,14 +22,18 @@ import java.util.Map;
  * @param writerLease how long a writer's session may stay silent before another attempt may presume
  *     it paused or dead and end it, where Flink's attempt order cannot decide (see "Zombie
  *     attempts" in docs/failover.md); writers renew it every third of it
+ * @param heldEventsMemoryBytes how many bytes of events a writer attempt holds in memory before its
+ *     first checkpoint barrier (where it claims, and may write); beyond that it spills them to a local
+ *     file until the barrier ({@code HeldEvents})
  */
 public record PostgresWriterOptions(int batchSize, Duration lockTimeout, Duration statementTimeout,
-        Duration writerLease) implements Serializable {
+        Duration writerLease, int heldEventsMemoryBytes) implements Serializable {
     public static final int DEFAULT_BATCH_SIZE = 1000;
     public static final int MAX_BATCH_SIZE = 100_000;
     public static final Duration DEFAULT_LOCK_TIMEOUT = Duration.ofSeconds(30);
     public static final Duration DEFAULT_STATEMENT_TIMEOUT = Duration.ofSeconds(120);
     public static final Duration DEFAULT_WRITER_LEASE = Duration.ofSeconds(30);
+    public static final int DEFAULT_HELD_EVENTS_MEMORY_BYTES = 32 << 20;
     /** Every timeout bounds a wait, so that a stuck lock becomes a restart instead of a hang. */
     public static final Duration MIN_TIMEOUT = Duration.ofMillis(1);
     /** PostgreSQL takes timeouts as {@code int} milliseconds. */
@@ -38,23 +42,27 @@ public record PostgresWriterOptions(int batchSize, Duration lockTimeout, Duratio
     /** The defaults. */
     public static PostgresWriterOptions defaults() {
         return new PostgresWriterOptions(DEFAULT_BATCH_SIZE, DEFAULT_LOCK_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT,
-                DEFAULT_WRITER_LEASE);
+                DEFAULT_WRITER_LEASE, DEFAULT_HELD_EVENTS_MEMORY_BYTES);
     }
 
     public PostgresWriterOptions withBatchSize(int rows) {
-        return new PostgresWriterOptions(rows, lockTimeout, statementTimeout, writerLease);
+        return new PostgresWriterOptions(rows, lockTimeout, statementTimeout, writerLease, heldEventsMemoryBytes);
     }
 
     public PostgresWriterOptions withLockTimeout(Duration timeout) {
-        return new PostgresWriterOptions(batchSize, timeout, statementTimeout, writerLease);
+        return new PostgresWriterOptions(batchSize, timeout, statementTimeout, writerLease, heldEventsMemoryBytes);
     }
 
     public PostgresWriterOptions withStatementTimeout(Duration timeout) {
-        return new PostgresWriterOptions(batchSize, lockTimeout, timeout, writerLease);
+        return new PostgresWriterOptions(batchSize, lockTimeout, timeout, writerLease, heldEventsMemoryBytes);
     }
 
     public PostgresWriterOptions withWriterLease(Duration lease) {
-        return new PostgresWriterOptions(batchSize, lockTimeout, statementTimeout, lease);
+        return new PostgresWriterOptions(batchSize, lockTimeout, statementTimeout, lease, heldEventsMemoryBytes);
+    }
+
+    public PostgresWriterOptions withHeldEventsMemoryBytes(int bytes) {
+        return new PostgresWriterOptions(batchSize, lockTimeout, statementTimeout, writerLease, bytes);
     }
 
     /**
@@ -90,6 +98,10 @@ public record PostgresWriterOptions(int batchSize, Duration lockTimeout, Duratio
         checkTimeout(problems, "lock timeout", lockTimeout);
         checkTimeout(problems, "statement timeout", statementTimeout);
         checkTimeout(problems, "writer lease", writerLease);
+        if (heldEventsMemoryBytes < 0) {
+            problems.add("held events memory " + heldEventsMemoryBytes + " bytes is out of range: use 0 (spill every"
+                    + " event held before the first barrier) or more");
+        }
         if (problems.isEmpty() && lockTimeout.compareTo(maxLockTimeout(writerLease)) > 0) {
             problems.add("lock timeout " + lockTimeout + " plus twice the writer lease " + writerLease + " is more than"
                     + " PostgreSQL's longest lock_timeout, which a writer's claim needs: use at most "

@@ -230,4 +230,41 @@ class BarrierClaimTest {
         }
         assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("a", 1, "b", 1));
     }
+    /**
+     * A first interval longer than the memory limit (a backlog after a restart): the events beyond it
+     * wait in a spill file, and all of them are prepared at the barrier, each once.
+     */
+    @Test
+    void eventsBeyondTheMemoryLimitAreSpilledThenPreparedAtTheBarrierEachOnce() throws Exception {
+        PostgresSinkConfig small = db.config(db.builder("job").setHeldEventsMemoryBytes(2_000));
+        String[] ids = java.util.stream.IntStream.range(0, 3_000).mapToObj(i -> "e" + i).toArray(String[]::new);
+        PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
+        PostgresCommittable committable;
+        try (PostgresExactlyOnceWriter writer = new PostgresExactlyOnceWriter(small, attempt(0, OptionalLong.empty(),
+                List.of()), metrics)) {
+            write(writer, ids);
+            assertThat(metrics.eventsSpilledBeforeBarrier.getCount()).isGreaterThan(2_980);
+            committable = checkpoint(writer, 1, new String[0]);
+        }
+        commit(small, committable);
+        Map<String, Integer> deliveries = db.deliveriesById();
+        assertThat(deliveries).hasSize(3_000).containsEntry("e0", 1).containsEntry("e2999", 1);
+        assertThat(deliveries.values()).containsOnly(1);
+    }
+
+    /** An attempt that dies before its barrier leaves nothing: its held events are replayed. */
+    @Test
+    void anAttemptClosedBeforeItsBarrierLeavesNothingOfItsSpilledEvents() throws Exception {
+        PostgresSinkConfig small = db.config(db.builder("job").setHeldEventsMemoryBytes(0));
+        try (PostgresExactlyOnceWriter writer = SinkDatabase.writer(small, attempt(0, OptionalLong.empty(),
+                List.of()))) {
+            write(writer, "a", "b");
+        }
+        assertThat(db.deliveriesById()).isEmpty();
+        try (PostgresExactlyOnceWriter writer = SinkDatabase.writer(small, attempt(1, OptionalLong.empty(),
+                List.of()))) {
+            commit(small, checkpoint(writer, 1, "a", "b"));
+        }
+        assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("a", 1, "b", 1));
+    }
 }

@@ -36,6 +36,9 @@ import org.apache.flink.runtime.metrics.DescriptiveStatisticsHistogram;
  *       such a reconciliation committed (their commit had been lost with the failover);
  *   <li>{@code transactionsLost}: transactions of completed checkpoints that the committer found
  *       neither prepared nor committed: their rows are missing (logged as {@code LOST:});
+ *   <li>{@code eventsSpilledBeforeBarrier}: events a writer attempt held beyond
+ *       {@code postgres.held.events.memory.bytes} before its first checkpoint barrier, in a local
+ *       spill file;
  *   <li>{@code staleWriterAttemptsRefused}: writers that found a newer run or a newer claim owning
  *       what they were about to touch, and stopped (the zombie's side of the fence; counted in the
  *       refused attempt's own group, which lives until its task fails);
@@ -72,6 +75,7 @@ public final class PostgresSinkMetrics {
     public final Counter transactionsCommittedOnRecovery;
     public final Counter transactionsLost;
     public final Counter staleWriterAttemptsRefused;
+    public final Counter eventsSpilledBeforeBarrier;
     private final MetricGroup group;
 
     private PostgresSinkMetrics(MetricGroup group) {
@@ -90,6 +94,7 @@ public final class PostgresSinkMetrics {
         transactionsCommittedOnRecovery = group.counter("transactionsCommittedOnRecovery");
         transactionsLost = group.counter("transactionsLost");
         staleWriterAttemptsRefused = group.counter("staleWriterAttemptsRefused");
+        eventsSpilledBeforeBarrier = group.counter("eventsSpilledBeforeBarrier");
     }
 
     /**

@@ -5,6 +5,7 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
 import java.util.Map;
+import org.apache.flink.annotation.Internal;
 import org.apache.flink.core.memory.DataInputView;
 import org.apache.flink.core.memory.DataOutputView;
 
@@ -12,12 +13,13 @@ import org.apache.flink.core.memory.DataOutputView;
  * An {@link Event} in the writer state (see {@link PostgresWriterStateSerializer}): every field,
  * spelled out, so that the savepoint format does not change with Flink's POJO serializer. Strings
  * and byte arrays are length-prefixed ({@code -1} for null): a message id or header may exceed the
- * 64 KB of {@code writeUTF}.
+ * 64 KB of {@code writeUTF}. The writer's spill file of held events uses it too.
  */
-final class EventFormat {
+@Internal
+public final class EventFormat {
     private EventFormat() {}
 
-    static void write(Event event, DataOutputView out) throws IOException {
+    public static void write(Event event, DataOutputView out) throws IOException {
         writeBytes(utf8(event.messageId), out);
         writeBytes(event.payload, out);
         writeBytes(utf8(event.sourceTopic), out);
@@ -33,7 +35,7 @@ final class EventFormat {
         writeBytes(event.sourceKey, out);
     }
 
-    static Event read(DataInputView in) throws IOException {
+    public static Event read(DataInputView in) throws IOException {
         Event event = new Event();
         event.messageId = string(readBytes(in));
         event.payload = readBytes(in);

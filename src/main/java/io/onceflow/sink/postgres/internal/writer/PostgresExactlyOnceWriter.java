@@ -20,12 +20,12 @@ import io.onceflow.sink.postgres.internal.fencing.WriterFence;
 import io.onceflow.sink.postgres.internal.schema.BarrierLockChecks;
 import io.onceflow.sink.postgres.internal.schema.ServerChecks;
 import java.io.IOException;
+import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
-import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
 import org.apache.flink.annotation.Internal;
@@ -101,8 +101,8 @@ public final class PostgresExactlyOnceWriter
     /** Events written into the open transaction since the last prepare. */
     private int transactionRows;
     /** Events received before the first barrier's claim, written and prepared at that barrier. */
-    private final List<Event> eventsBeforeClaim;
-    /** The transaction {@link #prepareCommit()} named for {@link #eventsBeforeClaim}; null if none. */
+    private final HeldEvents held;
+    /** The transaction {@link #prepareCommit()} named for {@link #held}; null if none. */
     private TransactionId namedBeforeClaim;
 
     public PostgresExactlyOnceWriter(PostgresSinkConfig config, WriterStart start, PostgresSinkMetrics metrics)
@@ -154,13 +154,25 @@ public final class PostgresExactlyOnceWriter
         batch = EventUpsertBatch.of(config, metrics);
         upserts = new BackgroundUpserts(batch, connection, writerName, BackgroundUpserts.MAX_IN_FLIGHT);
         effects = EffectWorker.startIfConfigured(config, start.subtaskIndex(), start.parallelism(), metrics);
-        eventsBeforeClaim = new ArrayList<>(start.restoredDeferredEvents());
+        Path spillRoot = Path.of(System.getProperty("java.io.tmpdir"));
+        HeldEvents.deleteSpillsOfDeadProcesses(spillRoot);
+        held = new HeldEvents(spillRoot, sinkPrefix + "-s" + start.subtaskIndex() + "-e" + fence.epoch(),
+                config.writer().heldEventsMemoryBytes());
+        for (Event event : start.restoredDeferredEvents()) {
+            hold(event);
+        }
+    }
+
+    private void hold(Event event) throws IOException {
+        int spilledBefore = held.spilled();
+        held.add(event);
+        metrics.eventsSpilledBeforeBarrier.inc(held.spilled() - spilledBefore);
     }
 
     @Override
     public void write(Event event, Context context) throws IOException {
         if (!fence.hasClaimed()) {
-            eventsBeforeClaim.add(event);
+            hold(event);
             return;
         }
         if (transactionRows == 0) {
@@ -188,7 +200,7 @@ public final class PostgresExactlyOnceWriter
         if (!fence.hasClaimed()) {
             // prepared in snapshotState, after the claim; the committer commits it only once this
             // checkpoint (or, at end of input, the final one) completed, which needs snapshotState
-            namedBeforeClaim = eventsBeforeClaim.isEmpty() ? null : openTransaction();
+            namedBeforeClaim = held.isEmpty() ? null : openTransaction();
             return namedBeforeClaim == null ? List.of() : List.of(new PostgresCommittable(namedBeforeClaim));
         }
         if (transactionRows == 0) {
@@ -254,10 +266,7 @@ public final class PostgresExactlyOnceWriter
     public List<PostgresWriterState> snapshotState(long checkpointId) throws IOException {
         if (!fence.hasClaimed()) {
             recovery.claimAtBarrier(checkpointId);
-            for (Event event : eventsBeforeClaim) {
-                write(event, null);
-            }
-            eventsBeforeClaim.clear();
+            held.forEach(event -> write(event, null));
             flush(false);
             if (namedBeforeClaim != null) {
                 TransactionId prepared = prepare();
@@ -296,9 +305,10 @@ public final class PostgresExactlyOnceWriter
     public void close() throws SQLException {
         if (!fence.hasClaimed()) { // what a zombie that never got a barrier logs
             LOG.info("{} closed before its first checkpoint barrier: it claimed and touched nothing; its {} held"
-                    + " events are replayed from the restored checkpoint", writerName, eventsBeforeClaim.size());
+                    + " events are replayed from the restored checkpoint", writerName, held.size());
         }
         try {
+            held.close();
             if (effects != null && inputEnded) {
                 effects.closeAfterDraining();
             } else if (effects != null) {
