@@ -4,6 +4,7 @@ import static io.onceflow.config.ConfigException.problem;
 
 import io.onceflow.config.PostgresSettings;
 import io.onceflow.sink.postgres.EffectFunction;
+import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.fencing.TransactionPoolerCheck;
 import io.onceflow.sink.postgres.internal.schema.EventsTable;
 import io.onceflow.sink.postgres.internal.schema.PendingEffectsTable;
@@ -133,20 +134,8 @@ final class PostgresPreflight {
     }
 
     private Connection connect() throws SQLException {
-        Properties properties = new Properties();
-        PGProperty.USER.set(properties, settings.user());
-        PGProperty.PASSWORD.set(properties, settings.password());
-        PGProperty.APPLICATION_NAME.set(properties, "onceflow-preflight");
-        int seconds = (int) Preflight.SERVICE_TIMEOUT.toSeconds();
-        PGProperty.CONNECT_TIMEOUT.set(properties, seconds / 2);
-        PGProperty.LOGIN_TIMEOUT.set(properties, seconds);
-        PGProperty.SOCKET_TIMEOUT.set(properties, seconds);
-        // the driver directly: DriverManager does not see a driver in Flink's user-code class loader
-        Connection connection = new Driver().connect(settings.url(), properties);
-        if (connection == null) {
-            throw new SQLException("not a PostgreSQL JDBC URL", "08001");
-        }
-        return connection;
+        return PostgresConnections.connect(settings.connection(), "onceflow-preflight", Preflight.SERVICE_TIMEOUT,
+                Preflight.SERVICE_TIMEOUT.dividedBy(2));
     }
 
     /** The server as {@code host:port/database}. */

@@ -2,15 +2,16 @@ package io.onceflow.tools.audit;
 
 import io.onceflow.config.PostgresSettings;
 import io.onceflow.sink.postgres.EffectFunction;
+import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.commit.TransactionId;
 import io.onceflow.sink.postgres.internal.schema.EventsTable;
 import io.onceflow.sink.postgres.internal.schema.RejectsTable;
 import java.sql.Connection;
-import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.time.Duration;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Map;
@@ -33,6 +34,9 @@ import java.util.Set;
 final class PostgresTableAudit {
     /** Rows are streamed, not loaded at once: an audit of millions of rows fits in the audit's memory. */
     private static final int FETCH_SIZE = 10_000;
+    /** A fetch of {@link #FETCH_SIZE} rows that takes longer is a server gone away, not a slow scan. */
+    private static final Duration ROUND_TRIP_TIMEOUT = Duration.ofMinutes(10);
+    private static final Duration CONNECT_TIMEOUT = Duration.ofSeconds(10);
 
     private final PostgresSettings settings;
     /** The statements of the two tables; their names were validated as identifiers by the configuration. */
@@ -67,7 +71,8 @@ final class PostgresTableAudit {
     Map<String, Integer> audit(Set<String> expectedIds, Set<String> deadLetteredIds, AuditReport report) {
         Map<String, Integer> redelivered = new HashMap<>();
         report.postgresAudited = true;
-        try (Connection connection = DriverManager.getConnection(settings.url(), settings.user(), settings.password())) {
+        try (Connection connection = PostgresConnections.connect(settings.connection(), "onceflow-audit",
+                ROUND_TRIP_TIMEOUT, CONNECT_TIMEOUT)) {
             pinSessionSettings(connection);
             connection.setAutoCommit(false); // a cursor, so the driver honours the fetch size
             Set<String> seen = new HashSet<>(expectedIds.size() * 2);

@@ -1,5 +1,6 @@
 package io.onceflow.tools.effects;
 
+import io.onceflow.sink.postgres.internal.SqlStates;
 import static io.onceflow.config.ConfigException.problem;
 
 import io.onceflow.cli.CannotRunException;
@@ -131,7 +132,7 @@ public final class EffectsCommand {
             throw cannotRun(config, "postgres.effect.function", "nothing was done: " + e.getMessage(),
                     "Fix the function, then run the command again.");
         } catch (SQLException e) {
-            throw cannotRun(config, "postgres.url", "nothing was done: " + e.getMessage(), "42P01".equals(e.getSQLState())
+            throw cannotRun(config, "postgres.url", "nothing was done: " + e.getMessage(), SqlStates.is(e, SqlStates.UNDEFINED_TABLE)
                     ? "Check postgres.table; a table created by an older version gets its effect queue and effect log"
                             + " when the job starts with this version."
                     : "Check that PostgreSQL is reachable and that the role may update " + postgres.table()

@@ -286,8 +286,8 @@ class EffectWorkerTest {
                 "42501"), "ledger.apply_payment", "onceflow_job");
         assertThat(explained).contains("the role 'onceflow_job' lacks a privilege that ledger.apply_payment needs")
                 .contains("permission denied for table accounts").contains("GRANT it to 'onceflow_job'");
-        assertThat(EffectFailures.isAboutTheMessage(new SQLException("canceling statement", "57014"))).isFalse();
-        assertThat(EffectFailures.isAboutTheMessage(new SQLException("raise", "P0001"))).isTrue();
+        assertThat(io.onceflow.sink.postgres.internal.SqlStates.isAboutTheMessage(new SQLException("canceling statement", "57014"))).isFalse();
+        assertThat(io.onceflow.sink.postgres.internal.SqlStates.isAboutTheMessage(new SQLException("raise", "P0001"))).isTrue();
     }
 
     private void awaitDrained() throws Exception {

@@ -331,8 +331,8 @@ class PostgresFencingTest {
 
     @Test
     void twoOverlappingCommittersRetryABusyTransactionInsteadOfFailing() {
-        assertThat(PostgresCommitter.isTransient(new SQLException("prepared transaction is busy", "55000"))).isTrue();
-        assertThat(PostgresCommitter.isTransient(new SQLException("permission denied", "42501"))).isFalse();
+        assertThat(io.onceflow.sink.postgres.internal.SqlStates.isTransient(new SQLException("prepared transaction is busy", "55000"))).isTrue();
+        assertThat(io.onceflow.sink.postgres.internal.SqlStates.isTransient(new SQLException("permission denied", "42501"))).isFalse();
     }
 
     @Test

@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal;
 
+import io.onceflow.sink.postgres.PostgresConnectionOptions;
 import io.onceflow.sink.postgres.internal.fencing.WriterFence;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -36,6 +37,8 @@ import org.postgresql.PGProperty;
 public final class PostgresConnections {
     /** How much longer than statement_timeout the client waits for a reply before giving up. */
     private static final Duration SOCKET_TIMEOUT_MARGIN = Duration.ofSeconds(30);
+    /** The driver's default, kept explicit. */
+    private static final Duration DEFAULT_CONNECT_TIMEOUT = Duration.ofSeconds(10);
     /** {@code transaction_timeout} exists from PostgreSQL 17 on. */
     private static final int TRANSACTION_TIMEOUT_SINCE = 170_000;
 
@@ -46,28 +49,44 @@ public final class PostgresConnections {
      * @return a connection in autocommit mode
      */
     public static Connection open(PostgresSinkConfig config, String role) throws SQLException {
-        Properties properties = new Properties();
-        PGProperty.USER.set(properties, config.connection().user());
-        PGProperty.PASSWORD.set(properties, config.connection().password());
         String applicationName = applicationName(config.sinkPrefix(), role);
-        PGProperty.APPLICATION_NAME.set(properties, applicationName);
-        PGProperty.TCP_KEEP_ALIVE.set(properties, true);
-        PGProperty.SOCKET_TIMEOUT.set(properties,
-                (int) config.writer().statementTimeout().plus(SOCKET_TIMEOUT_MARGIN).toSeconds());
-        // Server messages stay in exceptions, their DETAIL (which quotes the failing row) does not:
-        // exceptions reach logs, and a rejected row is recorded in the rejects table anyway.
-        PGProperty.LOG_SERVER_ERROR_DETAIL.set(properties, false);
-        // The driver directly, not DriverManager: DriverManager does not see drivers that Flink's
-        // child-first user-code class loader loaded.
-        Connection connection = new Driver().connect(config.connection().jdbcUrl(), properties);
-        if (connection == null) {
-            throw new SQLException("not a PostgreSQL JDBC URL: " + config.connection().jdbcUrl(), "08001");
-        }
+        Connection connection = connect(config.connection(), applicationName,
+                config.writer().statementTimeout().plus(SOCKET_TIMEOUT_MARGIN), DEFAULT_CONNECT_TIMEOUT);
         try {
             pinSessionSettings(connection, config, applicationName);
         } catch (SQLException e) {
             closeQuietly(connection, e);
             throw e;
+        }
+        return connection;
+    }
+
+    /**
+     * Opens a session, for the sink ({@link #open}) and for the tools that read the database (the
+     * preflight, the audit), which pin their own session settings: every wait on the network is
+     * bounded, and server errors keep their DETAIL out of exceptions.
+     *
+     * @param socketTimeout the longest wait for a reply; also bounds the login
+     * @return a connection in autocommit mode
+     */
+    public static Connection connect(PostgresConnectionOptions options, String applicationName,
+            Duration socketTimeout, Duration connectTimeout) throws SQLException {
+        Properties properties = new Properties();
+        PGProperty.USER.set(properties, options.user());
+        PGProperty.PASSWORD.set(properties, options.password());
+        PGProperty.APPLICATION_NAME.set(properties, applicationName);
+        PGProperty.TCP_KEEP_ALIVE.set(properties, true);
+        PGProperty.CONNECT_TIMEOUT.set(properties, (int) Math.max(1, connectTimeout.toSeconds()));
+        PGProperty.LOGIN_TIMEOUT.set(properties, (int) Math.max(1, socketTimeout.toSeconds()));
+        PGProperty.SOCKET_TIMEOUT.set(properties, (int) Math.max(1, socketTimeout.toSeconds()));
+        // Server messages stay in exceptions, their DETAIL (which quotes the failing row) does not:
+        // exceptions reach logs, and a rejected row is recorded in the rejects table anyway.
+        PGProperty.LOG_SERVER_ERROR_DETAIL.set(properties, false);
+        // The driver directly, not DriverManager: DriverManager does not see drivers that Flink's
+        // child-first user-code class loader loaded.
+        Connection connection = new Driver().connect(options.jdbcUrl(), properties);
+        if (connection == null) {
+            throw new SQLException("not a PostgreSQL JDBC URL: " + options.jdbcUrl(), "08001");
         }
         return connection;
     }

@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal.commit;
 
+import io.onceflow.sink.postgres.internal.SqlStates;
 import io.onceflow.sink.postgres.EffectFunction;
 import io.onceflow.sink.postgres.PostgresSink;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
@@ -41,18 +42,6 @@ import org.slf4j.LoggerFactory;
 @Internal
 public final class PostgresCommitter implements Committer<PostgresCommittable> {
     private static final Logger LOG = LoggerFactory.getLogger(PostgresCommitter.class);
-    /** SQLSTATEs worth another attempt besides connection exceptions (class 08). */
-    private static final Set<String> TRANSIENT_STATES = Set.of(
-            "40001", // serialization_failure
-            "40P01", // deadlock_detected
-            "55P03", // lock_not_available (lock_timeout)
-            "57014", // query_canceled (statement_timeout)
-            "55000", // object_not_in_prerequisite_state: "prepared transaction ... is busy" (two committers overlap)
-            "57P01", // admin_shutdown
-            "57P02", // crash_shutdown
-            "57P03", // cannot_connect_now (server starting up)
-            "53300"); // too_many_connections
-
     private final PostgresSinkConfig config;
     private final String isLoggedSql;
     /** Null without an effect function. */
@@ -92,11 +81,11 @@ public final class PostgresCommitter implements Committer<PostgresCommittable> {
                 reportLost(request, transaction);
             }
         } catch (SQLException e) {
-            if (PreparedTransactionRecovery.INSUFFICIENT_PRIVILEGE.equals(e.getSQLState())) {
+            if (SqlStates.is(e, SqlStates.INSUFFICIENT_PRIVILEGE)) {
                 SQLException wrongRole = PreparedTransactionRecovery.wrongRole(connection, transaction, "commit", e);
                 throw new IOException(wrongRole.getMessage(), wrongRole);
             }
-            if (!isTransient(e)) {
+            if (!SqlStates.isTransient(e)) {
                 throw new IOException("could not commit " + transaction, e);
             }
             LOG.warn("Transient failure committing {} (attempt {}), will retry: {}",
@@ -150,7 +139,7 @@ public final class PostgresCommitter implements Committer<PostgresCommittable> {
             statement.execute("COMMIT PREPARED '" + transaction.encode() + "'");
             return true;
         } catch (SQLException e) {
-            if (PreparedTransactionRecovery.UNDEFINED_OBJECT.equals(e.getSQLState())) {
+            if (SqlStates.is(e, SqlStates.UNDEFINED_OBJECT)) {
                 return false;
             }
             throw e;
@@ -164,11 +153,6 @@ public final class PostgresCommitter implements Committer<PostgresCommittable> {
                 return result.next();
             }
         }
-    }
-
-    public static boolean isTransient(SQLException e) {
-        String state = e.getSQLState();
-        return state != null && (state.startsWith("08") || TRANSIENT_STATES.contains(state));
     }
 
     private Connection connection() throws SQLException {

@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal.commit;
 
+import io.onceflow.sink.postgres.internal.SqlStates;
 import io.onceflow.sink.postgres.internal.fencing.ServerChange;
 import io.onceflow.sink.postgres.internal.fencing.WriterFence;
 import java.sql.Connection;
@@ -46,10 +47,6 @@ import org.slf4j.LoggerFactory;
 @Internal
 public final class PreparedTransactionRecovery {
     private static final Logger LOG = LoggerFactory.getLogger(PreparedTransactionRecovery.class);
-    /** SQLSTATE undefined_object: "prepared transaction with identifier ... does not exist". */
-    public static final String UNDEFINED_OBJECT = "42704";
-    /** SQLSTATE insufficient_privilege: "permission denied to finish prepared transaction". */
-    public static final String INSUFFICIENT_PRIVILEGE = "42501";
 
     private PreparedTransactionRecovery() {}
 
@@ -125,10 +122,10 @@ public final class PreparedTransactionRecovery {
                     statement.execute(verb + " PREPARED '" + id.encode() + "'");
                     finished.add(id);
                 } catch (SQLException e) {
-                    if (INSUFFICIENT_PRIVILEGE.equals(e.getSQLState())) {
+                    if (SqlStates.is(e, SqlStates.INSUFFICIENT_PRIVILEGE)) {
                         throw wrongRole(connection, id, action, e);
                     }
-                    if (!UNDEFINED_OBJECT.equals(e.getSQLState())) {
+                    if (!SqlStates.is(e, SqlStates.UNDEFINED_OBJECT)) {
                         throw e;
                     }
                     // Gone in the meantime (committed by a restored committable's committer): nothing to do.
@@ -163,6 +160,6 @@ public final class PreparedTransactionRecovery {
         return new SQLException("cannot " + action + " prepared transaction " + id + ": it belongs to database role '"
                 + owner + "', and PostgreSQL lets only that role (or a superuser) finish it. Run the job as '" + owner
                 + "' (postgres.user) until its prepared transactions are committed, then switch roles.",
-                INSUFFICIENT_PRIVILEGE, cause);
+                SqlStates.INSUFFICIENT_PRIVILEGE, cause);
     }
 }

@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal.effects;
 
+import io.onceflow.sink.postgres.internal.SqlStates;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.commit.TransactionId;
@@ -265,7 +266,7 @@ public final class EffectBatch {
             takenKeys = keysById;
             return ids;
         } catch (SQLException e) {
-            if (!EffectFailures.isAboutTheMessage(e)) {
+            if (!SqlStates.isAboutTheMessage(e)) {
                 throw e;
             }
             connection.rollback(savepoint);

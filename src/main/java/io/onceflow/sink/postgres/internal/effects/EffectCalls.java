@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal.effects;
 
+import io.onceflow.sink.postgres.internal.SqlStates;
 import io.onceflow.sink.postgres.EffectFunction;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.schema.EventsTable;
@@ -61,7 +62,7 @@ public final class EffectCalls {
     /** Calls the effect for the rows of {@code rows}' ids, in that order, adding what it decided to {@code outcomes}. */
     void call(Connection connection, Rows rows, EffectOutcomes outcomes) throws SQLException {
         RowIsolation.isolatingFailingRows(connection, rows, (c, some) -> callOnce(c, some, outcomes),
-                EffectFailures::isAboutTheMessage, (c, row, failure) -> outcomes.failure(row.ids[0], failure));
+                SqlStates::isAboutTheMessage, (c, row, failure) -> outcomes.failure(row.ids[0], failure));
     }
 
     private void callOnce(Connection connection, Rows rows, EffectOutcomes outcomes) throws SQLException {

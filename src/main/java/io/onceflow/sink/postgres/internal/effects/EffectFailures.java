@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal.effects;
 
+import io.onceflow.sink.postgres.internal.SqlStates;
 import io.onceflow.sink.postgres.internal.writer.RowIsolation;
 import java.sql.SQLException;
 import org.apache.flink.annotation.Internal;
@@ -17,21 +18,6 @@ public final class EffectFailures {
     private EffectFailures() {}
 
     /**
-     * The data errors of {@link RowIsolation#isRowDataError} (22, 23, 54, P0 e.g. {@code RAISE
-     * EXCEPTION}, 2F, 38, 39), and 21 (a subquery that returns more rows for this payload), 27 (the
-     * function changed a row the statement changes) and 0A (a feature this input needs). Not 57014
-     * (a cancel or {@code statement_timeout}), 40001, 40P01, 55P03, 53, 57P, 08, 42 (a missing table,
-     * column or privilege) or anything else: those are retried.
-     */
-    public static boolean isAboutTheMessage(SQLException e) {
-        String state = e.getSQLState();
-        if (RowIsolation.isRowDataError(e)) {
-            return true;
-        }
-        return state != null && (state.startsWith("21") || state.startsWith("27") || state.startsWith("0A"));
-    }
-
-    /**
      * What a retried failure of the effect transaction means, for the log.
      *
      * @param functions the effect function, and its keys function if any, as the user named them
@@ -40,7 +26,7 @@ public final class EffectFailures {
     public static String explain(SQLException e, String functions, String role) {
         String state = e.getSQLState();
         String what = "SQLSTATE " + state + ": " + RowIsolation.describe(e);
-        if ("42501".equals(state)) {
+        if (SqlStates.INSUFFICIENT_PRIVILEGE.equals(state)) {
             return "the role '" + role + "' lacks a privilege that " + functions + " needs (" + what + "): GRANT it"
                     + " to '" + role + "', or make the function SECURITY DEFINER, owned by a role that has it;"
                     + " the effects wait meanwhile and are applied once it is fixed";
@@ -49,7 +35,7 @@ public final class EffectFailures {
             return functions + " refers to something that does not exist or cannot be used (" + what + "): fix the"
                     + " function; the effects wait meanwhile";
         }
-        if ("57014".equals(state)) {
+        if (SqlStates.QUERY_CANCELED.equals(state)) {
             return "a statement of the effects was cancelled, or ran past postgres.statement.timeout (" + what
                     + "): tried again with a smaller batch";
         }

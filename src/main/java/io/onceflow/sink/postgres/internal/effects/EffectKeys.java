@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal.effects;
 
+import io.onceflow.sink.postgres.internal.SqlStates;
 import io.onceflow.sink.postgres.internal.schema.EventsTable;
 import io.onceflow.sink.postgres.internal.schema.SqlIdentifiers;
 import io.onceflow.sink.postgres.internal.writer.RowIsolation;
@@ -98,7 +99,7 @@ public final class EffectKeys {
         Map<String, Set<Long>> keysById = new HashMap<>();
         Set<String> failed = new HashSet<>();
         RowIsolation.isolatingFailingRows(connection, rows, (c, some) -> keysById.putAll(keysOf(c, some)),
-                EffectFailures::isAboutTheMessage, (c, row, failure) -> {
+                SqlStates::isAboutTheMessage, (c, row, failure) -> {
                     outcomes.failure(row.ids[0], failure);
                     failed.add(row.ids[0]);
                 });

@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal.effects;
 
+import io.onceflow.sink.postgres.internal.SqlStates;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
@@ -159,8 +160,7 @@ public final class EffectWorker implements AutoCloseable {
                 }
                 metrics.effectRetries.inc();
                 // 57P01: an administrator (or a failover's fencing) ended the session
-                boolean connectionLost = e.getSQLState() == null || e.getSQLState().startsWith("08")
-                        || "57P01".equals(e.getSQLState());
+                boolean connectionLost = SqlStates.isConnectionLost(e);
                 if (connectionLost) {
                     closeConnection();
                 }

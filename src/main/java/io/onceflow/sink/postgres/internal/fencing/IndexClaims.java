@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal.fencing;
 
+import io.onceflow.sink.postgres.internal.SqlStates;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.ProtocolHooks;
@@ -170,7 +171,7 @@ final class IndexClaims {
             terminate.setInt(1, pid);
             terminate.executeQuery().close();
         } catch (SQLException e) {
-            if ("42501".equals(e.getSQLState())) {
+            if (SqlStates.is(e, SqlStates.INSUFFICIENT_PRIVILEGE)) {
                 throw new IllegalStateException("PostgreSQL sink prefix '" + config.sinkPrefix() + "': cannot end the"
                         + " session (pid " + pid + ") of an older attempt, which another database role opened: run all"
                         + " writers of a prefix as one role, or grant this role pg_signal_backend", e);

@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal.schema;
 
+import io.onceflow.sink.postgres.internal.SqlStates;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -62,7 +63,7 @@ public final class EffectQueueBinding {
                 }
             });
         } catch (SQLException e) {
-            if (!"42501".equals(e.getSQLState())) {
+            if (!SqlStates.is(e, SqlStates.INSUFFICIENT_PRIVILEGE)) {
                 throw e;
             }
             throw new IllegalStateException("the effect queue " + queue.name() + " of an earlier version has " + lacking

@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal.schema;
 
+import io.onceflow.sink.postgres.internal.SqlStates;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -84,7 +85,7 @@ public final class EffectQueueStartChecks {
                 }
             });
         } catch (SQLException e) {
-            if (!"55P03".equals(e.getSQLState())) {
+            if (!SqlStates.is(e, SqlStates.LOCK_NOT_AVAILABLE)) {
                 throw e;
             }
             LOG.info("The index {} of an earlier version stays until a later start: a transaction (maybe a prepared"

@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal.schema;
 
+import io.onceflow.sink.postgres.internal.SqlStates;
 import io.onceflow.sink.postgres.EffectFunction;
 import io.onceflow.sink.postgres.PostgresTableOptions;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
@@ -211,8 +212,8 @@ public final class PostgresSchema {
                 }
             });
         } catch (SQLException e) {
-            String cause = "42501".equals(e.getSQLState()) ? "the user may not alter it (only its owner may)"
-                    : "55P03".equals(e.getSQLState()) ? "another session or a prepared transaction (of a checkpoint"
+            String cause = SqlStates.is(e, SqlStates.INSUFFICIENT_PRIVILEGE) ? "the user may not alter it (only its owner may)"
+                    : SqlStates.is(e, SqlStates.LOCK_NOT_AVAILABLE) ? "another session or a prepared transaction (of a checkpoint"
                             + " of an earlier run, waiting for its commit) holds a lock on it"
                     : null;
             if (cause == null) {
@@ -242,7 +243,7 @@ public final class PostgresSchema {
                 }
             });
         } catch (SQLException e) {
-            if (!"42501".equals(e.getSQLState())) {
+            if (!SqlStates.is(e, SqlStates.INSUFFICIENT_PRIVILEGE)) {
                 throw e;
             }
             throw new IllegalStateException("the table " + runs.name() + " of an earlier version has no "

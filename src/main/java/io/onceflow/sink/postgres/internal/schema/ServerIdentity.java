@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal.schema;
 
+import io.onceflow.sink.postgres.internal.SqlStates;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -48,13 +49,12 @@ public record ServerIdentity(Long systemIdentifier, Long timeline, long nextXid)
         try {
             return query(connection, sql);
         } catch (SQLException e) {
-            String state = e.getSQLState();
-            if (state == null || state.startsWith("08")) {
+            if (SqlStates.isConnectionLost(e)) {
                 throw e; // the connection broke: not a matter of privileges
             }
             LOG.warn("Cannot read the PostgreSQL server's {} ({}: {}): the sink cannot tell a failover to another"
                     + " server (or a replica that was behind) from this one. Grant EXECUTE on pg_control_system(),"
-                    + " pg_walfile_name(pg_lsn) and pg_current_wal_lsn() to the job's role.", what, state,
+                    + " pg_walfile_name(pg_lsn) and pg_current_wal_lsn() to the job's role.", what, e.getSQLState(),
                     e.getMessage());
             return null;
         }

@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal.writer;
 
+import io.onceflow.sink.postgres.internal.SqlStates;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.schema.RejectsTable;
 import java.sql.Connection;
@@ -12,7 +13,7 @@ import org.slf4j.LoggerFactory;
 /**
  * Writes rows so that the rows PostgreSQL refuses go to the rejects table instead of failing the
  * transaction on every replay. A row is refused with a data error ({@link
- * RowIsolation#isRowDataError}: a value the column type cannot take, a user's CHECK or foreign key,
+ * SqlStates#isRowDataError}: a value the column type cannot take, a user's CHECK or foreign key,
  * a trigger's exception); {@link RowIsolation} splits the rows until the refused ones stand alone,
  * and each is written to the rejects table with its SQLSTATE and message, in the same transaction as
  * the rows that went in, and counted. Other errors (lost connection, lock or statement timeout,
@@ -52,7 +53,7 @@ final class RefusedRows {
     /** As {@link #write(Connection, Rows, RowIsolation.RowsStatement)}, with {@code refused} recording each refused row. */
     void write(Connection connection, Rows rows, RowIsolation.RowsStatement statement, RowIsolation.FailingRow refused)
             throws SQLException {
-        RowIsolation.isolatingFailingRows(connection, rows, statement, RowIsolation::isRowDataError, refused);
+        RowIsolation.isolatingFailingRows(connection, rows, statement, SqlStates::isRowDataError, refused);
     }
 
     /** Writes the only row of {@code rows} to the rejects table. */

@@ -82,29 +82,4 @@ public final class RowIsolation {
         }
         return server.getMessage() + (server.getConstraint() == null ? "" : " (constraint " + server.getConstraint() + ")");
     }
-
-    /**
-     * Whether PostgreSQL refused the data of a row rather than failed for a reason of its own:
-     * SQLSTATE classes 22 (data exception), 23 (integrity constraint violation), 54 (program limit
-     * exceeded, e.g. an index row too large), P0 (raised by PL/pgSQL, e.g. in a trigger), and 2F, 38,
-     * 39 (exceptions in SQL or external routines).
-     */
-    public static boolean isRowDataError(SQLException e) {
-        String state = e.getSQLState();
-        if (state == null || state.length() != 5) {
-            return false;
-        }
-        switch (state.substring(0, 2)) {
-            case "22":
-            case "23":
-            case "54":
-            case "P0":
-            case "2F":
-            case "38":
-            case "39":
-                return true;
-            default:
-                return false;
-        }
-    }
 }
