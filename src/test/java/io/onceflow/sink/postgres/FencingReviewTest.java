@@ -6,6 +6,7 @@ import io.onceflow.sink.postgres.internal.commit.PostgresWriterState;
 import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
 import io.onceflow.sink.postgres.internal.writer.WriterStart;
 import io.onceflow.testing.RecordingCommitRequest.Outcome;
+import java.io.IOException;
 import java.util.List;
 import java.util.Map;
 import java.util.OptionalLong;
@@ -15,6 +16,7 @@ import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.commit;
 import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.finalCheckpoint;
 import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.write;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * Review of issue #24 (deferred claims, server-change reconciliation): interleavings that lose,
@@ -58,13 +60,14 @@ class FencingReviewTest {
      * Run A completes checkpoints 1 and 2. The user tries a branch: run B from checkpoint 1, which
      * prepares checkpoint 2 ("branch") and is cancelled before it completes. The user goes back to
      * A's checkpoint 2: run C. Checkpoint 2's horizon says B's transaction (epoch after the horizon)
-     * is not among its committables: it must be rolled back. If the server changed (here: its
-     * timeline grew, as any promotion, even of a synchronous replica, does) between C's registration
-     * and its writers' start (or a lagging replica still has the transaction C's first start rolled
-     * back), the reconciliation commits the prepared transactions with checkpoint id <= 2. Until
-     * 2026-12-07 it did so whatever their epoch: the discarded branch's output became visible
-     * (EXPOSED, and duplicated with what C replays). The horizon tells abandoned transactions on any
-     * server (see {@code ClaimRecovery#claimAtBarrier}), so it now rolls them back first.
+     * is not among its committables. But the server changed (here: its timeline grew, as any
+     * promotion, even of a synchronous replica, does) between C's registration and its writers'
+     * start, and after a change the horizon may have been read on a server whose history lacked a
+     * completed checkpoint the current one brought back ({@code ServerChangeReviewTest}): rolling
+     * back by it can lose, committing can expose. Until 2026-12-07 the reconciliation committed every
+     * prepared transaction with checkpoint id <= 2: the discarded branch's output became visible
+     * (EXPOSED, and duplicated with what C replays). Now C refuses, naming the transaction, until an
+     * operator decides; it then goes on by itself.
      */
     @Test
     void aServerChangeDoesNotCommitTheTransactionOfADiscardedBranch() throws Exception {
@@ -78,8 +81,9 @@ class FencingReviewTest {
         }
 
         PostgresSinkConfig branch = new PostgresRunRegistry(config).startRun(1, StartMode.RESTORE, "branch").config();
+        PostgresCommittable discarded;
         try (PostgresExactlyOnceWriter b = SinkDatabase.writer(branch, attempt(0, OptionalLong.of(1), List.of()))) {
-            checkpoint(b, 2, "branch"); // prepared, never completed: B is cancelled
+            discarded = checkpoint(b, 2, "branch"); // prepared, never completed: B is cancelled
         }
         assertThat(db.prepared("job")).hasSize(1);
 
@@ -89,10 +93,22 @@ class FencingReviewTest {
                 + back.run());
         try (PostgresExactlyOnceWriter c = SinkDatabase.writer(back, attempt(0, OptionalLong.of(2),
                 List.of(atCheckpoint2)))) {
-            assertThat(commit(back, checkpoint(c, 3, "c"))).extracting(r -> r.outcome)
+            write(c, "c");
+            c.prepareCommit();
+            assertThatThrownBy(() -> c.snapshotState(3)).isInstanceOf(IOException.class)
+                    .hasMessageContaining(discarded.transactionId().encode())
+                    .hasMessageContaining("ROLLBACK PREPARED");
+        }
+        assertThat(db.prepared("job")).as("nothing decided").containsExactly(discarded.transactionId());
+        assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("a", 1, "b", 1));
+
+        db.execute("ROLLBACK PREPARED '" + discarded.transactionId().encode() + "'"); // the operator's decision
+        try (PostgresExactlyOnceWriter c = SinkDatabase.writer(back, attempt(1, OptionalLong.of(2),
+                List.of(atCheckpoint2)))) {
+            // the restart's first barrier: Flink's checkpoint counter went on
+            assertThat(commit(back, checkpoint(c, 4, "c"))).extracting(r -> r.outcome)
                     .containsExactly(Outcome.COMMITTED);
         }
-        assertThat(db.prepared("job")).as("the branch's transaction is rolled back at C's first barrier").isEmpty();
         assertThat(db.deliveriesById()).as("nothing of the discarded branch")
                 .containsExactlyInAnyOrderEntriesOf(Map.of("a", 1, "b", 1, "c", 1));
     }

@@ -39,10 +39,12 @@ import org.slf4j.LoggerFactory;
  *
  * <p>After a change of server ({@link ServerChange}: a failover to a replica that was behind, a
  * restored copy) a transaction of a completed checkpoint may be prepared again though its commit was
- * acknowledged before: no restored committable refers to it. Then, after this rollback (the horizon
- * holds on any server: a transaction the server has was prepared after the server issued its
- * epoch), {@link #commitCompleted} commits the other prepared transactions whose checkpoint id is at
- * most the restored one.
+ * acknowledged before: no restored committable refers to it, and its epoch may come from a history
+ * that the server which read the restored horizon never had, so the horizon rules out nothing.
+ * Then only later checkpoints are rolled back, {@link #commitCompleted} commits the transactions of
+ * checkpoints up to the restored one whose epoch is below the horizon, and
+ * {@link #refuseUndecidable} leaves the others to an operator: each is either another branch of
+ * the job (roll it back) or a completed checkpoint (commit it).
  */
 @Internal
 public final class PreparedTransactionRecovery {
@@ -84,8 +86,8 @@ public final class PreparedTransactionRecovery {
 
     /**
      * Commits the candidates of checkpoints the restored state says completed (checkpoint id at most
-     * {@code restoredCheckpointId}): for a writer that found the server changed, after {@link #rollBackAbandoned}
-     * took out those the horizon rules out.
+     * {@code restoredCheckpointId}): for a writer that found the server changed, after
+     * {@link #refuseUndecidable} passed.
      *
      * @param connection as for {@link #rollBackAbandoned}
      * @return the gids committed
@@ -103,6 +105,40 @@ public final class PreparedTransactionRecovery {
                     committed.size(), restoredCheckpointId.getAsLong(), committed);
         }
         return committed;
+    }
+
+    /**
+     * After a change of server, refuses while a candidate of a checkpoint up to the restored one has
+     * an epoch at or above the restored horizon: a writer started after the restored checkpoint
+     * prepared it, on this server's history or on one the horizon's server never had. It is another
+     * branch of the job (started from an older savepoint, cancelled) or a checkpoint this job
+     * completed before the failover, and either guess can be wrong: committing a branch exposes what
+     * the restored checkpoint replays, rolling back a completed checkpoint loses it.
+     *
+     * @throws IllegalStateException naming each such transaction and what to run for it
+     */
+    public static void refuseUndecidable(List<TransactionId> candidates, OptionalLong restoredCheckpointId,
+            OptionalLong restoredHorizon, String writerName) {
+        if (restoredCheckpointId.isEmpty() || restoredHorizon.isEmpty()) {
+            return;
+        }
+        List<TransactionId> undecidable = candidates.stream()
+                .filter(id -> id.checkpointId() <= restoredCheckpointId.getAsLong()
+                        && id.epoch() >= restoredHorizon.getAsLong())
+                .toList();
+        if (undecidable.isEmpty()) {
+            return;
+        }
+        throw new IllegalStateException(writerName + ": the PostgreSQL server changed since this run was registered,"
+                + " and it has prepared transactions of checkpoints up to restored checkpoint "
+                + restoredCheckpointId.getAsLong() + " that writers started after that checkpoint's horizon ("
+                + restoredHorizon.getAsLong() + ") prepared: " + undecidable + ". Each is either another branch of"
+                + " this sink prefix (a job started from an older savepoint: roll it back) or a checkpoint this job"
+                + " completed on a server whose history the restored checkpoint did not see (commit it); onceflow"
+                + " cannot tell which, and a wrong guess exposes or loses rows. For each, as the database role that"
+                + " prepared it (pg_prepared_xacts.owner), run ROLLBACK PREPARED '<gid>' or COMMIT PREPARED '<gid>'"
+                + " (docs/failover.md, \"Transactions a reconciliation cannot decide\"). The job restarts until"
+                + " then, and goes on by itself once none is left.");
     }
 
     /**

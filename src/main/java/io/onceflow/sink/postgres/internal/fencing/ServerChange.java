@@ -77,7 +77,7 @@ public final class ServerChange {
     /**
      * Why run {@code config.run()}, which this cluster's runs table does not record, was lost with a
      * change of server and may be adopted: the server has not issued its id yet, or every run
-     * recorded is from a timeline before the server's (it was registered before a promotion). Empty
+     * submitted is from a timeline before the server's (it was registered before a promotion). Empty
      * if neither, or if a run was submitted after a promotion ({@link #submittedAfterPromotion}): that
      * run replaced it.
      */
@@ -92,9 +92,9 @@ public final class ServerChange {
                     + " not issued its id yet: it was registered on a server ahead of this one");
         }
         if (server.timeline() != null && timelines.newest() != null && timelines.newest() < server.timeline()) {
-            return Optional.of("run " + config.run() + " is not in " + config.tables().runs() + ", whose runs on this"
-                    + " cluster are all from timelines before this server's (" + server.timeline() + "): it was"
-                    + " registered before the promotion and lost with it");
+            return Optional.of("run " + config.run() + " is not in " + config.tables().runs() + ", whose submitted"
+                    + " runs on this cluster are all from timelines before this server's (" + server.timeline()
+                    + "): it was registered before the promotion and lost with it");
         }
         return Optional.empty();
     }
@@ -166,19 +166,25 @@ public final class ServerChange {
             throws SQLException {
         Recorded run = recorded(connection, config);
         // the run's id is a transaction id the server had issued: the counter must be past it
-        return server.changesSince(new ServerIdentity(run.system(), run.timeline(), config.run() + 1), "run " + config.run());
+        List<String> signs = server.changesSince(new ServerIdentity(run.system(), run.timeline(), config.run() + 1),
+                "run " + config.run());
+        if (run.adopted()) { // recorded with this server's identity, which shows the change no more
+            signs.add("run " + config.run() + " was adopted after a server change (" + config.tables().runs()
+                    + " says ADOPTED): every start of it reconciles");
+        }
+        return signs;
     }
 
-    /** The run's row: whether it exists, and the identity recorded with it (null where unknown). */
-    private record Recorded(boolean exists, Long system, Long timeline) {}
+    /** The run's row: whether it exists, the identity recorded with it (null where unknown), whether adopted. */
+    private record Recorded(boolean exists, Long system, Long timeline, boolean adopted) {}
 
     private static Recorded recorded(Connection connection, PostgresSinkConfig config) throws SQLException {
         try (PreparedStatement query = connection.prepareStatement(config.schema().runs().identityOfRunQuery())) {
             query.setString(1, config.sinkPrefix());
             query.setLong(2, config.run());
             try (ResultSet row = query.executeQuery()) {
-                return row.next() ? new Recorded(true, (Long) row.getObject(1), (Long) row.getObject(2))
-                        : new Recorded(false, null, null);
+                return row.next() ? new Recorded(true, (Long) row.getObject(1), (Long) row.getObject(2), row.getBoolean(3))
+                        : new Recorded(false, null, null, false);
             }
         }
     }

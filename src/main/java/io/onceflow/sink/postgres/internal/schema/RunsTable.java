@@ -13,6 +13,8 @@ import org.apache.flink.annotation.Internal;
 public final class RunsTable {
     /** The column a second execution of a job's {@code main} finds its run by. */
     private static final String JOB_ID_COLUMN = "flink_job_id";
+    /** The start mode of a run that a writer recorded again after a server lost it. */
+    private static final String ADOPTED = "ADOPTED";
     /**
      * Columns a runs table of an earlier version lacks, in the order they came, each with its type:
      * the Flink job id, and the identity of the server that registered the run
@@ -89,7 +91,7 @@ public final class RunsTable {
      */
     public String adoptStatement() {
         return "INSERT INTO " + name + " (sink_prefix, run, job_name, start_mode, registered_from, flink_job_id,"
-                + " system_identifier, timeline_id) VALUES (?, ?, '(adopted after a server change)', 'ADOPTED',"
+                + " system_identifier, timeline_id) VALUES (?, ?, '(adopted after a server change)', '" + ADOPTED + "',"
                 + " host(inet_client_addr()), ?, ?, ?) ON CONFLICT DO NOTHING";
     }
 
@@ -106,10 +108,12 @@ public final class RunsTable {
 
     /**
      * The server identity recorded with a run: parameters sink prefix, run; columns system
-     * identifier, timeline (null where unknown); no row if the run is not recorded.
+     * identifier, timeline (null where unknown), and whether a writer adopted it after a server
+     * change ({@link #adoptStatement}); no row if the run is not recorded.
      */
     public String identityOfRunQuery() {
-        return "SELECT system_identifier, timeline_id FROM " + name + " WHERE sink_prefix = ? AND run = ?";
+        return "SELECT system_identifier, timeline_id, start_mode = '" + ADOPTED + "' FROM " + name
+                + " WHERE sink_prefix = ? AND run = ?";
     }
 
     /**
@@ -122,13 +126,13 @@ public final class RunsTable {
     }
 
     /**
-     * The timelines of a sink prefix's runs on one cluster: parameters timeline, sink prefix, system
-     * identifier; columns the newest run submitted (not adopted) on that timeline, the oldest and the
-     * newest timeline recorded; each null if none.
+     * The timelines of a sink prefix's submitted runs (not adopted) on one cluster: parameters
+     * timeline, sink prefix, system identifier; columns the newest run submitted on that timeline,
+     * the oldest and the newest timeline; each null if none.
      */
     public String timelinesOfClusterQuery() {
-        return "SELECT max(run) FILTER (WHERE timeline_id = ? AND start_mode <> 'ADOPTED'), min(timeline_id),"
-                + " max(timeline_id) FROM " + name + " WHERE sink_prefix = ? AND system_identifier = ?";
+        return "SELECT max(run) FILTER (WHERE timeline_id = ?), min(timeline_id), max(timeline_id) FROM " + name
+                + " WHERE sink_prefix = ? AND system_identifier = ? AND start_mode <> '" + ADOPTED + "'";
     }
 
     /** The newest run of a sink prefix (parameter 1); null if it has none. */

@@ -10,6 +10,7 @@ import java.sql.Connection;
 import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.OptionalLong;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -42,23 +43,29 @@ final class ClaimRecovery {
 
     /**
      * Claims at checkpoint {@code barrier}, rolls back the abandoned prepared transactions of the
-     * indices this writer now holds, then leaves autocommit for the first transaction. After a change
-     * of server it then commits the others of completed checkpoints: a commit acknowledged before
-     * the failover may be undone, the transaction prepared again, and no restored committable refers
-     * to it. The horizon still tells abandoned ones on any server: a transaction the server has was
-     * prepared after the server had issued its epoch, and one of a completed checkpoint was prepared
-     * before that checkpoint's horizon was read, on this server or on one it replicated.
+     * indices this writer now holds, then leaves autocommit for the first transaction.
+     *
+     * <p>After a change of server the restored horizon no longer tells an abandoned transaction
+     * from one of a completed checkpoint: a commit acknowledged before the failover may be undone
+     * and the transaction back, prepared, with an epoch from a history the server that read the
+     * horizon never had. So only later checkpoints are rolled back; those up to the restored one
+     * are committed where their epoch is below the horizon, and where it is not, nothing is decided
+     * and the writer refuses ({@link PreparedTransactionRecovery#refuseUndecidable}): an operator
+     * commits or rolls each back.
      */
     void claimAtBarrier(long barrier) throws IOException {
         try {
             fence.claimAtBarrier(barrier);
             List<TransactionId> covered = claimPreparedOfCoveredIndices();
+            OptionalLong horizon = start.restoredHorizon();
             List<TransactionId> rolledBack = PreparedTransactionRecovery.rollBackAbandoned(connection, covered,
-                    start.restoredCheckpointId(), start.restoredHorizon(), writerName);
+                    start.restoredCheckpointId(), serverChanged ? OptionalLong.empty() : horizon, writerName);
             metrics.transactionsRolledBackOnRecovery.inc(rolledBack.size());
             if (serverChanged) {
                 metrics.serverChangesSeen.inc();
                 covered.removeAll(rolledBack);
+                PreparedTransactionRecovery.refuseUndecidable(covered, start.restoredCheckpointId(), horizon,
+                        writerName);
                 metrics.transactionsCommittedOnRecovery.inc(PreparedTransactionRecovery.commitCompleted(connection,
                         covered, start.restoredCheckpointId(), writerName).size());
             }
