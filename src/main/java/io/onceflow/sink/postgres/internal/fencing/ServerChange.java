@@ -62,6 +62,7 @@ public final class ServerChange {
         LOG.warn("{}: the PostgreSQL server changed since run {} of sink prefix '{}' was registered ({}): {}. Its"
                 + " transaction ids no longer order what happened: this writer commits the prepared transactions of"
                 + " the checkpoints the restored state says completed (checkpoint id <= {}; none on a fresh start)"
+                + " whose epoch is below the restored horizon, stops for an operator on those whose epoch is not,"
                 + " and rolls back the later ones; a completed checkpoint whose PREPARE the server lost is reported"
                 + " by the committer as LOST. Writers of this run reconcile so at every start; a new submission"
                 + " records the new server (after a counter that went back: once it passes the newest run)."
