@@ -267,4 +267,28 @@ class BarrierClaimTest {
         }
         assertThat(db.deliveriesById()).containsExactlyInAnyOrderEntriesOf(Map.of("a", 1, "b", 1));
     }
+    /**
+     * A checkpoint of an earlier version carries deferred events, and the restored writer cannot
+     * spill them (its temporary directory is unusable, the disk is full): its start fails before it
+     * opens anything, so no session of it lingers to be taken for a live job's (a new submission of
+     * the prefix would be refused while one did).
+     */
+    @Test
+    void aWriterThatCannotSpillItsRestoredEventsFailsToStartAndLeavesNoSession(@org.junit.jupiter.api.io.TempDir
+            java.nio.file.Path directory) throws Exception {
+        PostgresSinkConfig legacy = db.config(db.builder("legacy").setHeldEventsMemoryBytes(0));
+        java.nio.file.Path notADirectory = java.nio.file.Files.writeString(directory.resolve("tmp-is-a-file"), "");
+        PostgresWriterState withEvents = new PostgresWriterState(1, List.of(SinkDatabase.event("a")));
+        String tmp = System.getProperty("java.io.tmpdir");
+        System.setProperty("java.io.tmpdir", notADirectory.toString());
+        try {
+            assertThatThrownBy(() -> SinkDatabase.writer(legacy, attempt(0, RESTORED, List.of(withEvents))))
+                    .isInstanceOf(IOException.class);
+        } finally {
+            System.setProperty("java.io.tmpdir", tmp);
+        }
+        assertThat(db.database.rows("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE"
+                + " 'onceflow-legacy-writer%'")).containsExactly("0");
+        SinkDatabase.newRun(legacy); // not refused as another live job
+    }
 }

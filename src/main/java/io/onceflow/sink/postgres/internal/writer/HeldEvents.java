@@ -7,11 +7,20 @@ import java.io.BufferedOutputStream;
 import java.io.DataInputStream;
 import java.io.IOException;
 import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.nio.channels.FileChannel;
+import java.nio.channels.FileLock;
+import java.nio.channels.OverlappingFileLockException;
 import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.stream.Stream;
 import org.apache.flink.core.memory.DataInputViewStreamWrapper;
 import org.apache.flink.core.memory.DataOutputViewStreamWrapper;
@@ -31,8 +40,11 @@ import org.slf4j.LoggerFactory;
  * transaction; nothing held needs to outlive the process. A table would cost the database the
  * events twice more and another table in every schema.
  *
- * <p>Spill files live in {@code <java.io.tmpdir>/onceflow-held-events/<pid>/}; a writer's start
- * deletes the directories of processes that are gone (killed with {@code kill -9}).
+ * <p>Spill files live in {@code <java.io.tmpdir>/onceflow-held-events/<id>/}, one directory per
+ * process, next to {@code <id>.lock}, which the process locks for its life. A writer's start deletes
+ * the directories whose lock it can take: their process is gone (killed with {@code kill -9}). A
+ * lock, not a pid, because TaskManagers in containers may share a temporary directory but not a
+ * process namespace.
  */
 final class HeldEvents implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(HeldEvents.class);
@@ -40,7 +52,12 @@ final class HeldEvents implements AutoCloseable {
     /** What an event costs on the heap beyond its bytes: the object, its strings, the list slot. */
     private static final int OVERHEAD_BYTES = 160;
 
-    private final Path directory;
+    private static final String LOCK_SUFFIX = ".lock";
+    /** This process's spill directory under each root; the channels keep their locks for the process's life. */
+    private static final Map<Path, Path> PROCESS_DIRECTORIES = new ConcurrentHashMap<>();
+    private static final List<FileChannel> PROCESS_LOCKS = new CopyOnWriteArrayList<>();
+
+    private final Path root;
     private final String fileName;
     private final long memoryLimit;
     private final List<Event> inMemory = new ArrayList<>();
@@ -55,7 +72,7 @@ final class HeldEvents implements AutoCloseable {
      * @param memoryLimit bytes held in memory before spilling; 0 spills every event
      */
     HeldEvents(Path root, String fileName, long memoryLimit) {
-        this.directory = root.resolve(DIRECTORY).resolve(String.valueOf(ProcessHandle.current().pid()));
+        this.root = root;
         this.fileName = fileName;
         this.memoryLimit = memoryLimit;
     }
@@ -69,8 +86,7 @@ final class HeldEvents implements AutoCloseable {
             return;
         }
         if (spill == null) {
-            Files.createDirectories(directory);
-            spillFile = Files.createTempFile(directory, fileName + "-", ".spill");
+            spillFile = Files.createTempFile(processDirectory(root), fileName + "-", ".spill");
             spill = new DataOutputViewStreamWrapper(new BufferedOutputStream(Files.newOutputStream(spillFile), 1 << 16));
             LOG.info("{}: more than {} bytes of events held before the first checkpoint barrier; spilling the rest to {}",
                     fileName, memoryLimit, spillFile);
@@ -124,8 +140,9 @@ final class HeldEvents implements AutoCloseable {
     }
 
     /**
-     * Drops what is held (the input is replayed from the restored checkpoint); a spill file that
-     * cannot be deleted is logged, and deleted by a later start once this process is gone.
+     * Drops what is held (the input is replayed from the restored checkpoint) and deletes the spill
+     * file, also when closing it fails (a full disk fails the flush again); a file that cannot be
+     * deleted is logged, and deleted by a later start once this process is gone.
      */
     @Override
     public void close() {
@@ -135,11 +152,16 @@ final class HeldEvents implements AutoCloseable {
         try {
             if (spill != null) {
                 spill.close();
-                spill = null;
             }
-            deleteSpillFile();
         } catch (IOException e) {
-            LOG.warn("{}: could not delete its spill file {}: {}", fileName, spillFile, e.toString());
+            LOG.debug("{}: closing its spill file failed: {}", fileName, e.toString());
+        } finally {
+            spill = null;
+            try {
+                deleteSpillFile();
+            } catch (IOException e) {
+                LOG.warn("{}: could not delete its spill file {}: {}", fileName, spillFile, e.toString());
+            }
         }
     }
 
@@ -169,20 +191,44 @@ final class HeldEvents implements AutoCloseable {
         return text == null ? 0 : text.length();
     }
 
+    /** This process's spill directory under {@code root}: created, with its lock taken, on first use. */
+    private static Path processDirectory(Path root) throws IOException {
+        try {
+            return PROCESS_DIRECTORIES.computeIfAbsent(root, HeldEvents::createLockedDirectory);
+        } catch (UncheckedIOException e) {
+            throw e.getCause();
+        }
+    }
+
+    /** The lock first, then the directory: a sweep never finds this directory without its lock taken. */
+    private static Path createLockedDirectory(Path root) {
+        try {
+            Path spills = Files.createDirectories(root.resolve(DIRECTORY));
+            String id = UUID.randomUUID().toString();
+            FileChannel lock = FileChannel.open(spills.resolve(id + LOCK_SUFFIX), StandardOpenOption.CREATE_NEW,
+                    StandardOpenOption.WRITE);
+            PROCESS_LOCKS.add(lock);
+            lock.lock();
+            return Files.createDirectories(spills.resolve(id));
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
     /**
-     * Deletes the spill directories under {@code root} of processes that are gone: a writer killed
-     * with {@code kill -9} cannot delete its file. Best effort: a failure is logged, never thrown.
+     * Deletes the spill directories under {@code root} whose process is gone (its lock can be
+     * taken): a writer killed with {@code kill -9} cannot delete its file. Best effort: a failure is
+     * logged, never thrown.
      */
     static void deleteSpillsOfDeadProcesses(Path root) {
         Path spills = root.resolve(DIRECTORY);
         if (!Files.isDirectory(spills)) {
             return;
         }
-        try (Stream<Path> processes = Files.list(spills)) {
-            for (Path process : processes.toList()) {
-                if (isDeadProcess(process.getFileName().toString())) {
-                    deleteRecursively(process);
-                }
+        try (Stream<Path> entries = Files.list(spills)) {
+            for (Path lockFile : entries.filter(p -> p.getFileName().toString().endsWith(LOCK_SUFFIX)).toList()) {
+                String id = lockFile.getFileName().toString();
+                deleteIfUnlocked(lockFile, spills.resolve(id.substring(0, id.length() - LOCK_SUFFIX.length())));
             }
         } catch (IOException | RuntimeException e) {
             LOG.warn("Could not delete the spill files of held events that dead processes left in {}: {}", spills,
@@ -190,11 +236,21 @@ final class HeldEvents implements AutoCloseable {
         }
     }
 
-    private static boolean isDeadProcess(String pid) {
-        try {
-            return ProcessHandle.of(Long.parseLong(pid)).map(process -> !process.isAlive()).orElse(true);
-        } catch (NumberFormatException e) {
-            return false; // not ours
+    private static void deleteIfUnlocked(Path lockFile, Path directory) throws IOException {
+        if (PROCESS_DIRECTORIES.containsValue(directory)) {
+            return; // this process's own
+        }
+        try (FileChannel channel = FileChannel.open(lockFile, StandardOpenOption.WRITE);
+                FileLock lock = channel.tryLock()) {
+            if (lock == null) {
+                return; // a live process holds it
+            }
+            if (Files.isDirectory(directory)) {
+                deleteRecursively(directory);
+            }
+            Files.deleteIfExists(lockFile);
+        } catch (NoSuchFileException | OverlappingFileLockException e) {
+            // another sweep took it first, or this process holds it
         }
     }
 

@@ -119,10 +119,18 @@ public final class PostgresExactlyOnceWriter
             throw new IOException(writerName + " has no run: register one with PostgresRunRegistry.startRun before"
                     + " submitting the job, and put its RegisteredRun's sink into the job");
         }
+        // first, so that a failure to spill opens nothing that would need closing
+        Path spillRoot = Path.of(System.getProperty("java.io.tmpdir"));
+        HeldEvents.deleteSpillsOfDeadProcesses(spillRoot);
+        held = new HeldEvents(spillRoot, sinkPrefix + "-s" + start.subtaskIndex(), config.writer().heldEventsMemoryBytes());
         try {
+            for (Event event : start.restoredDeferredEvents()) {
+                hold(event);
+            }
             connection = PostgresConnections.open(config, "writer-" + start.subtaskIndex());
-        } catch (SQLException e) {
-            throw new IOException(writerName + " could not connect (" + config + ")", e);
+        } catch (SQLException | IOException | RuntimeException e) {
+            held.close();
+            throw new IOException(writerName + " could not start (" + config + "): " + e.getMessage(), e);
         }
         WriterFence openedFence = null;
         try {
@@ -149,18 +157,12 @@ public final class PostgresExactlyOnceWriter
                 openedFence.close();
             }
             PostgresConnections.closeQuietly(connection, e);
+            held.close();
             throw new IOException(writerName + " could not start: " + e.getMessage(), e);
         }
         batch = EventUpsertBatch.of(config, metrics);
         upserts = new BackgroundUpserts(batch, connection, writerName, BackgroundUpserts.MAX_IN_FLIGHT);
         effects = EffectWorker.startIfConfigured(config, start.subtaskIndex(), start.parallelism(), metrics);
-        Path spillRoot = Path.of(System.getProperty("java.io.tmpdir"));
-        HeldEvents.deleteSpillsOfDeadProcesses(spillRoot);
-        held = new HeldEvents(spillRoot, sinkPrefix + "-s" + start.subtaskIndex() + "-e" + fence.epoch(),
-                config.writer().heldEventsMemoryBytes());
-        for (Event event : start.restoredDeferredEvents()) {
-            hold(event);
-        }
     }
 
     private void hold(Event event) throws IOException {

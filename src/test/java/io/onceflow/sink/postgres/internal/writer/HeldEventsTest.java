@@ -1,8 +1,13 @@
 package io.onceflow.sink.postgres.internal.writer;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.catchThrowable;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.onceflow.api.Event;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -35,17 +40,26 @@ class HeldEventsTest {
         return IntStream.range(0, count).mapToObj(HeldEventsTest::event).toList();
     }
 
-    private Path spillDirectory() {
-        return root.resolve(HeldEvents.DIRECTORY).resolve(String.valueOf(ProcessHandle.current().pid()));
-    }
-
+    /** Spill files under the root, of every process. */
     private long spillFiles() throws Exception {
-        if (!Files.isDirectory(spillDirectory())) {
+        Path spills = root.resolve(HeldEvents.DIRECTORY);
+        if (!Files.isDirectory(spills)) {
             return 0;
         }
-        try (var files = Files.list(spillDirectory())) {
-            return files.count();
+        try (var files = Files.walk(spills)) {
+            return files.filter(file -> file.toString().endsWith(".spill")).count();
         }
+    }
+
+    private static Event event(int i, int payloadBytes) {
+        Event event = event(i);
+        event.payload = "x".repeat(payloadBytes).getBytes(StandardCharsets.UTF_8);
+        return event;
+    }
+
+    private static ProcessBuilder java(Class<?> main, Path root) {
+        return new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-cp",
+                System.getProperty("java.class.path"), main.getName(), root.toString());
     }
 
     @Test
@@ -53,7 +67,7 @@ class HeldEventsTest {
         long limit = 10 * HeldEvents.bytesOf(event(0));
         List<Event> input = events(5_000);
         List<Event> handedOut = new ArrayList<>();
-        try (HeldEvents held = new HeldEvents(root, "job-s0-e7", limit)) {
+        try (HeldEvents held = new HeldEvents(root, "job-s0", limit)) {
             for (Event event : input) {
                 held.add(event);
                 assertThat(held.memoryBytes()).isLessThanOrEqualTo(limit);
@@ -71,7 +85,7 @@ class HeldEventsTest {
 
     @Test
     void withinTheLimitNothingIsSpilledAndALimitOfZeroSpillsEveryEvent() throws Exception {
-        try (HeldEvents held = new HeldEvents(root, "job-s0-e7", Long.MAX_VALUE)) {
+        try (HeldEvents held = new HeldEvents(root, "job-s0", Long.MAX_VALUE)) {
             for (Event event : events(100)) {
                 held.add(event);
             }
@@ -79,7 +93,7 @@ class HeldEventsTest {
             assertThat(spillFiles()).isZero();
         }
         List<Event> handedOut = new ArrayList<>();
-        try (HeldEvents held = new HeldEvents(root, "job-s0-e8", 0)) {
+        try (HeldEvents held = new HeldEvents(root, "job-s1", 0)) {
             for (Event event : events(3)) {
                 held.add(event);
             }
@@ -90,30 +104,86 @@ class HeldEventsTest {
     }
 
     @Test
-    void aClosedAttemptLeavesNoFileAndAStartDeletesTheFilesOfDeadProcessesOnly() throws Exception {
-        HeldEvents held = new HeldEvents(root, "job-s0-e7", 0);
+    void aClosedAttemptLeavesNoFileAndAStartDeletesTheSpillsOfDeadProcessesOnly() throws Exception {
+        HeldEvents held = new HeldEvents(root, "job-s0", 0);
         held.add(event(1));
         assertThat(spillFiles()).isEqualTo(1);
         held.close();
         assertThat(spillFiles()).isZero();
 
-        Process finished = new ProcessBuilder("true").start();
-        finished.waitFor();
-        Path dead = root.resolve(HeldEvents.DIRECTORY).resolve(String.valueOf(finished.pid()));
-        Files.createDirectories(dead);
-        Files.writeString(dead.resolve("job-s1-e5-1.spill"), "left by kill -9");
-        Path notOurs = Files.createDirectories(root.resolve(HeldEvents.DIRECTORY).resolve("not-a-pid"));
-        HeldEvents live = new HeldEvents(root, "job-s0-e9", 0);
-        live.add(event(2));
+        Process other = java(SpillHolder.class, root).start();
+        try (BufferedReader out = new BufferedReader(new InputStreamReader(other.getInputStream(),
+                StandardCharsets.UTF_8))) {
+            String line;
+            do { // past its log lines
+                line = out.readLine();
+            } while (line != null && !line.equals("holding"));
+            assertThat(line).as("the other process spilled").isEqualTo("holding");
+            HeldEvents live = new HeldEvents(root, "job-s0", 0);
+            live.add(event(2));
+            assertThat(spillFiles()).isEqualTo(2);
 
-        HeldEvents.deleteSpillsOfDeadProcesses(root);
+            HeldEvents.deleteSpillsOfDeadProcesses(root);
+            assertThat(spillFiles()).as("the other live process's spill and this one's stay").isEqualTo(2);
 
-        assertThat(dead).doesNotExist();
-        assertThat(notOurs).exists();
-        assertThat(spillFiles()).as("a live process's spill stays").isEqualTo(1);
+            other.destroyForcibly().waitFor(); // kill -9: it deletes nothing
+            assertThat(spillFiles()).isEqualTo(2);
+            HeldEvents.deleteSpillsOfDeadProcesses(root);
+            assertThat(spillFiles()).as("the dead process's spill is gone").isEqualTo(1);
+            List<Event> handedOut = new ArrayList<>();
+            live.forEach(handedOut::add);
+            assertThat(handedOut).containsExactly(event(2));
+            live.close();
+        } finally {
+            other.destroyForcibly();
+        }
+    }
+
+    /**
+     * Two TaskManagers in two containers (two PID namespaces) sharing one temporary directory: a
+     * writer start in one leaves the other's live spill alone (with directories named by pid, it
+     * deleted it: that pid does not exist in its namespace). Needs {@code unshare --pid}.
+     */
+    @Test
+    void aWriterStartInAnotherPidNamespaceLeavesALiveWritersSpillAlone() throws Exception {
+        assumeTrue(new ProcessBuilder("unshare", "--pid", "--fork", "--mount-proc", "true").start().waitFor() == 0,
+                "needs unshare --pid");
+        List<Event> input = events(10);
         List<Event> handedOut = new ArrayList<>();
-        live.forEach(handedOut::add);
-        assertThat(handedOut).containsExactly(event(2));
-        live.close();
+        try (HeldEvents live = new HeldEvents(root, "job-s0", 0)) {
+            for (Event event : input) {
+                live.add(event);
+            }
+            List<String> command = new ArrayList<>(List.of("unshare", "--pid", "--fork", "--mount-proc"));
+            command.addAll(java(SpillSweeper.class, root).command());
+            assertThat(new ProcessBuilder(command).inheritIO().start().waitFor()).isZero();
+            live.forEach(handedOut::add);
+        }
+        assertThat(handedOut).isEqualTo(input);
+    }
+
+    /**
+     * The disk fills mid-spill: the attempt fails, and its close deletes the file that filled it
+     * (closing fails again on the full disk). Needs root, to mount a small tmpfs.
+     */
+    @Test
+    void aSpillThatRanOutOfDiskIsDeletedWhenTheAttemptCloses() throws Exception {
+        Path mount = Files.createDirectories(root.resolve(HeldEvents.DIRECTORY));
+        Process mounting = new ProcessBuilder("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", mount.toString())
+                .redirectErrorStream(true).start();
+        assumeTrue(mounting.waitFor() == 0, "needs root to mount a small tmpfs");
+        try {
+            HeldEvents held = new HeldEvents(root, "job-s0", 0);
+            Throwable full = null;
+            for (int i = 0; i < 10_000 && full == null; i++) {
+                full = catchThrowable(() -> held.add(event(0, 1_000)));
+            }
+            assertThat(full).as("the tmpfs filled up").isInstanceOf(IOException.class)
+                    .hasMessageContaining("No space left");
+            held.close();
+            assertThat(spillFiles()).as("the spill file, after the failed attempt's close()").isZero();
+        } finally {
+            new ProcessBuilder("umount", "-l", mount.toString()).start().waitFor();
+        }
     }
 }
