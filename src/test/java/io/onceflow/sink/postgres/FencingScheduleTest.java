@@ -114,7 +114,9 @@ class FencingScheduleTest {
 
     private static Run run(List<ScheduleAction> actions) throws Exception {
         SinkDatabase db = new SinkDatabase();
-        var config = SinkDatabase.config(db.builder("sched").setWriterLease(Duration.ofSeconds(1)));
+        // a memory limit of about one event: held events take both paths, the heap and the spill file
+        var config = SinkDatabase.config(db.builder("sched").setWriterLease(Duration.ofSeconds(1))
+                .setHeldEventsMemoryBytes(400));
         ProtocolSchedule schedule = new ProtocolSchedule(db, config);
         String broken = schedule.run(actions);
         return new Run(actions, broken, schedule.log);
