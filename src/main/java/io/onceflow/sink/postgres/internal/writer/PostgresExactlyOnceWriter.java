@@ -48,8 +48,8 @@ import org.slf4j.LoggerFactory;
  * connection opened here is the writer's only one for its whole life: the fence's locks live on it,
  * so once a successor has ended its session nothing this writer sends reaches the database.
  *
- * <p>The first checkpoint barrier: until it, the writer holds the events it receives in memory and
- * touches nothing. At the barrier ({@link #snapshotState}) it claims its indices with the barrier's
+ * <p>The first checkpoint barrier: until it, the writer holds the events it receives ({@link
+ * HeldEvents}: in memory up to a bound, then in a local spill file) and touches nothing. At the barrier ({@link #snapshotState}) it claims its indices with the barrier's
  * id, fencing older attempts out, rolls back the abandoned prepared transactions of those indices
  * ({@link ClaimRecovery}; after a change of server, commits those of completed checkpoints first),
  * writes the held events and prepares them as this checkpoint's transaction, under the name that
