@@ -3,7 +3,6 @@ package io.onceflow.chaos;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import io.onceflow.sink.postgres.internal.MarkerFilePause;
 import io.onceflow.sink.postgres.internal.ProtocolHooks;
 import io.onceflow.testing.Eventually;
 import io.onceflow.testing.Ledger;
@@ -12,6 +11,7 @@ import io.onceflow.testing.cluster.ContinuousProducer;
 import io.onceflow.testing.cluster.FlinkRestClient;
 import io.onceflow.testing.cluster.FlinkStandaloneCluster;
 import io.onceflow.testing.cluster.InputDrain;
+import io.onceflow.testing.cluster.MarkerFilePause;
 import io.onceflow.tools.audit.CommittedTopicReader;
 import io.onceflow.tools.generator.EventGenerator;
 import java.io.IOException;
@@ -346,7 +346,7 @@ class ClusterChaosIT {
         Path release = pausePoints.resolve(ProtocolHooks.Step.FENCE_OPENING + ".release");
         Files.deleteIfExists(reached);
         Files.deleteIfExists(release);
-        Files.createFile(MarkerFilePause.armed(pausePoints, ProtocolHooks.Step.FENCE_OPENING));
+        Files.createFile(MarkerFilePause.armed(pausePoints, ProtocolHooks.Step.FENCE_OPENING.name()));
         List<String> ended = harness.postgres().rows("SELECT pid FROM pg_stat_activity WHERE application_name LIKE"
                 + " 'onceflow-" + NAME + "-writer-%' AND pg_terminate_backend(pid)");
         long pid = Eventually.awaitValue("a restarted writer reached its fence", RECOVERY_TIMEOUT, Duration.ofMillis(20),

@@ -1,7 +1,8 @@
 package io.onceflow.testing.cluster;
 
-import io.onceflow.sink.postgres.internal.MarkerFilePause;
+import io.onceflow.sink.postgres.internal.ProtocolHooks;
 import io.onceflow.testing.Eventually;
+import java.io.File;
 import java.io.IOException;
 import java.net.URI;
 import java.nio.file.Files;
@@ -327,6 +328,15 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
     }
 
     /** Where a test arms a {@link MarkerFilePause} of this cluster's processes (they read it at every protocol step). */
+    /** A class-path directory with the cluster's process hook alone ({@link MarkerFilePause}). */
+    private Path processHookClasses() {
+        try {
+            return MarkerFilePause.copyTo(directory.resolve("process-hook-classes"));
+        } catch (IOException e) {
+            throw new IllegalStateException("could not copy the process hook", e);
+        }
+    }
+
     public Path pausePoints() {
         Path pausePoints = directory.resolve("pause-points");
         try {
@@ -375,13 +385,14 @@ public final class FlinkStandaloneCluster implements AutoCloseable {
         jvmOptions.add("-Dlog.file=" + logDirectory().resolve(name + ".log"));
         jvmOptions.add("-Dlog4j.configurationFile=" + confDir.resolve("log4j.properties").toUri());
         jvmOptions.add("-Djava.io.tmpdir=" + workDirectory.resolve("tmp"));
+        jvmOptions.add("-D" + ProtocolHooks.PROCESS_HOOK_PROPERTY + "=" + MarkerFilePause.class.getName());
         jvmOptions.add("-D" + MarkerFilePause.DIRECTORY_PROPERTY + "=" + pausePoints());
         List<String> args = new ArrayList<>(List.of("--configDir", confDir.toString()));
         args.addAll(options);
         args.addAll(splitOptions(resourceParams.get(1)));
         args.addAll(programArgs);
-        return JvmProcess.start(name, jvmOptions, ServiceClasspath.flink(), mainClass, args,
-                logDirectory().resolve(name + ".out"));
+        return JvmProcess.start(name, jvmOptions, ServiceClasspath.flink() + File.pathSeparator + processHookClasses(),
+                mainClass, args, logDirectory().resolve(name + ".out"));
     }
 
     /**

@@ -2,14 +2,16 @@ package io.onceflow.sink.postgres.internal;
 
 import io.onceflow.sink.postgres.internal.commit.TransactionId;
 import java.io.IOException;
+import java.util.function.Consumer;
 import org.apache.flink.annotation.Internal;
 import org.apache.flink.annotation.VisibleForTesting;
 
 /**
  * Internal, for the tests of this package: lets them act at each step of the two-phase protocol
  * (fail there, or misbehave on purpose to show that the tests notice). Does nothing unless a test
- * installs a hook, or arms a {@link MarkerFilePause} in a JVM started for it. Static because Flink re-creates writers and committers from serialized sinks
- * after every restart, inside the same JVM in MiniCluster tests.
+ * installs a hook, or starts a JVM with the system property {@value #PROCESS_HOOK_PROPERTY}. Static
+ * because Flink re-creates writers and committers from serialized sinks after every restart, inside
+ * the same JVM in MiniCluster tests.
  */
 @Internal
 @VisibleForTesting
@@ -51,7 +53,16 @@ public final class ProtocolHooks {
         void reached(Step step, TransactionId transaction) throws Exception;
     }
 
+    /**
+     * For multi-process tests, which cannot install a hook in a TaskManager's JVM: the name of a class
+     * with a public no-argument constructor implementing {@code Consumer<String>}, loaded by the
+     * system class loader (so that test code stays out of the job jar) and given the name of every
+     * step this JVM's writers and committers reach.
+     */
+    public static final String PROCESS_HOOK_PROPERTY = "onceflow.test.process-hook";
+
     private static final Hook NONE = (step, transaction) -> {};
+    private static final Consumer<String> PROCESS_HOOK = processHook();
     private static volatile Hook installed = NONE;
 
     private ProtocolHooks() {}
@@ -64,8 +75,25 @@ public final class ProtocolHooks {
         installed = NONE;
     }
 
+    @SuppressWarnings("unchecked")
+    private static Consumer<String> processHook() {
+        String name = System.getProperty(PROCESS_HOOK_PROPERTY);
+        if (name == null || name.isBlank()) {
+            return null;
+        }
+        try {
+            return (Consumer<String>) Class.forName(name, true, ClassLoader.getSystemClassLoader())
+                    .getDeclaredConstructor().newInstance();
+        } catch (ReflectiveOperationException | ClassCastException e) {
+            throw new IllegalStateException(PROCESS_HOOK_PROPERTY + "=" + name + " is not a Consumer<String> with a"
+                    + " public no-argument constructor on the system class path", e);
+        }
+    }
+
     public static void reached(Step step, TransactionId transaction) throws IOException {
-        MarkerFilePause.reached(step); // for tests that run writers in other JVMs
+        if (PROCESS_HOOK != null) {
+            PROCESS_HOOK.accept(step.name());
+        }
         try {
             installed.reached(step, transaction);
         } catch (IOException | RuntimeException e) {
