@@ -48,12 +48,13 @@ public final class ServerChange {
     public static List<String> seenByWriter(Connection connection, PostgresSinkConfig config, String jobId,
             OptionalLong restoredCheckpointId, OptionalLong restoredHorizon, String writerName) throws SQLException {
         ServerIdentity server = ServerIdentity.read(connection);
-        List<String> signs = signs(connection, config, server);
+        Recorded run = recorded(connection, config);
+        List<String> signs = signs(run, config, server);
         if (restoredHorizon.isPresent() && restoredHorizon.getAsLong() > server.nextXid()) {
             signs.add("its transaction-id counter (next xid " + server.nextXid() + ") is behind restored checkpoint "
                     + restoredCheckpointId.orElse(-1) + ", which saw xid " + (restoredHorizon.getAsLong() - 1));
         }
-        Optional<String> lostRun = recorded(connection, config).exists() || !sameLineage(connection, config, server)
+        Optional<String> lostRun = run.exists() || !sameLineage(connection, config, server)
                 ? Optional.empty() : lostWithTheServer(connection, config, server);
         lostRun.ifPresent(signs::add);
         if (signs.isEmpty()) {
@@ -144,7 +145,7 @@ public final class ServerChange {
     public static List<String> seenByCommitter(Connection connection, PostgresSinkConfig config, long lostEpoch)
             throws SQLException {
         ServerIdentity server = ServerIdentity.read(connection);
-        List<String> signs = signs(connection, config, server);
+        List<String> signs = signs(recorded(connection, config), config, server);
         if (lostEpoch >= server.nextXid()) {
             signs.add("its transaction-id counter (next xid " + server.nextXid() + ") is behind the writer that"
                     + " prepared the transaction (epoch " + lostEpoch + ")");
@@ -160,12 +161,10 @@ public final class ServerChange {
      */
     public static List<String> sinceRun(Connection connection, PostgresSinkConfig config, ServerIdentity server)
             throws SQLException {
-        return signs(connection, config, server);
+        return signs(recorded(connection, config), config, server);
     }
 
-    private static List<String> signs(Connection connection, PostgresSinkConfig config, ServerIdentity server)
-            throws SQLException {
-        Recorded run = recorded(connection, config);
+    private static List<String> signs(Recorded run, PostgresSinkConfig config, ServerIdentity server) {
         // the run's id is a transaction id the server had issued: the counter must be past it
         List<String> signs = server.changesSince(new ServerIdentity(run.system(), run.timeline(), config.run() + 1),
                 "run " + config.run());

@@ -68,7 +68,7 @@ final class HeldEvents implements AutoCloseable {
 
     /**
      * @param root where spill directories go ({@code java.io.tmpdir} in a job)
-     * @param fileName names the writer attempt (prefix, subtask, epoch), for whoever looks at the disk
+     * @param fileName names the writer (prefix, subtask), for whoever looks at the disk
      * @param memoryLimit bytes held in memory before spilling; 0 spills every event
      */
     HeldEvents(Path root, String fileName, long memoryLimit) {
@@ -77,13 +77,17 @@ final class HeldEvents implements AutoCloseable {
         this.memoryLimit = memoryLimit;
     }
 
-    /** Holds {@code event}: in memory while within the limit and nothing was spilled yet, else in the file. */
-    void add(Event event) throws IOException {
+    /**
+     * Holds {@code event}: in memory while within the limit and nothing was spilled yet, else in the file.
+     *
+     * @return whether it went to the file
+     */
+    boolean add(Event event) throws IOException {
         long bytes = bytesOf(event);
         if (spill == null && memoryBytes + bytes <= memoryLimit) {
             inMemory.add(event);
             memoryBytes += bytes;
-            return;
+            return false;
         }
         if (spill == null) {
             spillFile = Files.createTempFile(processDirectory(root), fileName + "-", ".spill");
@@ -93,6 +97,7 @@ final class HeldEvents implements AutoCloseable {
         }
         EventFormat.write(event, spill);
         spilled++;
+        return true;
     }
 
     int size() {

@@ -166,9 +166,9 @@ public final class PostgresExactlyOnceWriter
     }
 
     private void hold(Event event) throws IOException {
-        int spilledBefore = held.spilled();
-        held.add(event);
-        metrics.eventsSpilledBeforeBarrier.inc(held.spilled() - spilledBefore);
+        if (held.add(event)) {
+            metrics.eventsSpilledBeforeBarrier.inc();
+        }
     }
 
     @Override
