@@ -5,7 +5,7 @@ import io.onceflow.config.OnceflowConfig;
 import io.onceflow.config.PostgresSettings;
 import io.onceflow.sink.kafka.KafkaSinks;
 import io.onceflow.sink.kafka.KafkaWriterGate;
-import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
+import io.onceflow.sink.postgres.internal.PostgresSchema;
 import io.onceflow.sink.postgres.EffectResultsTopic;
 import io.onceflow.sink.postgres.PostgresSink;
 import io.onceflow.sink.postgres.PostgresSinkBuilder;

@@ -4,7 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.config.ValidSettings;
-import io.onceflow.sink.postgres.internal.fencing.SinkRuns;
+import io.onceflow.sink.postgres.internal.SinkRuns;
 import io.onceflow.testing.TestPostgres;
 import io.onceflow.testing.TransactionPoolingProxy;
 import io.onceflow.testing.TransactionPoolingProxy.Order;

@@ -6,7 +6,7 @@ import static io.onceflow.testing.TestStandby.startStandby;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.onceflow.config.OnceflowConfig;
-import io.onceflow.sink.postgres.internal.schema.ServerChecks.ReplicationRisk;
+import io.onceflow.sink.postgres.internal.ServerChecks.ReplicationRisk;
 import io.onceflow.testing.TestPostgres;
 import java.nio.file.Path;
 import java.util.HashMap;

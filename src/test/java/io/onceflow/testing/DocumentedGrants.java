@@ -3,7 +3,7 @@ package io.onceflow.testing;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.onceflow.sink.postgres.PostgresTableOptions;
-import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
+import io.onceflow.sink.postgres.internal.PostgresSchema;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;

@@ -1,8 +1,8 @@
 package io.onceflow.sink.postgres;
 
-import io.onceflow.sink.postgres.internal.effects.EffectWorker;
-import io.onceflow.sink.postgres.internal.schema.SqlIdentifiers;
-import io.onceflow.sink.postgres.internal.writer.RowIsolation;
+import io.onceflow.sink.postgres.internal.EffectWorker;
+import io.onceflow.sink.postgres.internal.SqlIdentifiers;
+import io.onceflow.sink.postgres.internal.RowIsolation;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;

@@ -1,9 +1,9 @@
 package io.onceflow.sink.postgres;
 
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
-import io.onceflow.sink.postgres.internal.fencing.ClaimToken;
-import io.onceflow.sink.postgres.internal.fencing.SinkRuns;
-import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
+import io.onceflow.sink.postgres.internal.ClaimToken;
+import io.onceflow.sink.postgres.internal.SinkRuns;
+import io.onceflow.sink.postgres.internal.PostgresSchema;
 import java.sql.SQLException;
 import java.util.Optional;
 import java.util.OptionalLong;

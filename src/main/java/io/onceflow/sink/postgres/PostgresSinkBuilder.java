@@ -2,8 +2,8 @@ package io.onceflow.sink.postgres;
 
 import io.onceflow.api.Event;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
-import io.onceflow.sink.postgres.internal.commit.TransactionId;
-import io.onceflow.sink.postgres.internal.writer.PostgresAtLeastOnceSink;
+import io.onceflow.sink.postgres.internal.TransactionId;
+import io.onceflow.sink.postgres.internal.PostgresAtLeastOnceSink;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;

@@ -1,7 +1,7 @@
 package io.onceflow.sink.postgres;
 
-import io.onceflow.sink.postgres.internal.schema.PendingEffectsTable;
-import io.onceflow.sink.postgres.internal.schema.SqlIdentifiers;
+import io.onceflow.sink.postgres.internal.PendingEffectsTable;
+import io.onceflow.sink.postgres.internal.SqlIdentifiers;
 import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.Arrays;

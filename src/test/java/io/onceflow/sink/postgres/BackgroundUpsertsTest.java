@@ -5,8 +5,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
-import io.onceflow.sink.postgres.internal.writer.BackgroundUpserts;
-import io.onceflow.sink.postgres.internal.writer.EventUpsertBatch;
+import io.onceflow.sink.postgres.internal.BackgroundUpserts;
+import io.onceflow.sink.postgres.internal.EventUpsertBatch;
 import io.onceflow.testing.Eventually;
 import java.io.IOException;
 import java.sql.SQLException;

@@ -1,10 +1,10 @@
 package io.onceflow.sink.postgres;
 
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
-import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
-import io.onceflow.sink.postgres.internal.commit.PostgresWriterState;
-import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
-import io.onceflow.sink.postgres.internal.writer.WriterStart;
+import io.onceflow.sink.postgres.internal.PostgresCommittable;
+import io.onceflow.sink.postgres.internal.PostgresWriterState;
+import io.onceflow.sink.postgres.internal.PostgresExactlyOnceWriter;
+import io.onceflow.sink.postgres.internal.WriterStart;
 import io.onceflow.testing.RecordingCommitRequest.Outcome;
 import java.io.IOException;
 import java.util.Collection;

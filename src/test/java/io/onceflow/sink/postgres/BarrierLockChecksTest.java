@@ -1,8 +1,8 @@
 package io.onceflow.sink.postgres;
 
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
-import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
-import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
+import io.onceflow.sink.postgres.internal.PostgresCommittable;
+import io.onceflow.sink.postgres.internal.PostgresExactlyOnceWriter;
 import java.io.IOException;
 import java.sql.SQLException;
 import java.util.Map;

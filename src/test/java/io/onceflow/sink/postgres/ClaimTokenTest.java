@@ -1,6 +1,6 @@
 package io.onceflow.sink.postgres;
 
-import io.onceflow.sink.postgres.internal.fencing.ClaimToken;
+import io.onceflow.sink.postgres.internal.ClaimToken;
 import org.junit.jupiter.api.Test;
 import static org.assertj.core.api.Assertions.assertThat;
 

@@ -14,7 +14,7 @@ import io.onceflow.config.ConfigException;
 import io.onceflow.config.ValidSettings;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
-import io.onceflow.sink.postgres.internal.schema.EventsTable;
+import io.onceflow.sink.postgres.internal.EventsTable;
 import io.onceflow.tools.effects.EffectsCommand;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;

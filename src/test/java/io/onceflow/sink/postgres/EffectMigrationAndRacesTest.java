@@ -10,8 +10,8 @@ import static org.assertj.core.api.Assertions.entry;
 
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
-import io.onceflow.sink.postgres.internal.schema.PendingEffectsTable;
-import io.onceflow.sink.postgres.internal.writer.PostgresAtLeastOnceWriter;
+import io.onceflow.sink.postgres.internal.PendingEffectsTable;
+import io.onceflow.sink.postgres.internal.PostgresAtLeastOnceWriter;
 import io.onceflow.testing.Eventually;
 import io.onceflow.tools.effects.EffectActions;
 import io.onceflow.tools.retention.Retention;

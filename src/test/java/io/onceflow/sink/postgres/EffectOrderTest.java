@@ -6,11 +6,11 @@ import io.onceflow.api.Event;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
-import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
-import io.onceflow.sink.postgres.internal.effects.EffectBatch;
-import io.onceflow.sink.postgres.internal.effects.EffectWorker;
-import io.onceflow.sink.postgres.internal.schema.EventsTable;
-import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
+import io.onceflow.sink.postgres.internal.PostgresCommittable;
+import io.onceflow.sink.postgres.internal.EffectBatch;
+import io.onceflow.sink.postgres.internal.EffectWorker;
+import io.onceflow.sink.postgres.internal.EventsTable;
+import io.onceflow.sink.postgres.internal.PostgresExactlyOnceWriter;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.util.OptionalLong;
@@ -97,7 +97,7 @@ class EffectOrderTest {
      * moments apart: no effect of the partition committed by the first may be applied before the
      * second commits the earlier offsets. Meanwhile the effects committed before the checkpoint's
      * transactions were prepared go on. Fails with {@link
-     * io.onceflow.sink.postgres.internal.effects.EffectBatch}'s settled snapshot removed (tried: the
+     * io.onceflow.sink.postgres.internal.EffectBatch}'s settled snapshot removed (tried: the
      * later offsets were applied first).
      */
     @Test

@@ -1,8 +1,8 @@
 package io.onceflow.sink.postgres;
 
-import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
-import io.onceflow.sink.postgres.internal.commit.PostgresCommittableSerializer;
-import io.onceflow.sink.postgres.internal.commit.TransactionId;
+import io.onceflow.sink.postgres.internal.PostgresCommittable;
+import io.onceflow.sink.postgres.internal.PostgresCommittableSerializer;
+import io.onceflow.sink.postgres.internal.TransactionId;
 import java.io.IOException;
 import org.apache.flink.core.memory.DataOutputSerializer;
 import org.junit.jupiter.api.Test;

@@ -2,8 +2,8 @@ package io.onceflow.sink.postgres;
 
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
-import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
-import io.onceflow.sink.postgres.internal.schema.ServerChecks;
+import io.onceflow.sink.postgres.internal.PostgresSchema;
+import io.onceflow.sink.postgres.internal.ServerChecks;
 import io.onceflow.testing.TestPostgres;
 import java.sql.Connection;
 import java.util.ArrayList;

@@ -6,7 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.onceflow.api.Event;
 import io.onceflow.sink.postgres.internal.ProtocolHooks.Step;
 import io.onceflow.sink.postgres.internal.ProtocolHooks;
-import io.onceflow.sink.postgres.internal.commit.TransactionId;
+import io.onceflow.sink.postgres.internal.TransactionId;
 import io.onceflow.testing.Eventually;
 import java.io.IOException;
 import java.nio.file.Files;

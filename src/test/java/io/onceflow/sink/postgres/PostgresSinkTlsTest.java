@@ -4,7 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
-import io.onceflow.sink.postgres.internal.effects.EffectWorker;
+import io.onceflow.sink.postgres.internal.EffectWorker;
 import io.onceflow.testing.DocumentedGrants;
 import io.onceflow.testing.Eventually;
 import io.onceflow.testing.SecuredPostgres;

@@ -1,8 +1,8 @@
 package io.onceflow.sink.postgres;
 
 import io.onceflow.api.Event;
-import io.onceflow.sink.postgres.internal.commit.PostgresWriterState;
-import io.onceflow.sink.postgres.internal.commit.PostgresWriterStateSerializer;
+import io.onceflow.sink.postgres.internal.PostgresWriterState;
+import io.onceflow.sink.postgres.internal.PostgresWriterStateSerializer;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.util.HashMap;

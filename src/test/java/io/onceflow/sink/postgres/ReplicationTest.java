@@ -9,10 +9,10 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
-import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
-import io.onceflow.sink.postgres.internal.schema.ServerChecks;
-import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
-import io.onceflow.sink.postgres.internal.writer.WriterStart;
+import io.onceflow.sink.postgres.internal.PostgresCommittable;
+import io.onceflow.sink.postgres.internal.ServerChecks;
+import io.onceflow.sink.postgres.internal.PostgresExactlyOnceWriter;
+import io.onceflow.sink.postgres.internal.WriterStart;
 import io.onceflow.testing.Eventually;
 import io.onceflow.testing.TestPostgres;
 import io.onceflow.testing.TestStandby;

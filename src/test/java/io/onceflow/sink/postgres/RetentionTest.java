@@ -7,8 +7,8 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.onceflow.config.ConfigException;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
-import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
-import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
+import io.onceflow.sink.postgres.internal.PostgresCommittable;
+import io.onceflow.sink.postgres.internal.PostgresExactlyOnceWriter;
 import io.onceflow.testing.RecordingCommitRequest.Outcome;
 import io.onceflow.tools.retention.Retention;
 import io.onceflow.tools.retention.Retention.Purged;

@@ -1,6 +1,6 @@
 package io.onceflow.sink.postgres;
 
-import io.onceflow.sink.postgres.internal.commit.TransactionId;
+import io.onceflow.sink.postgres.internal.TransactionId;
 import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.List;

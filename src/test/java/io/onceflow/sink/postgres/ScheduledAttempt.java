@@ -1,7 +1,7 @@
 package io.onceflow.sink.postgres;
 
 import io.onceflow.sink.postgres.internal.ProtocolHooks;
-import io.onceflow.sink.postgres.internal.commit.TransactionId;
+import io.onceflow.sink.postgres.internal.TransactionId;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;

@@ -3,7 +3,7 @@ package io.onceflow.sink.postgres;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
-import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
+import io.onceflow.sink.postgres.internal.PostgresExactlyOnceWriter;
 import io.onceflow.testing.DocumentedGrants;
 import io.onceflow.testing.RecordingCommitRequest.Outcome;
 import org.junit.jupiter.api.Test;

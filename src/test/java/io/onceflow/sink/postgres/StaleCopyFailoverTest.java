@@ -6,11 +6,11 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
-import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
-import io.onceflow.sink.postgres.internal.commit.PostgresWriterState;
-import io.onceflow.sink.postgres.internal.commit.TransactionId;
-import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
-import io.onceflow.sink.postgres.internal.writer.WriterStart;
+import io.onceflow.sink.postgres.internal.PostgresCommittable;
+import io.onceflow.sink.postgres.internal.PostgresWriterState;
+import io.onceflow.sink.postgres.internal.TransactionId;
+import io.onceflow.sink.postgres.internal.PostgresExactlyOnceWriter;
+import io.onceflow.sink.postgres.internal.WriterStart;
 import io.onceflow.testing.RecordingCommitRequest;
 import io.onceflow.testing.RecordingCommitRequest.Outcome;
 import io.onceflow.testing.TestPostgres;

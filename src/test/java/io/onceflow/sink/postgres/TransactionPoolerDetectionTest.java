@@ -4,9 +4,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
-import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
-import io.onceflow.sink.postgres.internal.fencing.SinkRuns;
-import io.onceflow.sink.postgres.internal.writer.PostgresExactlyOnceWriter;
+import io.onceflow.sink.postgres.internal.PostgresCommittable;
+import io.onceflow.sink.postgres.internal.SinkRuns;
+import io.onceflow.sink.postgres.internal.PostgresExactlyOnceWriter;
 import io.onceflow.testing.TransactionPoolingProxy;
 import io.onceflow.testing.TransactionPoolingProxy.Order;
 import io.onceflow.testing.TransactionPoolingProxy.Pooling;

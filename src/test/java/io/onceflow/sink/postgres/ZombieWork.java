@@ -1,6 +1,6 @@
 package io.onceflow.sink.postgres;
 
-import io.onceflow.sink.postgres.internal.commit.PostgresCommittable;
+import io.onceflow.sink.postgres.internal.PostgresCommittable;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;

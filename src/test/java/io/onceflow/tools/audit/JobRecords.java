@@ -5,7 +5,7 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 import io.onceflow.config.PostgresSettings;
 import io.onceflow.ingest.DeadLetterReason;
 import io.onceflow.sink.kafka.OnceflowHeaders;
-import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
+import io.onceflow.sink.postgres.internal.PostgresSchema;
 import io.onceflow.testing.PipelineScenario;
 import java.sql.Connection;
 import java.util.ArrayList;

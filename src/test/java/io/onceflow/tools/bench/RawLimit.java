@@ -2,7 +2,7 @@ package io.onceflow.tools.bench;
 
 import static java.nio.charset.StandardCharsets.UTF_8;
 
-import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
+import io.onceflow.sink.postgres.internal.PostgresSchema;
 import io.onceflow.testing.TestKafka;
 import io.onceflow.testing.TestPostgres;
 import java.io.ByteArrayOutputStream;

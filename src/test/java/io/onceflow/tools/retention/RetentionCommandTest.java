@@ -7,7 +7,7 @@ import io.onceflow.cli.ExitCode;
 import io.onceflow.config.ConfigException;
 import io.onceflow.config.ValidSettings;
 import io.onceflow.sink.postgres.PostgresTableOptions;
-import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
+import io.onceflow.sink.postgres.internal.PostgresSchema;
 import io.onceflow.testing.TestPostgres.TestDatabase;
 import io.onceflow.testing.TestPostgres;
 import java.io.ByteArrayOutputStream;

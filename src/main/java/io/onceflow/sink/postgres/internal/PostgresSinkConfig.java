@@ -6,7 +6,6 @@ import io.onceflow.sink.postgres.PostgresSinkBuilder;
 import io.onceflow.sink.postgres.PostgresTableOptions;
 import io.onceflow.sink.postgres.PostgresWriterOptions;
 import io.onceflow.sink.postgres.RegisteredRun;
-import io.onceflow.sink.postgres.internal.schema.PostgresSchema;
 import java.io.Serializable;
 import org.apache.flink.annotation.Internal;
 

@@ -1,6 +1,5 @@
 package io.onceflow.sink.postgres.internal;
 
-import io.onceflow.sink.postgres.internal.commit.TransactionId;
 import java.io.IOException;
 import java.util.function.Consumer;
 import org.apache.flink.annotation.Internal;
