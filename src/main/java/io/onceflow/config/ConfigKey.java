@@ -3,8 +3,8 @@ package io.onceflow.config;
 import static java.util.Comparator.comparingInt;
 
 import io.onceflow.ingest.JsonLimits;
-import io.onceflow.sink.postgres.PostgresTableOptions;
-import io.onceflow.sink.postgres.PostgresWriterOptions;
+import io.onceflow.sink.postgres.options.PostgresTableOptions;
+import io.onceflow.sink.postgres.options.PostgresWriterOptions;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;

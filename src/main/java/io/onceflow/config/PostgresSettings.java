@@ -19,10 +19,10 @@ import static io.onceflow.config.ConfigKey.POSTGRES_URL;
 import static io.onceflow.config.ConfigKey.POSTGRES_USER;
 import static io.onceflow.config.ConfigKey.POSTGRES_WRITERS_TABLE;
 
-import io.onceflow.sink.postgres.PostgresConnectionOptions;
+import io.onceflow.sink.postgres.options.PostgresConnectionOptions;
 import io.onceflow.sink.postgres.PostgresSinkBuilder;
-import io.onceflow.sink.postgres.PostgresTableOptions;
-import io.onceflow.sink.postgres.PostgresWriterOptions;
+import io.onceflow.sink.postgres.options.PostgresTableOptions;
+import io.onceflow.sink.postgres.options.PostgresWriterOptions;
 import java.io.Serializable;
 import java.util.Arrays;
 import java.util.List;

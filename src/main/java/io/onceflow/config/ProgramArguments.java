@@ -4,7 +4,7 @@ import static io.onceflow.config.ConfigKey.POSTGRES_PASSWORD;
 import static io.onceflow.config.ConfigKey.POSTGRES_URL;
 import static io.onceflow.config.ConfigKey.PROCESSOR_CLASS;
 
-import io.onceflow.sink.postgres.PostgresTableOptions;
+import io.onceflow.sink.postgres.options.PostgresTableOptions;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;

@@ -7,9 +7,9 @@ import static java.time.temporal.ChronoUnit.MINUTES;
 import static java.time.temporal.ChronoUnit.SECONDS;
 
 import io.onceflow.ingest.MessageIdSource;
-import io.onceflow.sink.postgres.PostgresConnectionOptions;
-import io.onceflow.sink.postgres.PostgresTableOptions;
-import io.onceflow.sink.postgres.PostgresWriterOptions;
+import io.onceflow.sink.postgres.options.PostgresConnectionOptions;
+import io.onceflow.sink.postgres.options.PostgresTableOptions;
+import io.onceflow.sink.postgres.options.PostgresWriterOptions;
 import java.net.URI;
 import java.net.URISyntaxException;
 import java.time.Duration;

@@ -3,7 +3,7 @@ package io.onceflow.preflight;
 import static io.onceflow.config.ConfigException.problem;
 
 import io.onceflow.config.PostgresSettings;
-import io.onceflow.sink.postgres.EffectFunction;
+import io.onceflow.sink.postgres.internal.EffectFunction;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.TransactionPoolerCheck;
 import io.onceflow.sink.postgres.internal.EventsTable;

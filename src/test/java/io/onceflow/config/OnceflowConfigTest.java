@@ -5,7 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.InstanceOfAssertFactories.STRING;
 
 import io.onceflow.ingest.JsonLimits;
-import io.onceflow.sink.postgres.PostgresWriterOptions;
+import io.onceflow.sink.postgres.options.PostgresWriterOptions;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;

@@ -3,7 +3,7 @@ package io.onceflow.config;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import io.onceflow.sink.postgres.PostgresTableOptions;
+import io.onceflow.sink.postgres.options.PostgresTableOptions;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;

@@ -4,7 +4,7 @@ import io.onceflow.api.EventProcessor;
 import io.onceflow.job.Onceflow;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.sink.kafka.PendingKafkaTransactions;
-import io.onceflow.sink.postgres.PendingTransactionsException;
+import io.onceflow.sink.postgres.internal.PendingTransactionsException;
 import io.onceflow.testing.FailureInjector;
 import io.onceflow.testing.MiniClusters;
 import io.onceflow.testing.PipelineScenario;

@@ -6,8 +6,8 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.sink.kafka.PendingKafkaTransactions;
-import io.onceflow.sink.postgres.ReplacedRunException;
-import io.onceflow.sink.postgres.StartMode;
+import io.onceflow.sink.postgres.internal.ReplacedRunException;
+import io.onceflow.sink.postgres.options.StartMode;
 import io.onceflow.testing.Eventually;
 import io.onceflow.testing.FailureInjector;
 import io.onceflow.testing.MiniClusters;

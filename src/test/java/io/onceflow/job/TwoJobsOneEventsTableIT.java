@@ -5,7 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.onceflow.api.EventProcessor;
 import io.onceflow.config.OnceflowConfig;
-import io.onceflow.sink.postgres.PostgresTableOptions;
+import io.onceflow.sink.postgres.options.PostgresTableOptions;
 import io.onceflow.testing.MiniClusters;
 import io.onceflow.testing.PipelineScenario;
 import io.onceflow.testing.TestPostgres;

@@ -7,7 +7,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.onceflow.cli.CannotRunException;
 import io.onceflow.config.OnceflowConfig;
 import io.onceflow.job.JobSinks;
-import io.onceflow.sink.postgres.EffectFunction;
+import io.onceflow.sink.postgres.internal.EffectFunction;
 import io.onceflow.testing.TestKafka;
 import io.onceflow.testing.TestPostgres;
 import java.sql.Connection;

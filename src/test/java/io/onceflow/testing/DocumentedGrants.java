@@ -2,7 +2,7 @@ package io.onceflow.testing;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.onceflow.sink.postgres.PostgresTableOptions;
+import io.onceflow.sink.postgres.options.PostgresTableOptions;
 import io.onceflow.sink.postgres.internal.PostgresSchema;
 import java.io.IOException;
 import java.nio.file.Files;

@@ -1,5 +1,8 @@
 package io.onceflow.sink.postgres;
 
+import io.onceflow.sink.postgres.internal.PendingTransactionsException;
+import io.onceflow.sink.postgres.internal.EffectFunction;
+import io.onceflow.sink.postgres.options.StartMode;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.ClaimToken;
 import io.onceflow.sink.postgres.internal.SinkRuns;

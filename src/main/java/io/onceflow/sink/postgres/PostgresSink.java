@@ -1,5 +1,8 @@
 package io.onceflow.sink.postgres;
 
+import io.onceflow.sink.postgres.internal.ReplacedRunException;
+import io.onceflow.sink.postgres.internal.EffectFunction;
+import io.onceflow.sink.postgres.options.StartMode;
 import io.onceflow.api.Event;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;

@@ -1,9 +1,14 @@
 package io.onceflow.sink.postgres;
 
+import io.onceflow.sink.postgres.internal.EffectFunction;
+import io.onceflow.sink.postgres.options.StartMode;
+import io.onceflow.sink.postgres.options.EffectResultsTopic;
+import io.onceflow.sink.postgres.options.PostgresWriterOptions;
+import io.onceflow.sink.postgres.options.PostgresTableOptions;
+import io.onceflow.sink.postgres.options.PostgresConnectionOptions;
 import io.onceflow.api.Event;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.TransactionId;
-import io.onceflow.sink.postgres.internal.PostgresAtLeastOnceSink;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;

@@ -6,15 +6,11 @@
  * {@link io.onceflow.sink.postgres.PostgresSinkBuilder#buildAtLeastOnce()}. Both upsert by message
  * id into the events table.
  *
- * <p>The builder takes three option groups ({@link io.onceflow.sink.postgres.PostgresConnectionOptions},
- * {@link io.onceflow.sink.postgres.PostgresTableOptions}, {@link io.onceflow.sink.postgres.PostgresWriterOptions})
- * and builds the {@link io.onceflow.sink.postgres.PostgresRunRegistry}; registering a run there
+ * <p>The builder takes the option groups of {@link io.onceflow.sink.postgres.options} and builds the
+ * {@link io.onceflow.sink.postgres.PostgresRunRegistry}; registering a run there
  * ({@link io.onceflow.sink.postgres.RegisteredRun}) is the only way to an exactly-once sink.
  *
- * <p>The implementation lives in {@code internal} packages, one per stage of a sink's life:
- * {@code internal.schema} (each table's SQL, DDL and migrations, server checks),
- * {@code internal.writer} (writing rows), {@code internal.fencing} (runs and writer claims) and
- * {@code internal.commit} (committer, recovery, effects, transaction ids, checkpointed state). They
- * are {@code @Internal}: not API.
+ * <p>The implementation lives in {@code internal} ({@code @Internal}: not API), which reads the
+ * options but never this package, so the three packages form no cycle.
  */
 package io.onceflow.sink.postgres;

@@ -1,7 +1,7 @@
 package io.onceflow.tools.audit;
 
 import io.onceflow.config.PostgresSettings;
-import io.onceflow.sink.postgres.EffectFunction;
+import io.onceflow.sink.postgres.internal.EffectFunction;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.TransactionId;
 import io.onceflow.sink.postgres.internal.EventsTable;

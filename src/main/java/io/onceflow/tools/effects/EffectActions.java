@@ -1,9 +1,9 @@
 package io.onceflow.tools.effects;
 
-import io.onceflow.sink.postgres.EffectFunction;
-import io.onceflow.sink.postgres.PostgresConnectionOptions;
-import io.onceflow.sink.postgres.PostgresTableOptions;
-import io.onceflow.sink.postgres.PostgresWriterOptions;
+import io.onceflow.sink.postgres.internal.EffectFunction;
+import io.onceflow.sink.postgres.options.PostgresConnectionOptions;
+import io.onceflow.sink.postgres.options.PostgresTableOptions;
+import io.onceflow.sink.postgres.options.PostgresWriterOptions;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.EffectLogTable;

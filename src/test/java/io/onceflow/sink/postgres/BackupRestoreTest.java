@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres;
 
+import io.onceflow.sink.postgres.options.PostgresTableOptions;
 import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.checkpoint;
 import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.commit;
 import static org.assertj.core.api.Assertions.assertThat;

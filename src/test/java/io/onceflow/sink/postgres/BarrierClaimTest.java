@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres;
 
+import io.onceflow.sink.postgres.options.PostgresTableOptions;
 import io.onceflow.api.Event;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;

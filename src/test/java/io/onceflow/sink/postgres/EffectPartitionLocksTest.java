@@ -2,6 +2,7 @@ package io.onceflow.sink.postgres;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.onceflow.sink.postgres.options.PostgresTableOptions;
 import io.onceflow.api.Event;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
@@ -322,12 +323,12 @@ class EffectPartitionLocksTest {
     @Test
     void theQueueOfTheLongestEventsTableNamesHasItsPartitionOrderIndex() throws Exception {
         Map<String, Integer> indexes = new TreeMap<>();
-        for (int length : new int[] {PendingEffectsTable.MAX_EVENTS_NAME_LENGTH, PendingEffectsTable.MAX_EVENTS_NAME_LENGTH - 1}) {
+        for (int length : new int[] {PostgresTableOptions.MAX_EVENTS_NAME_LENGTH, PostgresTableOptions.MAX_EVENTS_NAME_LENGTH - 1}) {
             String table = ("events_of_a_rather_long_name_" + "x".repeat(60)).substring(0, length);
             db.config(db.builder("fresh" + length).setTable(table).setEffectFunction(FUNCTION));
             indexes.put("a new queue, events table of " + length, partitionOrderIndexes(table + PendingEffectsTable.SUFFIX));
         }
-        for (int length : new int[] {PendingEffectsTable.MAX_EVENTS_NAME_LENGTH, PendingEffectsTable.MAX_EVENTS_NAME_LENGTH - 1}) {
+        for (int length : new int[] {PostgresTableOptions.MAX_EVENTS_NAME_LENGTH, PostgresTableOptions.MAX_EVENTS_NAME_LENGTH - 1}) {
             String upgraded = ("upgraded_" + "y".repeat(60)).substring(0, length);
             String queue = upgraded + PendingEffectsTable.SUFFIX;
             db.config(db.builder("upgraded" + length).setTable(upgraded).setEffectFunction(FUNCTION));

@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres;
 
+import io.onceflow.sink.postgres.options.StartMode;
 import static io.onceflow.sink.postgres.BusinessEffectsTest.event;
 import static io.onceflow.sink.postgres.BusinessEffectsTest.payment;
 import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.checkpoint;

@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres;
 
+import io.onceflow.sink.postgres.options.EffectResultsTopic;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 

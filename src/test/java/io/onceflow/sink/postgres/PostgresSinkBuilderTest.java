@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres;
 
+import io.onceflow.sink.postgres.options.PostgresWriterOptions;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSchema;
 import java.time.Duration;

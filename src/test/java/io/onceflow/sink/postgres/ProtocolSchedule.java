@@ -1,5 +1,7 @@
 package io.onceflow.sink.postgres;
 
+import io.onceflow.sink.postgres.internal.PendingTransactionsException;
+import io.onceflow.sink.postgres.options.StartMode;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import java.util.ArrayList;
 import java.util.List;

@@ -1,5 +1,7 @@
 package io.onceflow.sink.postgres;
 
+import io.onceflow.sink.postgres.options.StartMode;
+import io.onceflow.sink.postgres.options.PostgresTableOptions;
 import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.checkpoint;
 import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.commit;
 import static io.onceflow.sink.postgres.PostgresTwoPhaseCommitTest.write;

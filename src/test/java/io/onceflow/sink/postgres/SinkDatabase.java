@@ -1,5 +1,7 @@
 package io.onceflow.sink.postgres;
 
+import io.onceflow.sink.postgres.options.StartMode;
+import io.onceflow.sink.postgres.options.PostgresTableOptions;
 import io.onceflow.api.Event;
 import io.onceflow.sink.postgres.internal.PostgresConnections;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;

@@ -1,5 +1,7 @@
 package io.onceflow.sink.postgres;
 
+import io.onceflow.sink.postgres.options.StartMode;
+import io.onceflow.sink.postgres.options.PostgresTableOptions;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 

@@ -6,7 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.onceflow.cli.ExitCode;
 import io.onceflow.config.ConfigException;
 import io.onceflow.config.ValidSettings;
-import io.onceflow.sink.postgres.PostgresTableOptions;
+import io.onceflow.sink.postgres.options.PostgresTableOptions;
 import io.onceflow.sink.postgres.internal.PostgresSchema;
 import io.onceflow.testing.TestPostgres.TestDatabase;
 import io.onceflow.testing.TestPostgres;

@@ -1,6 +1,6 @@
 package io.onceflow.sink.postgres.internal;
 
-import io.onceflow.sink.postgres.EffectFunction;
+import io.onceflow.sink.postgres.options.SqlIdentifiers;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -25,7 +25,7 @@ import org.slf4j.LoggerFactory;
  * same transaction ({@link EffectBatch}).
  */
 @Internal
-public final class EffectCalls {
+final class EffectCalls {
     private static final Logger LOG = LoggerFactory.getLogger(EffectCalls.class);
 
     private final String table;

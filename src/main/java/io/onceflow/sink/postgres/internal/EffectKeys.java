@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal;
 
+import io.onceflow.sink.postgres.options.SqlIdentifiers;
 import java.sql.Array;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -34,7 +35,7 @@ import org.postgresql.jdbc.PgConnection;
  * locks (the two-{@code int} space) and the schema lock (another high word) are never hit.
  */
 @Internal
-public final class EffectKeys {
+final class EffectKeys {
     /** The high 32 bits of every key's lock: "onc" and 0x1. */
     static final long KEY_SPACE = 0x6f6e6301L << 32;
     /**

@@ -6,7 +6,6 @@ import static io.onceflow.sink.postgres.internal.PendingEffectsTable.SINK_PREFIX
 import static io.onceflow.sink.postgres.internal.PendingEffectsTable.SOURCE_TOPIC_COLUMN;
 import static io.onceflow.sink.postgres.internal.PendingEffectsTable.functionIdentity;
 
-import io.onceflow.sink.postgres.EffectFunction;
 import org.apache.flink.annotation.Internal;
 
 /**

@@ -19,7 +19,7 @@ import org.slf4j.LoggerFactory;
  * effects of this sink queued for another function, unless the operator re-binds them.
  */
 @Internal
-public final class EffectQueueBinding {
+final class EffectQueueBinding {
     private static final Logger LOG = LoggerFactory.getLogger(EffectQueueBinding.class);
 
     private EffectQueueBinding() {}

@@ -16,7 +16,7 @@ import org.slf4j.LoggerFactory;
  * earlier version gives up its index of pending effects.
  */
 @Internal
-public final class EffectQueueStartChecks {
+final class EffectQueueStartChecks {
     private static final Logger LOG = LoggerFactory.getLogger(EffectQueueStartChecks.class);
     private static final Duration LEGACY_INDEX_LOCK_WAIT = Duration.ofMillis(200);
 

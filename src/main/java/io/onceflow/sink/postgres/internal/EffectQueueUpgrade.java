@@ -1,6 +1,5 @@
 package io.onceflow.sink.postgres.internal;
 
-import io.onceflow.sink.postgres.EffectFunction;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;

@@ -28,7 +28,7 @@ import org.slf4j.LoggerFactory;
  * fails (its broker is away, a record is refused) waits with a backoff of its own; the others go on.
  */
 @Internal
-public final class EffectResultsRelay implements AutoCloseable {
+final class EffectResultsRelay implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(EffectResultsRelay.class);
     static final Duration POLL = Duration.ofMillis(200);
     static final int MAX_PER_TRANSACTION = 500;

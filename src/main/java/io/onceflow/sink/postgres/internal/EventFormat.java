@@ -16,7 +16,7 @@ import org.apache.flink.core.memory.DataOutputView;
  * 64 KB of {@code writeUTF}. The writer's spill file of held events uses it too.
  */
 @Internal
-public final class EventFormat {
+final class EventFormat {
     private EventFormat() {}
 
     public static void write(Event event, DataOutputView out) throws IOException {

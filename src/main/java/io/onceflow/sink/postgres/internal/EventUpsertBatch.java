@@ -1,7 +1,6 @@
 package io.onceflow.sink.postgres.internal;
 
 import io.onceflow.api.Event;
-import io.onceflow.sink.postgres.EffectFunction;
 import java.sql.Connection;
 import java.sql.SQLException;
 import org.apache.flink.annotation.Internal;

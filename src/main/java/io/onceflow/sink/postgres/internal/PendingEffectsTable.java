@@ -1,10 +1,10 @@
 package io.onceflow.sink.postgres.internal;
 
-import io.onceflow.sink.postgres.EffectFunction;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import io.onceflow.sink.postgres.options.PostgresTableOptions;
 import org.apache.flink.annotation.Internal;
 
 /**
@@ -26,7 +26,7 @@ import org.apache.flink.annotation.Internal;
  */
 @Internal
 public final class PendingEffectsTable {
-    public static final String SUFFIX = "_effect_queue";
+    public static final String SUFFIX = PostgresTableOptions.EFFECT_QUEUE_SUFFIX;
     static final String SINK_PREFIX_COLUMN = "sink_prefix";
     static final String EFFECT_FUNCTION_COLUMN = "effect_function";
     static final String FAILED_AT_COLUMN = "failed_at";
@@ -39,10 +39,7 @@ public final class PendingEffectsTable {
     private static final String PARTITION_ORDER_INDEX_SUFFIX = "_partition_order";
     /** The suffix of the index of the versions before the partition order index. */
     static final String SOURCE_ORDER_INDEX_SUFFIX = "_source_order";
-    /** PostgreSQL truncates identifiers at 63 bytes. */
-    private static final int MAX_IDENTIFIER_LENGTH = 63;
-    /** The events table's own name may be this long. */
-    public static final int MAX_EVENTS_NAME_LENGTH = MAX_IDENTIFIER_LENGTH - SUFFIX.length();
+    private static final int MAX_IDENTIFIER_LENGTH = PostgresTableOptions.MAX_IDENTIFIER_LENGTH;
 
     private final String name;
     private final String events;
@@ -72,11 +69,6 @@ public final class PendingEffectsTable {
     /** Announces on {@link #notifyChannel}: no parameter. */
     public String notifyStatement() {
         return "SELECT pg_notify('" + notifyChannel() + "', '')";
-    }
-
-    /** Whether the unqualified part of {@code eventsTable} leaves room for the suffix. */
-    public static boolean fitsName(String eventsTable) {
-        return eventsTable.substring(eventsTable.indexOf('.') + 1).length() <= MAX_EVENTS_NAME_LENGTH;
     }
 
     /** {@code CREATE TABLE IF NOT EXISTS}. */

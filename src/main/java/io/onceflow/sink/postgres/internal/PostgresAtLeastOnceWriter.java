@@ -1,7 +1,6 @@
 package io.onceflow.sink.postgres.internal;
 
 import io.onceflow.api.Event;
-import io.onceflow.sink.postgres.EffectFunction;
 import java.io.IOException;
 import java.sql.Connection;
 import java.sql.SQLException;
@@ -9,7 +8,7 @@ import org.apache.flink.annotation.Internal;
 import org.apache.flink.api.connector.sink2.SinkWriter;
 
 /**
- * Internal. Writer of {@link PostgresAtLeastOnceSink}: each full batch is one autocommit upsert
+ * Internal. Writer of {@code PostgresAtLeastOnceSink}: each full batch is one autocommit upsert
  * (with an {@link EffectFunction}, one that also queues the new rows' effects), executed by
  * {@link BackgroundUpserts} while the task thread goes on; the subtask's {@link EffectWorker}
  * applies the queued effects, as in the exactly-once sink, and so also the effects an earlier

@@ -1,7 +1,5 @@
 package io.onceflow.sink.postgres.internal;
 
-import io.onceflow.sink.postgres.EffectFunction;
-import io.onceflow.sink.postgres.PostgresSink;
 import java.io.IOException;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -17,7 +15,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Internal. The committer of {@link PostgresSink}. Flink calls it only for checkpoints that have
+ * Internal. The committer of {@code PostgresSink}. Flink calls it only for checkpoints that have
  * completed, including committables restored from a checkpoint; it runs {@code COMMIT PREPARED} on
  * its own connection (PostgreSQL wants the second phase on a connection with no transaction open),
  * and then, with an {@link EffectFunction}, tells the effect workers that the effects that

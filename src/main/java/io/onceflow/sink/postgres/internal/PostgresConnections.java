@@ -1,6 +1,6 @@
 package io.onceflow.sink.postgres.internal;
 
-import io.onceflow.sink.postgres.PostgresConnectionOptions;
+import io.onceflow.sink.postgres.options.PostgresConnectionOptions;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;

@@ -1,8 +1,6 @@
 package io.onceflow.sink.postgres.internal;
 
 import io.onceflow.api.Event;
-import io.onceflow.sink.postgres.EffectFunction;
-import io.onceflow.sink.postgres.PostgresSink;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.sql.Connection;
@@ -22,7 +20,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Internal. The writer of {@link PostgresSink}: one database transaction per checkpoint, written in
+ * Internal. The writer of {@code PostgresSink}: one database transaction per checkpoint, written in
  * batches, prepared at the checkpoint barrier and handed to the committer. It never commits.
  *
  * <p>Start-up, before anything is written: check {@code max_prepared_transactions}, create missing

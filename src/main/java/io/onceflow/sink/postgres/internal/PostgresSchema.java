@@ -1,7 +1,6 @@
 package io.onceflow.sink.postgres.internal;
 
-import io.onceflow.sink.postgres.EffectFunction;
-import io.onceflow.sink.postgres.PostgresTableOptions;
+import io.onceflow.sink.postgres.options.PostgresTableOptions;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;

@@ -1,16 +1,14 @@
 package io.onceflow.sink.postgres.internal;
 
-import io.onceflow.sink.postgres.EffectResultsTopic;
-import io.onceflow.sink.postgres.PostgresConnectionOptions;
-import io.onceflow.sink.postgres.PostgresSinkBuilder;
-import io.onceflow.sink.postgres.PostgresTableOptions;
-import io.onceflow.sink.postgres.PostgresWriterOptions;
-import io.onceflow.sink.postgres.RegisteredRun;
+import io.onceflow.sink.postgres.options.EffectResultsTopic;
+import io.onceflow.sink.postgres.options.PostgresConnectionOptions;
+import io.onceflow.sink.postgres.options.PostgresTableOptions;
+import io.onceflow.sink.postgres.options.PostgresWriterOptions;
 import java.io.Serializable;
 import org.apache.flink.annotation.Internal;
 
 /**
- * Internal. The validated settings of a PostgreSQL sink (see {@link PostgresSinkBuilder}), shipped
+ * Internal. The validated settings of a PostgreSQL sink (see {@code PostgresSinkBuilder}), shipped
  * to the task managers inside the sink: the three option groups as the builder checked them, and
  * what the start added. {@link #toString()} leaves the password out.
  *
@@ -18,7 +16,7 @@ import org.apache.flink.annotation.Internal;
  *     transactions and queues no effects
  * @param tolerableCheckpointFailures Flink's {@code execution.checkpointing.tolerable-failed-checkpoints}
  * @param effectResults null for none
- * @param run the run of {@link RegisteredRun}; {@link #NO_RUN} before one is registered
+ * @param run the run of {@code RegisteredRun}; {@link #NO_RUN} before one is registered
  */
 @Internal
 public record PostgresSinkConfig(

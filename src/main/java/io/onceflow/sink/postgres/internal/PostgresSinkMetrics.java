@@ -1,6 +1,5 @@
 package io.onceflow.sink.postgres.internal;
 
-import io.onceflow.sink.postgres.EffectFunction;
 import java.util.function.LongSupplier;
 import org.apache.flink.annotation.Internal;
 import org.apache.flink.metrics.Counter;

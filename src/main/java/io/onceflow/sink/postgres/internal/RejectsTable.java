@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal;
 
+import io.onceflow.sink.postgres.options.SqlIdentifiers;
 import org.apache.flink.annotation.Internal;
 
 /**

@@ -1,7 +1,6 @@
 package io.onceflow.sink.postgres.internal;
 
-import io.onceflow.sink.postgres.PendingTransactionsException;
-import io.onceflow.sink.postgres.StartMode;
+import io.onceflow.sink.postgres.options.StartMode;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;

@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal;
 
+import io.onceflow.sink.postgres.options.SqlIdentifiers;
 import java.util.List;
 import org.apache.flink.annotation.Internal;
 
@@ -10,7 +11,7 @@ import org.apache.flink.annotation.Internal;
  * <p>The only place this table's columns are spelled out.
  */
 @Internal
-public final class RunsTable {
+final class RunsTable {
     /** The column a second execution of a job's {@code main} finds its run by. */
     private static final String JOB_ID_COLUMN = "flink_job_id";
     /** The start mode of a run that a writer recorded again after a server lost it. */

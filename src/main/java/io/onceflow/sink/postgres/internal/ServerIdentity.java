@@ -24,7 +24,7 @@ import org.slf4j.LoggerFactory;
  * @param nextXid {@code pg_snapshot_xmax(pg_current_snapshot())}: no xid at or above it was issued
  */
 @Internal
-public record ServerIdentity(Long systemIdentifier, Long timeline, long nextXid) {
+record ServerIdentity(Long systemIdentifier, Long timeline, long nextXid) {
     private static final Logger LOG = LoggerFactory.getLogger(ServerIdentity.class);
     private static final String SYSTEM_IDENTIFIER = "SELECT system_identifier FROM pg_control_system()";
     /** The first 8 hex digits of a WAL file name are its timeline. */

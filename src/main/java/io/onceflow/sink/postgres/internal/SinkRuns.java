@@ -1,9 +1,6 @@
 package io.onceflow.sink.postgres.internal;
 
-import io.onceflow.sink.postgres.PendingTransactionsException;
-import io.onceflow.sink.postgres.PostgresRunRegistry;
-import io.onceflow.sink.postgres.ReplacedRunException;
-import io.onceflow.sink.postgres.StartMode;
+import io.onceflow.sink.postgres.options.StartMode;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -52,7 +49,7 @@ public final class SinkRuns {
     /**
      * The run that the Flink job {@code flinkJobId} registered, if it registered one, after the
      * checks of {@link RunStartChecks#checkDatabase}: what a second execution of that job's {@code main}
-     * continues (see {@link PostgresRunRegistry#continueRun}).
+     * continues (see {@code PostgresRunRegistry.continueRun}).
      *
      * @throws IllegalStateException if a newer run replaced it: that job must not run on
      */

@@ -1,6 +1,5 @@
 package io.onceflow.sink.postgres.internal;
 
-import io.onceflow.sink.postgres.EffectFunction;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;

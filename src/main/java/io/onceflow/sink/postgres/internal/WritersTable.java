@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres.internal;
 
+import io.onceflow.sink.postgres.options.SqlIdentifiers;
 import org.apache.flink.annotation.Internal;
 
 /**
@@ -13,7 +14,7 @@ import org.apache.flink.annotation.Internal;
  * <p>The only place this table's columns are spelled out.
  */
 @Internal
-public final class WritersTable {
+final class WritersTable {
     /**
      * The claimer and attempt of an index's row before its first claim (see
      * {@link #insertUnclaimedStatement}).

@@ -1,4 +1,4 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.options;
 
 import java.io.Serializable;
 import java.time.Duration;

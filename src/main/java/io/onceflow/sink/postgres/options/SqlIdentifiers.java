@@ -1,4 +1,4 @@
-package io.onceflow.sink.postgres.internal;
+package io.onceflow.sink.postgres.options;
 
 import java.util.regex.Pattern;
 import org.apache.flink.annotation.Internal;

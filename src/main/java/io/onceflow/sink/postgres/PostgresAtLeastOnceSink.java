@@ -1,8 +1,9 @@
-package io.onceflow.sink.postgres.internal;
+package io.onceflow.sink.postgres;
 
 import io.onceflow.api.Event;
-import io.onceflow.sink.postgres.PostgresSink;
-import io.onceflow.sink.postgres.PostgresSinkBuilder;
+import io.onceflow.sink.postgres.internal.PostgresAtLeastOnceWriter;
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import java.io.IOException;
 import org.apache.flink.annotation.Internal;
 import org.apache.flink.api.connector.sink2.Sink;
@@ -20,7 +21,7 @@ import org.apache.flink.api.connector.sink2.WriterInitContext;
  * upsert, one connection setup (timeouts) and one schema without another dependency.
  */
 @Internal
-public final class PostgresAtLeastOnceSink implements Sink<Event> {
+final class PostgresAtLeastOnceSink implements Sink<Event> {
     private static final long serialVersionUID = 1L;
 
     private final PostgresSinkConfig config;

@@ -1,7 +1,7 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.internal;
 
 import io.onceflow.sink.postgres.internal.EffectWorker;
-import io.onceflow.sink.postgres.internal.SqlIdentifiers;
+import io.onceflow.sink.postgres.options.SqlIdentifiers;
 import io.onceflow.sink.postgres.internal.RowIsolation;
 import java.sql.Connection;
 import java.sql.PreparedStatement;

@@ -1,5 +1,6 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.internal;
 
+import io.onceflow.sink.postgres.options.StartMode;
 import java.util.Optional;
 
 /**

@@ -1,4 +1,4 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.internal;
 
 import org.apache.flink.runtime.throwable.ThrowableAnnotation;
 import org.apache.flink.runtime.throwable.ThrowableType;

@@ -1,7 +1,5 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.options;
 
-import io.onceflow.sink.postgres.internal.PendingEffectsTable;
-import io.onceflow.sink.postgres.internal.SqlIdentifiers;
 import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -36,6 +34,12 @@ public record PostgresTableOptions(String events, String rejects, String commitL
     public static final String DEFAULT_COMMIT_LOG = "onceflow_commit_log";
     public static final String DEFAULT_RUNS = "onceflow_runs";
     public static final String DEFAULT_WRITERS = "onceflow_writers";
+    /** The effect queue is named after the events table: {@code <events>_effect_queue}. */
+    public static final String EFFECT_QUEUE_SUFFIX = "_effect_queue";
+    /** PostgreSQL truncates identifiers at 63 bytes. */
+    public static final int MAX_IDENTIFIER_LENGTH = 63;
+    /** The events table's own name (after the schema) may be this long, so that its queue's fits. */
+    public static final int MAX_EVENTS_NAME_LENGTH = MAX_IDENTIFIER_LENGTH - EFFECT_QUEUE_SUFFIX.length();
 
     /** The default tables, without an effect. */
     public static PostgresTableOptions defaults() {
@@ -126,10 +130,10 @@ public record PostgresTableOptions(String events, String rejects, String commitL
             problems.add("an effect keys function (postgres.effect.keys) is set without an effect function"
                     + " (postgres.effect.function): set both, or neither");
         }
-        if (isValidName(events) && !PendingEffectsTable.fitsName(events)) {
+        if (isValidName(events) && events.substring(events.indexOf('.') + 1).length() > MAX_EVENTS_NAME_LENGTH) {
             problems.add("table name '" + events + "' is too long: its effect queue " + events
-                    + PendingEffectsTable.SUFFIX + " must fit PostgreSQL's 63 characters; use at most "
-                    + PendingEffectsTable.MAX_EVENTS_NAME_LENGTH + " (after the schema)");
+                    + EFFECT_QUEUE_SUFFIX + " must fit PostgreSQL's " + MAX_IDENTIFIER_LENGTH + " characters; use at most "
+                    + MAX_EVENTS_NAME_LENGTH + " (after the schema)");
         }
         return problems;
     }

@@ -1,4 +1,4 @@
-package io.onceflow.sink.postgres;
+package io.onceflow.sink.postgres.options;
 
 /**
  * How a job starts, as far as the exactly-once PostgreSQL sink is concerned (see
