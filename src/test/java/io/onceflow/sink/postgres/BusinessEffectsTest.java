@@ -279,7 +279,7 @@ class BusinessEffectsTest {
 
     @Test
     void effectsQueuedByACommittedTransactionAreAppliedWhateverHappensToItsCommitter() throws Exception {
-        ProtocolHooks.install((step, transaction) -> {
+        PostgresSinkConfig crashingCommitter = config.withHook((step, transaction) -> {
             if (step == ProtocolHooks.Step.AFTER_COMMIT) {
                 throw new IOException("injected crash right after COMMIT PREPARED");
             }
@@ -288,11 +288,7 @@ class BusinessEffectsTest {
         try (PostgresExactlyOnceWriter writer = db.freshWriter(config)) {
             committable = checkpoint(writer, 1, payment("p1", "alice", "bob", 10));
         }
-        try {
-            assertThatThrownBy(() -> commit(config, committable)).hasMessageContaining("injected crash");
-        } finally {
-            ProtocolHooks.reset();
-        }
+        assertThatThrownBy(() -> commit(crashingCommitter, committable)).hasMessageContaining("injected crash");
         assertThat(db.effectStatuses()).containsOnly(entry("p1", null));
         assertThat(db.queuedEffects()).isOne();
 

@@ -390,13 +390,14 @@ class PostgresFencingTest {
         CountDownLatch olderGoesOn = new CountDownLatch(1);
         CountDownLatch newerDecided = new CountDownLatch(1);
         CountDownLatch newerGoesOn = new CountDownLatch(1);
-        Thread[] threads = new Thread[2];
-        ProtocolHooks.install((step, transaction) -> {
-            if (step == ProtocolHooks.Step.CLAIM_RECORDED && Thread.currentThread() == threads[0]) {
+        PostgresSinkConfig olderSink = config.withHook((step, transaction) -> {
+            if (step == ProtocolHooks.Step.CLAIM_RECORDED) {
                 olderRecorded.countDown();
                 olderGoesOn.await();
             }
-            if (step == ProtocolHooks.Step.CLAIM_DECIDED && Thread.currentThread() == threads[1]) {
+        });
+        PostgresSinkConfig newerSink = config.withHook((step, transaction) -> {
+            if (step == ProtocolHooks.Step.CLAIM_DECIDED) {
                 newerDecided.countDown();
                 newerGoesOn.await(); // the index's row stays locked, the newer claim not recorded yet
             }
@@ -404,11 +405,9 @@ class PostgresFencingTest {
         CompletableFuture<PostgresExactlyOnceWriter> older = new CompletableFuture<>();
         CompletableFuture<PostgresExactlyOnceWriter> newer = new CompletableFuture<>();
         try {
-            threads[0] = writerThread(db.attempt(0, 1, OptionalLong.of(1)), 2, older);
-            threads[0].start();
+            writerThread(olderSink, db.attempt(0, 1, OptionalLong.of(1)), 2, older).start();
             assertThat(olderRecorded.await(10, TimeUnit.SECONDS)).as("the older attempt recorded its claim").isTrue();
-            threads[1] = writerThread(db.attempt(0, 1, OptionalLong.of(1)), 3, newer);
-            threads[1].start();
+            writerThread(newerSink, db.attempt(0, 1, OptionalLong.of(1)), 3, newer).start();
             assertThat(newerDecided.await(10, TimeUnit.SECONDS)).as("the newer attempt judged the claim").isTrue();
             olderGoesOn.countDown(); // the older one takes the lock and checks its claim
             Thread.sleep(1000);
@@ -420,7 +419,6 @@ class PostgresFencingTest {
         } finally {
             olderGoesOn.countDown();
             newerGoesOn.countDown();
-            ProtocolHooks.reset();
             if (!older.isCompletedExceptionally() && older.isDone()) {
                 older.get().close(); // the older attempt kept the index: let the newer one go
             }
@@ -431,10 +429,11 @@ class PostgresFencingTest {
      * A thread, not started, that starts a writer of {@code attempt} and takes it through its first
      * barrier; its outcome completes {@code started}.
      */
-    private Thread writerThread(WriterStart attempt, long barrier, CompletableFuture<PostgresExactlyOnceWriter> started) {
+    private static Thread writerThread(PostgresSinkConfig sink, WriterStart attempt, long barrier,
+            CompletableFuture<PostgresExactlyOnceWriter> started) {
         return new Thread(() -> {
             try {
-                started.complete(SinkDatabase.claimedWriter(config, attempt, barrier));
+                started.complete(SinkDatabase.claimedWriter(sink, attempt, barrier));
             } catch (Throwable e) {
                 started.completeExceptionally(e);
             }
@@ -444,29 +443,19 @@ class PostgresFencingTest {
     private void assertPausedClaimantIsCutOff(PostgresSinkConfig leased, OptionalLong restored) throws Exception {
         CountDownLatch paused = new CountDownLatch(1);
         CountDownLatch sigcont = new CountDownLatch(1);
-        Thread[] zombieThread = new Thread[1];
-        AtomicLong zombieEpoch = new AtomicLong(-1);
-        ProtocolHooks.install((step, transaction) -> {
-            if (step == ProtocolHooks.Step.CLAIM_DECIDED && Thread.currentThread() == zombieThread[0]) {
-                zombieEpoch.set(transaction.epoch());
+        PostgresSinkConfig zombieSink = leased.withHook((step, transaction) -> {
+            if (step == ProtocolHooks.Step.CLAIM_DECIDED) {
                 paused.countDown();
                 sigcont.await(); // SIGSTOP: the row lock stays with the paused session
             }
-            if (step == ProtocolHooks.Step.LEASE_RENEWAL && transaction.epoch() == zombieEpoch.get()) {
+            if (step == ProtocolHooks.Step.LEASE_RENEWAL && paused.getCount() == 0) {
                 sigcont.await(); // the whole process is paused, its lease keeper too
             }
         });
         try {
             WriterStart zombie = db.attempt(0, 1, restored);
             CompletableFuture<PostgresExactlyOnceWriter> zombieStart = new CompletableFuture<>();
-            zombieThread[0] = new Thread(() -> {
-                try {
-                    zombieStart.complete(SinkDatabase.claimedWriter(leased, zombie, 2));
-                } catch (Throwable e) {
-                    zombieStart.completeExceptionally(e);
-                }
-            });
-            zombieThread[0].start();
+            writerThread(zombieSink, zombie, 2, zombieStart).start();
             assertThat(paused.await(10, TimeUnit.SECONDS)).as("the zombie reached its claim").isTrue();
 
             PostgresCommittable completed;
@@ -487,7 +476,6 @@ class PostgresFencingTest {
             assertThat(db.deliveriesById()).containsEntry("a", 1);
         } finally {
             sigcont.countDown();
-            ProtocolHooks.reset();
         }
     }
 

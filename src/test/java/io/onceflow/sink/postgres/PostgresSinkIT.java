@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.onceflow.api.Event;
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.ProtocolHooks.Step;
 import io.onceflow.sink.postgres.internal.ProtocolHooks;
 import io.onceflow.sink.postgres.internal.TransactionId;
@@ -69,6 +70,8 @@ class PostgresSinkIT {
     Path checkpoints;
 
     private final SinkDatabase db = new SinkDatabase();
+    /** What the sinks of the next jobs do at each protocol step; null for nothing. */
+    private InJvmHook hook;
     /** Transactions that were prepared when an injected failure hit, and must never be committed. */
     private final List<TransactionId> abandoned = new CopyOnWriteArrayList<>();
 
@@ -78,14 +81,21 @@ class PostgresSinkIT {
     }
 
     @AfterEach
-    void removeHooks() {
-        ProtocolHooks.reset();
+    void forgetHook() {
+        hookWith(null);
+    }
+
+    private void hookWith(ProtocolHooks.Hook newHook) {
+        if (hook != null) {
+            hook.forget();
+        }
+        hook = newHook == null ? null : InJvmHook.of(newHook);
     }
 
     @ParameterizedTest
     @EnumSource(Step.class)
     void aFailureAtAnyStepOfTheProtocolChangesNothing(Step step) throws Exception {
-        ProtocolHooks.install(failOnce(step, transaction -> transaction.checkpointId() >= 3));
+        hookWith(failOnce(step, transaction -> transaction.checkpointId() >= 3));
 
         run(job(2, EVENTS, null).withRestarts());
 
@@ -107,7 +117,7 @@ class PostgresSinkIT {
     void anEarlyCommitIsCaught() throws Exception {
         // The stock XA sink's defect: commit in prepareCommit, before the checkpoint completes.
         AtomicInteger prepared = new AtomicInteger();
-        ProtocolHooks.install((step, transaction) -> {
+        hookWith((step, transaction) -> {
             if (step == Step.AFTER_PREPARE) {
                 db.execute("COMMIT PREPARED '" + transaction.encode() + "'");
                 if (prepared.incrementAndGet() == 4) {
@@ -126,7 +136,7 @@ class PostgresSinkIT {
     @Test
     void rescalingTwoToThreeToOneAcrossCrashesWithOrphansLeftBehind() throws Exception {
         // parallelism 2: subtask 1 crashes after preparing; no restart, so its transaction stays prepared
-        ProtocolHooks.install(failOnce(Step.AFTER_PREPARE, t -> t.subtaskIndex() == 1 && t.checkpointId() >= 3));
+        hookWith(failOnce(Step.AFTER_PREPARE, t -> t.subtaskIndex() == 1 && t.checkpointId() >= 3));
         Job first = job(2, EVENTS, null);
         assertThatThrownBy(() -> run(first)).hasStackTraceContaining("injected failure");
         List<TransactionId> orphansOfTwo = db.prepared(PREFIX);
@@ -134,7 +144,7 @@ class PostgresSinkIT {
 
         // parallelism 3, from the last checkpoint: the orphans go; subtask 2 crashes the same way,
         // a few checkpoints later (ids go on from the restored one), so that this job has its own
-        ProtocolHooks.install(failOnce(Step.AFTER_PREPARE, t -> t.subtaskIndex() == 2 && t.checkpointId() >= 6));
+        hookWith(failOnce(Step.AFTER_PREPARE, t -> t.subtaskIndex() == 2 && t.checkpointId() >= 6));
         Job second = job(3, EVENTS, latestCheckpoint(first));
         assertThatThrownBy(() -> run(second)).hasStackTraceContaining("injected failure");
         assertThat(db.prepared(PREFIX)).doesNotContainAnyElementsOf(orphansOfTwo);
@@ -143,7 +153,7 @@ class PostgresSinkIT {
         assertThat(orphansOfThree).extracting(TransactionId::subtaskIndex).contains(2);
 
         // parallelism 1: subtask 0 must clean up old index 2 too
-        ProtocolHooks.reset();
+        hookWith(null);
         run(job(1, EVENTS, latestCheckpoint(second)));
 
         assertEveryIdExactlyOnce(EVENTS);
@@ -231,8 +241,10 @@ class PostgresSinkIT {
 
     /** Each job submission is a run of the sink, as OnceflowJob makes it. */
     private PostgresSink startedSink(boolean restoring) throws SQLException {
-        return db.builder(PREFIX).setBatchSize(30).build()
-                .startRun(4, restoring ? StartMode.RESTORE : StartMode.FRESH_DISCARDING_PENDING, "postgres sink it").sink();
+        PostgresSinkConfig run = db.builder(PREFIX).setBatchSize(30).build()
+                .startRun(4, restoring ? StartMode.RESTORE : StartMode.FRESH_DISCARDING_PENDING, "postgres sink it")
+                .config();
+        return new PostgresSink(hook == null ? run : run.withHook(hook));
     }
 
     private static void run(Job job) throws Exception {

@@ -49,7 +49,6 @@ final class ProtocolSchedule {
     /** Runs the actions, then quiesces; returns the first invariant broken, or null. */
     String run(List<ScheduleAction> actions) throws Exception {
         try {
-            ScheduledAttempt.installHook();
             start(1, new Random(0));
             for (ScheduleAction action : actions) {
                 String broken = act(action);
@@ -71,7 +70,6 @@ final class ProtocolSchedule {
             return "STALL: " + stall.getMessage();
         } finally {
             stopAll();
-            ScheduledAttempt.uninstallHook();
         }
     }
 

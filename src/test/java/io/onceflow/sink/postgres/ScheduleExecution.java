@@ -97,7 +97,7 @@ final class ScheduleExecution {
             List<PostgresWriterState> state = restored == null ? List.of()
                     : stateFor(restored.states(), writer.subtask, parallelism);
             WriterStart start = new WriterStart(writer.subtask, parallelism, 128, attemptNumber, JOB_ID, restoredId, state);
-            String failed = writer.run(() -> writer.writer = new PostgresExactlyOnceWriter(config, start,
+            String failed = writer.run(() -> writer.writer = new PostgresExactlyOnceWriter(writer.attempt.sink(config), start,
                     PostgresSinkMetrics.unregistered()), freeze, "start");
             if (failed != null) {
                 return failed;
@@ -192,7 +192,7 @@ final class ScheduleExecution {
                 continue;
             }
             List<RecordingCommitRequest<PostgresCommittable>> requests = new ArrayList<>();
-            String failed = writer.run(() -> requests.addAll(PostgresTwoPhaseCommitTest.commit(config,
+            String failed = writer.run(() -> requests.addAll(PostgresTwoPhaseCommitTest.commit(writer.attempt.sink(config),
                     mine.stream().map(Pending::committable).toArray(PostgresCommittable[]::new))), freeze, "commit");
             if (failed != null) {
                 return new CommitResult(null, failed);

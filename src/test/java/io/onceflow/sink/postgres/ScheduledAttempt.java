@@ -1,9 +1,8 @@
 package io.onceflow.sink.postgres;
 
+import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.ProtocolHooks;
 import io.onceflow.sink.postgres.internal.TransactionId;
-import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -22,10 +21,6 @@ final class ScheduledAttempt {
     /** How an operation handed to an attempt ended, as far as the schedule waits for it. */
     enum Result { DONE, FAILED, FROZE }
 
-    /** Attempts by the thread they run on, and by their writer's epoch (for the lease keeper's thread). */
-    private static final Map<Thread, ScheduledAttempt> BY_THREAD = new ConcurrentHashMap<>();
-    private static final Map<Long, ScheduledAttempt> BY_EPOCH = new ConcurrentHashMap<>();
-
     final String name;
     private final ExecutorService thread;
     private volatile ProtocolHooks.Step freezeAt;
@@ -37,38 +32,22 @@ final class ScheduledAttempt {
     ScheduledAttempt(String name) {
         this.name = name;
         this.thread = Executors.newSingleThreadExecutor(runnable -> {
-            Thread t = new Thread(() -> {
-                BY_THREAD.put(Thread.currentThread(), this);
-                runnable.run();
-            }, name);
+            Thread t = new Thread(runnable, name);
             t.setDaemon(true);
             return t;
         });
     }
 
-    /** The hook every attempt's steps pass: freezes the attempt that reaches its armed step, or is frozen. */
-    static void installHook() {
-        ProtocolHooks.install((step, transaction) -> {
-            ScheduledAttempt attempt = step == ProtocolHooks.Step.LEASE_RENEWAL
-                    ? BY_EPOCH.get(transaction.epoch()) : BY_THREAD.get(Thread.currentThread());
-            if (attempt != null) {
-                attempt.reached(step, transaction);
-            }
-        });
-    }
-
-    static void uninstallHook() {
-        ProtocolHooks.reset();
-        BY_THREAD.clear();
-        BY_EPOCH.clear();
+    /**
+     * {@code config} with this attempt's hook, which every step of the writers and committers made
+     * with it passes (its lease keeper's renewals too): freezes the attempt that reaches its armed
+     * step, or is frozen.
+     */
+    PostgresSinkConfig sink(PostgresSinkConfig config) {
+        return config.withHook(this::reached);
     }
 
     private void reached(ProtocolHooks.Step step, TransactionId transaction) throws InterruptedException {
-        if (step == ProtocolHooks.Step.FENCE_OPENING) {
-            // the writer's epoch, for its lease keeper's thread; not on commits, which other attempts
-            // also make of this writer's transactions
-            BY_EPOCH.put(transaction.epoch(), this);
-        }
         if (step != ProtocolHooks.Step.LEASE_RENEWAL && step == freezeAt) {
             freezeAt = null;
             frozen = new CountDownLatch(1);

@@ -59,11 +59,11 @@ public final class PostgresCommitter implements Committer<PostgresCommittable> {
 
     private void commit(CommitRequest<PostgresCommittable> request, long notified) throws IOException {
         TransactionId transaction = request.getCommittable().transactionId();
-        ProtocolHooks.reached(ProtocolHooks.Step.BEFORE_COMMIT, transaction);
+        config.hooks().reached(ProtocolHooks.Step.BEFORE_COMMIT, transaction);
         try {
             if (commitPrepared(transaction)) {
                 metrics.commitLatencyMs.update((System.nanoTime() - notified) / 1_000_000);
-                ProtocolHooks.reached(ProtocolHooks.Step.AFTER_COMMIT, transaction);
+                config.hooks().reached(ProtocolHooks.Step.AFTER_COMMIT, transaction);
                 announceEffects();
             } else if (isLogged(transaction)) {
                 LOG.info("{} was committed before (restored committable)", transaction);

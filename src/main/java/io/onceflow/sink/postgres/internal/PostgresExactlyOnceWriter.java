@@ -65,6 +65,7 @@ public final class PostgresExactlyOnceWriter
         implements CommittingSinkWriter<Event, PostgresCommittable>, StatefulSinkWriter<Event, PostgresWriterState> {
     private static final Logger LOG = LoggerFactory.getLogger(PostgresExactlyOnceWriter.class);
     private final String sinkPrefix;
+    private final ProtocolHooks hooks;
     private final WriterStart start;
     private final String writerName;
     private final String insertIntoCommitLogSql;
@@ -90,6 +91,7 @@ public final class PostgresExactlyOnceWriter
     public PostgresExactlyOnceWriter(PostgresSinkConfig config, WriterStart start, PostgresSinkMetrics metrics)
             throws IOException {
         this.sinkPrefix = config.sinkPrefix();
+        this.hooks = config.hooks();
         this.start = start;
         this.metrics = metrics;
         this.writerName = "PostgreSQL sink writer " + start.subtaskIndex() + " (prefix '" + sinkPrefix + "')";
@@ -196,7 +198,7 @@ public final class PostgresExactlyOnceWriter
     /** Logs and prepares the open transaction. */
     private TransactionId prepare() throws IOException {
         TransactionId transaction = openTransaction();
-        ProtocolHooks.reached(ProtocolHooks.Step.BEFORE_PREPARE, transaction);
+        hooks.reached(ProtocolHooks.Step.BEFORE_PREPARE, transaction);
         try (PreparedStatement log = connection.prepareStatement(insertIntoCommitLogSql);
                 Statement prepare = connection.createStatement()) {
             log.setString(1, transaction.encode());
@@ -218,7 +220,7 @@ public final class PostgresExactlyOnceWriter
         transactionRows = 0;
         // Never reuse the id, even if Flink aborts this checkpoint before snapshotState().
         nextCheckpointId++;
-        ProtocolHooks.reached(ProtocolHooks.Step.AFTER_PREPARE, transaction);
+        hooks.reached(ProtocolHooks.Step.AFTER_PREPARE, transaction);
         return transaction;
     }
 

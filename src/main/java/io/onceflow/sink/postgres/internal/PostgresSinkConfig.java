@@ -17,6 +17,7 @@ import org.apache.flink.annotation.Internal;
  * @param tolerableCheckpointFailures Flink's {@code execution.checkpointing.tolerable-failed-checkpoints}
  * @param effectResults null for none
  * @param run the run of {@code RegisteredRun}; {@link #NO_RUN} before one is registered
+ * @param hooks the tests' hooks into the two-phase protocol; {@link ProtocolHooks#NONE} otherwise
  */
 @Internal
 public record PostgresSinkConfig(
@@ -26,10 +27,18 @@ public record PostgresSinkConfig(
         String sinkPrefix,
         int tolerableCheckpointFailures,
         EffectResultsTopic effectResults,
-        long run)
+        long run,
+        ProtocolHooks hooks)
         implements Serializable {
 
     public static final long NO_RUN = 0;
+
+    /** Settings without hooks. */
+    public PostgresSinkConfig(PostgresConnectionOptions connection, PostgresTableOptions tables,
+            PostgresWriterOptions writer, String sinkPrefix, int tolerableCheckpointFailures,
+            EffectResultsTopic effectResults, long run) {
+        this(connection, tables, writer, sinkPrefix, tolerableCheckpointFailures, effectResults, run, ProtocolHooks.NONE);
+    }
 
     public PostgresSchema schema() {
         return new PostgresSchema(tables, sinkPrefix);
@@ -37,7 +46,13 @@ public record PostgresSinkConfig(
 
     public PostgresSinkConfig withRun(long newRun) {
         return new PostgresSinkConfig(connection, tables, writer, sinkPrefix, tolerableCheckpointFailures, effectResults,
-                newRun);
+                newRun, hooks);
+    }
+
+    /** The same settings with {@code hook} at every protocol step of the sink's writers and committers. */
+    public PostgresSinkConfig withHook(ProtocolHooks.Hook hook) {
+        return new PostgresSinkConfig(connection, tables, writer, sinkPrefix, tolerableCheckpointFailures, effectResults,
+                run, ProtocolHooks.of(hook));
     }
 
     @Override

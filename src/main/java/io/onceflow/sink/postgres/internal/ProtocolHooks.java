@@ -1,20 +1,23 @@
 package io.onceflow.sink.postgres.internal;
 
 import java.io.IOException;
+import java.io.Serializable;
 import java.util.function.Consumer;
 import org.apache.flink.annotation.Internal;
 import org.apache.flink.annotation.VisibleForTesting;
 
 /**
- * Internal, for the tests of this package: lets them act at each step of the two-phase protocol
- * (fail there, or misbehave on purpose to show that the tests notice). Does nothing unless a test
- * installs a hook, or starts a JVM with the system property {@value #PROCESS_HOOK_PROPERTY}. Static
- * because Flink re-creates writers and committers from serialized sinks after every restart, inside
- * the same JVM in MiniCluster tests.
+ * Internal, for tests: lets them act at each step of the two-phase protocol (fail there, freeze,
+ * or misbehave on purpose to show that the tests notice). A sink's hook comes with its settings
+ * ({@link PostgresSinkConfig#hooks()}), so each writer and committer reaches the hook of its own
+ * sink and nothing is shared between sinks in one JVM; {@link #NONE} in production. A JVM started
+ * with the system property {@value #PROCESS_HOOK_PROPERTY} also tells every step to that class.
  */
 @Internal
 @VisibleForTesting
-public final class ProtocolHooks {
+public final class ProtocolHooks implements Serializable {
+    private static final long serialVersionUID = 1L;
+
     /** The steps, in protocol order. */
     public enum Step {
         /**
@@ -47,31 +50,34 @@ public final class ProtocolHooks {
         AFTER_COMMIT
     }
 
+    /** What a test does at a step. Serializable: Flink ships the sink, its settings included. */
     @FunctionalInterface
-    public interface Hook {
+    public interface Hook extends Serializable {
         void reached(Step step, TransactionId transaction) throws Exception;
     }
 
+    /** No hook: what every sink built for production has. */
+    public static final ProtocolHooks NONE = new ProtocolHooks(null);
+
     /**
-     * For multi-process tests, which cannot install a hook in a TaskManager's JVM: the name of a class
+     * For multi-process tests, which cannot ship a hook into a TaskManager's JVM: the name of a class
      * with a public no-argument constructor implementing {@code Consumer<String>}, loaded by the
      * system class loader (so that test code stays out of the job jar) and given the name of every
-     * step this JVM's writers and committers reach.
+     * step this JVM's writers and committers reach. Read once: it is the JVM's setting, not state.
      */
     public static final String PROCESS_HOOK_PROPERTY = "onceflow.test.process-hook";
 
-    private static final Hook NONE = (step, transaction) -> {};
     private static final Consumer<String> PROCESS_HOOK = processHook();
-    private static volatile Hook installed = NONE;
 
-    private ProtocolHooks() {}
+    /** Null for none. */
+    private final Hook hook;
 
-    public static void install(Hook hook) {
-        installed = hook;
+    private ProtocolHooks(Hook hook) {
+        this.hook = hook;
     }
 
-    public static void reset() {
-        installed = NONE;
+    public static ProtocolHooks of(Hook hook) {
+        return new ProtocolHooks(hook);
     }
 
     @SuppressWarnings("unchecked")
@@ -89,12 +95,15 @@ public final class ProtocolHooks {
         }
     }
 
-    public static void reached(Step step, TransactionId transaction) throws IOException {
+    public void reached(Step step, TransactionId transaction) throws IOException {
         if (PROCESS_HOOK != null) {
             PROCESS_HOOK.accept(step.name());
         }
+        if (hook == null) {
+            return;
+        }
         try {
-            installed.reached(step, transaction);
+            hook.reached(step, transaction);
         } catch (IOException | RuntimeException e) {
             throw e;
         } catch (Exception e) {

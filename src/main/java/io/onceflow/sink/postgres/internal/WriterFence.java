@@ -78,7 +78,7 @@ public final class WriterFence implements AutoCloseable {
         this.epoch = epoch;
         this.metrics = metrics;
         this.locks = new AdvisoryLocks(connection, config.sinkPrefix());
-        this.hooks = new FenceHooks(config.sinkPrefix(), epoch, start.subtaskIndex());
+        this.hooks = new FenceHooks(config.hooks(), config.sinkPrefix(), epoch, start.subtaskIndex());
         this.leaseKeeper = new LeaseKeeper(connection, config.writer().writerLease(), hooks);
     }
 
@@ -92,7 +92,7 @@ public final class WriterFence implements AutoCloseable {
     public static WriterFence open(PostgresSinkConfig config, Connection connection, WriterStart start,
             PostgresSinkMetrics metrics) throws SQLException {
         long epoch = newEpoch(connection);
-        new FenceHooks(config.sinkPrefix(), epoch, start.subtaskIndex()).reached(ProtocolHooks.Step.FENCE_OPENING);
+        new FenceHooks(config.hooks(), config.sinkPrefix(), epoch, start.subtaskIndex()).reached(ProtocolHooks.Step.FENCE_OPENING);
         SinkRuns.requireNewestRun(connection, config);
         return new WriterFence(config, connection, start, epoch, metrics);
     }
