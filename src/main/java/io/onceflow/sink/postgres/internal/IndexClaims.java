@@ -56,14 +56,17 @@ final class IndexClaims {
     }
 
     /**
-     * Fences, in one statement, every index this writer covers: {@code first}, {@code first + step},
-     * ... up to {@code last} (its own index and every one a wider execution may have had), so that
+     * Fences, in one statement, every index {@code start} covers ({@link WriterStart#covers}) below
+     * the maximum parallelism (its own index and every one a wider execution may have had), so that
      * an attempt of an earlier execution that never claimed one of them cannot claim it later; then
      * claims each of them that a session holds, ending the holder.
      *
      * @throws StaleWriterException if a newer attempt has claimed one of them
      */
-    void fenceCovered(int first, int last, int step) throws SQLException {
+    void fenceCovered(WriterStart start) throws SQLException {
+        int first = start.subtaskIndex();
+        int last = start.maxParallelism() - 1;
+        int step = start.parallelism();
         PostgresConnections.inTransaction(connection, () -> {
             boundClaimTransaction();
             Set<Integer> fenced = rows.fenceSeries(first, last, step, token, epoch, jobId);
@@ -75,9 +78,8 @@ final class IndexClaims {
             }
         });
         for (LockHolder holder : AdvisoryLocks.holders(connection, config.sinkPrefix(), OptionalInt.empty())) {
-            int index = holder.index();
-            if (index >= first && index <= last && (index - first) % step == 0) {
-                claim(index);
+            if (start.covers(holder.index())) {
+                claim(holder.index());
             }
         }
     }

@@ -23,21 +23,22 @@ import org.slf4j.LoggerFactory;
  * Internal. The writer of {@code PostgresSink}: one database transaction per checkpoint, written in
  * batches, prepared at the checkpoint barrier and handed to the committer. It never commits.
  *
- * <p>Start-up, before anything is written: check {@code max_prepared_transactions}, create missing
- * tables, refuse unique indexes and triggers that would stall checkpoints ({@link BarrierLockChecks})
- * and a transaction-pooling proxy ({@link TransactionPoolerCheck}, one probe), notice a change of
- * server since the run was registered ({@link ServerChange}), open the {@link WriterFence}. The
+ * <p>Start-up, before anything is written: the start checks that can change while a job runs
+ * ({@link RunStartChecks#checkAtWriterStart}: prepared transactions, tables, indexes and triggers
+ * that would stall checkpoints, a transaction-pooling proxy), notice a change of server since the
+ * run was registered ({@link ServerChange}), open the {@link WriterFence}. The
  * connection opened here is the writer's only one for its whole life: the fence's locks live on it,
  * so once a successor has ended its session nothing this writer sends reaches the database.
  *
- * <p>The first checkpoint barrier: until it, the writer holds the events it receives ({@link
- * HeldEvents}: in memory up to a bound, then in a local spill file) and touches nothing. At the barrier ({@link #snapshotState}) it claims its indices with the barrier's
- * id, fencing older attempts out, rolls back the abandoned prepared transactions of those indices
- * ({@link ClaimRecovery}; after a change of server, commits those of completed checkpoints first),
- * writes the held events and prepares them as this checkpoint's transaction, under the name that
- * {@link #prepareCommit()} handed to the committer just before. A bounded input that ends before
- * any barrier does the same at the final checkpoint's barrier. Every claim is made at a barrier, so
- * claims are ordered as Flink's attempts are (see {@code ClaimToken}).
+ * <p>The first checkpoint barrier: until it, the writer holds the events it receives
+ * ({@link HeldEvents}: in memory up to a bound, then in a local spill file) and touches nothing.
+ * At the barrier ({@link #snapshotState}) it claims its indices with the barrier's id, fencing
+ * older attempts out, rolls back the abandoned prepared transactions of those indices
+ * ({@link ClaimRecovery}; after a change of server, commits those of completed checkpoints
+ * first), writes the held events and prepares them as this checkpoint's transaction, under the
+ * name that {@link #prepareCommit()} handed to the committer just before. A bounded input that
+ * ends before any barrier does the same at the final checkpoint's barrier. Every claim is made at
+ * a barrier, so claims are ordered as Flink's attempts are (see {@code ClaimToken}).
  *
  * <p>With an {@link EffectFunction}, start-up also starts the subtask's {@link EffectWorker}, which
  * applies queued effects once their transaction committed, never in the checkpoint's transaction
@@ -118,16 +119,7 @@ public final class PostgresExactlyOnceWriter
         }
         WriterFence openedFence = null;
         try {
-            ServerChecks.checkMaxPreparedTransactions(connection, start.parallelism(),
-                    config.tolerableCheckpointFailures());
-            config.schema().prepare(connection);
-            // again at every start, not only in main's: an index or trigger added while the job ran
-            // would make this restart wait for ever (see BarrierLockChecks)
-            BarrierLockChecks.check(connection, config.schema(), start.parallelism(),
-                    config.tables().allowTriggersThatMayStallCheckpoints());
-            // its locks and claims live on this session: refuse a transaction pooler before taking any
-            TransactionPoolerCheck.requireOwnSession(connection, () -> PostgresConnections.open(config, "pooler-probe"),
-                    TransactionPoolerCheck.WRITER_START_PROBES);
+            new RunStartChecks(connection, config).checkAtWriterStart(start.parallelism());
             backendPid = PostgresConnections.backendPid(connection);
             // before the fence: a run the server lost with a failover is recorded again there
             boolean serverChanged = !ServerChange.seenByWriter(connection, config, start.jobId(),

@@ -13,8 +13,9 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The checks a start of a run makes on its connection before it registers ({@link SinkRuns}), each
- * a step that refuses the start with a message naming what to fix, and the registration itself.
+ * The checks a start makes on its connection, each a step that refuses the start with a message
+ * naming what to fix: a run's before it registers ({@link SinkRuns}, the registration itself too),
+ * and a writer's, which makes some of them again at every start ({@link #checkAtWriterStart}).
  */
 final class RunStartChecks {
     private static final Logger LOG = LoggerFactory.getLogger(RunStartChecks.class);
@@ -43,7 +44,7 @@ final class RunStartChecks {
      */
     void checkDatabase(int parallelism, boolean continued) throws SQLException {
         ServerChecks.checkServerEncoding(connection);
-        requireOneSessionPerConnection();
+        requireOneSessionPerConnection(TransactionPoolerCheck.RUN_START_PROBES);
         ServerChecks.checkMaxPreparedTransactions(connection, parallelism, config.tolerableCheckpointFailures());
         if (continued) {
             config.schema().prepareContinuedRun(connection);
@@ -54,10 +55,24 @@ final class RunStartChecks {
                 config.tables().allowTriggersThatMayStallCheckpoints());
     }
 
+    /**
+     * The checks of a writer's start, before it takes any lock: those of {@link #checkDatabase} that
+     * can change while the job runs (an index or trigger added, {@code max_prepared_transactions}
+     * lowered, a pooler put in front of the server), so that a restart refuses instead of waiting for
+     * ever; its locks and claims live on this session.
+     */
+    void checkAtWriterStart(int parallelism) throws SQLException {
+        ServerChecks.checkMaxPreparedTransactions(connection, parallelism, config.tolerableCheckpointFailures());
+        config.schema().prepare(connection);
+        BarrierLockChecks.check(connection, config.schema(), parallelism,
+                config.tables().allowTriggersThatMayStallCheckpoints());
+        requireOneSessionPerConnection(TransactionPoolerCheck.WRITER_START_PROBES);
+    }
+
     /** See {@link TransactionPoolerCheck}: a transaction pooler cannot carry the sink's sessions. */
-    private void requireOneSessionPerConnection() throws SQLException {
+    private void requireOneSessionPerConnection(int probes) throws SQLException {
         TransactionPoolerCheck.requireOwnSession(connection, () -> PostgresConnections.open(config, "pooler-probe"),
-                TransactionPoolerCheck.RUN_START_PROBES);
+                probes);
     }
 
     /**

@@ -136,7 +136,7 @@ public final class WriterFence implements AutoCloseable {
         SinkRuns.requireNewestRun(connection, config);
         claims = new IndexClaims(config, connection, start.tokenAt(config.run(), checkpointId), epoch, start.jobId(),
                 locks, hooks, metrics.olderAttemptsFenced);
-        claims.fenceCovered(start.subtaskIndex(), start.maxParallelism() - 1, start.parallelism());
+        claims.fenceCovered(start);
         claims.claim(start.subtaskIndex());
         LOG.info("PostgreSQL sink prefix '{}' subtask {}: claimed its indices {} at checkpoint barrier {} ({})",
                 config.sinkPrefix(), start.subtaskIndex(), claimed(), checkpointId, claims.token());
