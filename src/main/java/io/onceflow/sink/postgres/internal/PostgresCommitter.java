@@ -104,9 +104,11 @@ public final class PostgresCommitter implements Committer<PostgresCommittable> {
                 + " prepared nor in the commit log " + config.tables().commitLog() + ": " + cause + ". The rows that"
                 + " writer subtask " + transaction.subtaskIndex() + " wrote for checkpoint "
                 + transaction.checkpointId() + " are missing, and the job runs on without them. Replay that"
-                + " checkpoint's input: restore an earlier checkpoint or savepoint, or start fresh with the input"
-                + " rewound to before it (the table absorbs what it has already); after a database restore, follow"
-                + " docs/backup-restore.md.";
+                + " checkpoint's input. The point to restore from: the newest retained checkpoint or savepoint with"
+                + " an id below " + transaction.checkpointId() + ", or below the lowest checkpoint another LOST line"
+                + " names (its transactions all survived, as far as the committers can see); or start fresh with"
+                + " the input rewound to before it. The table absorbs what it has already; after a database restore,"
+                + " follow docs/backup-restore.md.";
         LOG.error(message);
         metrics.transactionsLost.inc();
         request.signalFailedWithKnownReason(new IOException(message));
