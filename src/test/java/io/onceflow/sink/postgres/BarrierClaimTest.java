@@ -45,6 +45,33 @@ class BarrierClaimTest {
         return new WriterStart(0, 1, 128, attemptNumber, "test-job-id", restored, state);
     }
 
+    /**
+     * The claim's state machine: an attempt holds until its barrier; one whose barrier is older than
+     * a claim already made is FENCED there, touches nothing, and takes no more events.
+     */
+    @Test
+    void anAttemptWhoseBarrierIsOlderThanTheClaimIsFencedThereAndTakesNoMoreEvents() throws Exception {
+        completeCheckpoint1();
+        PostgresSinkMetrics metrics = PostgresSinkMetrics.unregistered();
+        try (PostgresExactlyOnceWriter zombie = new PostgresExactlyOnceWriter(config, attempt(3, RESTORED, List.of()),
+                        metrics);
+                PostgresExactlyOnceWriter live = SinkDatabase.writer(config, attempt(0, RESTORED, List.of()))) {
+            write(zombie, "z");
+            assertThat(zombie.claimState()).isEqualTo("HOLDING");
+            write(live, "b");
+            live.prepareCommit();
+            live.snapshotState(FIRST_BARRIER);
+
+            zombie.prepareCommit();
+            assertThatThrownBy(() -> zombie.snapshotState(FIRST_BARRIER - 1)).isInstanceOf(IOException.class)
+                    .hasStackTraceContaining("StaleWriterException");
+            assertThat(zombie.claimState()).isEqualTo("FENCED");
+            assertThat(metrics.staleWriterAttemptsRefused.getCount()).isEqualTo(1);
+            assertThatThrownBy(() -> write(zombie, "y")).hasMessageContaining("cannot hold an event in state FENCED");
+            assertThat(db.deliveriesById()).doesNotContainKeys("z", "y");
+        }
+    }
+
     /** Checkpoint 1 of a fresh writer, committed. */
     private void completeCheckpoint1() throws Exception {
         try (PostgresExactlyOnceWriter first = db.freshWriter(config)) {
@@ -67,17 +94,20 @@ class BarrierClaimTest {
             assertThat(db.prepared("job")).as("an attempt rolls nothing back before its barrier").containsExactly(
                     orphan.transactionId());
             write(writer, "b", "c");
+            assertThat(writer.claimState()).isEqualTo("HOLDING");
             List<PostgresCommittable> named = List.copyOf(writer.prepareCommit());
             assertThat(named).as("named for the committer, prepared at the barrier").hasSize(1);
             assertThat(db.prepared("job")).containsExactly(orphan.transactionId());
             assertThat(metrics.olderAttemptsFenced.getCount()).isZero();
 
             writer.snapshotState(FIRST_BARRIER); // claims with 4: ends the old attempt, rolls back its orphan
+            assertThat(writer.claimState()).isEqualTo("CLAIMED");
             assertThat(metrics.olderAttemptsFenced.getCount()).isEqualTo(1);
             assertThat(metrics.transactionsRolledBackOnRecovery.getCount()).isEqualTo(1);
             assertThat(db.prepared("job")).as("the held events, prepared under the name handed out")
                     .containsExactly(named.get(0).transactionId());
             assertThatThrownBy(oldAttempt::prepareCommit).isInstanceOf(IOException.class);
+            assertThat(oldAttempt.claimState()).as("its session was ended: its prepare failed").isEqualTo("FAILED");
             assertThat(commit(config, named.get(0))).extracting(r -> r.outcome).containsExactly(Outcome.COMMITTED);
 
             PostgresCommittable next = checkpoint(writer, FIRST_BARRIER + 1, "d");

@@ -11,6 +11,7 @@ import java.sql.Statement;
 import java.util.Collection;
 import java.util.List;
 import org.apache.flink.annotation.Internal;
+import org.apache.flink.annotation.VisibleForTesting;
 import org.apache.flink.api.connector.sink2.CommittingSinkWriter;
 import org.apache.flink.api.connector.sink2.InitContext;
 import org.apache.flink.api.connector.sink2.StatefulSinkWriter;
@@ -34,7 +35,7 @@ import org.slf4j.LoggerFactory;
  * ({@link HeldEvents}: in memory up to a bound, then in a local spill file) and touches nothing.
  * At the barrier ({@link #snapshotState}) it claims its indices with the barrier's id, fencing
  * older attempts out, rolls back the abandoned prepared transactions of those indices
- * ({@link ClaimRecovery}; after a change of server, commits those of completed checkpoints
+ * ({@link WriterClaim}; after a change of server, commits those of completed checkpoints
  * first), writes the held events and prepares them as this checkpoint's transaction, under the
  * name that {@link #prepareCommit()} handed to the committer just before. A bounded input that
  * ends before any barrier does the same at the final checkpoint's barrier. Every claim is made at
@@ -73,7 +74,7 @@ public final class PostgresExactlyOnceWriter
     private final Connection connection;
     private final int backendPid;
     private final WriterFence fence;
-    private final ClaimRecovery recovery;
+    private final WriterClaim claim;
     private final EventUpsertBatch batch;
     private final BackgroundUpserts upserts;
     /** Null without an effect function. */
@@ -84,9 +85,7 @@ public final class PostgresExactlyOnceWriter
     private long nextCheckpointId;
     /** Events written into the open transaction since the last prepare. */
     private int transactionRows;
-    /** Events received before the first barrier's claim, written and prepared at that barrier. */
-    private final HeldEvents held;
-    /** The transaction {@link #prepareCommit()} named for {@link #held}; null if none. */
+    /** The transaction {@link #prepareCommit()} named for the events {@link #claim} holds; null if none. */
     private TransactionId namedBeforeClaim;
 
     public PostgresExactlyOnceWriter(PostgresSinkConfig config, WriterStart start, PostgresSinkMetrics metrics)
@@ -107,10 +106,13 @@ public final class PostgresExactlyOnceWriter
         // first, so that a failure to spill opens nothing that would need closing
         Path spillRoot = Path.of(System.getProperty("java.io.tmpdir"));
         HeldEvents.deleteSpillsOfDeadProcesses(spillRoot);
-        held = new HeldEvents(spillRoot, sinkPrefix + "-s" + start.subtaskIndex(), config.writer().heldEventsMemoryBytes());
+        HeldEvents held = new HeldEvents(spillRoot, sinkPrefix + "-s" + start.subtaskIndex(),
+                config.writer().heldEventsMemoryBytes());
         try {
             for (Event event : start.restoredDeferredEvents()) {
-                hold(event);
+                if (held.add(event)) {
+                    metrics.eventsSpilledBeforeBarrier.inc();
+                }
             }
             connection = PostgresConnections.open(config, "writer-" + start.subtaskIndex());
         } catch (SQLException | IOException | RuntimeException e) {
@@ -126,9 +128,9 @@ public final class PostgresExactlyOnceWriter
                     start.restoredCheckpointId(), start.restoredHorizon(), writerName).isEmpty();
             openedFence = WriterFence.open(config, connection, start, metrics);
             fence = openedFence;
-            recovery = new ClaimRecovery(connection, fence, start, metrics, writerName, serverChanged);
+            claim = new WriterClaim(connection, fence, start, held, metrics, writerName, serverChanged);
         } catch (SQLException | RuntimeException e) {
-            ClaimRecovery.reportIfRefused(e, metrics, writerName);
+            WriterClaim.reportIfRefused(e, metrics, writerName);
             if (openedFence != null) {
                 openedFence.close();
             }
@@ -141,16 +143,9 @@ public final class PostgresExactlyOnceWriter
         effects = EffectWorker.startIfConfigured(config, start.subtaskIndex(), start.parallelism(), metrics);
     }
 
-    private void hold(Event event) throws IOException {
-        if (held.add(event)) {
-            metrics.eventsSpilledBeforeBarrier.inc();
-        }
-    }
-
     @Override
     public void write(Event event, Context context) throws IOException {
-        if (!fence.hasClaimed()) {
-            hold(event);
+        if (claim.hold(event)) {
             return;
         }
         if (transactionRows == 0) {
@@ -174,11 +169,20 @@ public final class PostgresExactlyOnceWriter
 
     @Override
     public Collection<PostgresCommittable> prepareCommit() throws IOException {
+        try {
+            return prepareCommitOrFail();
+        } catch (IOException | RuntimeException e) {
+            claim.failed(e); // a flush or prepare that failed ends the attempt: Flink fails the task
+            throw e;
+        }
+    }
+
+    private Collection<PostgresCommittable> prepareCommitOrFail() throws IOException {
         flush(false); // the connection is the task thread's again from here
-        if (!fence.hasClaimed()) {
+        if (claim.isHolding()) {
             // prepared in snapshotState, after the claim; the committer commits it only once this
             // checkpoint (or, at end of input, the final one) completed, which needs snapshotState
-            namedBeforeClaim = held.isEmpty() ? null : openTransaction();
+            namedBeforeClaim = claim.hasNothingHeld() ? null : openTransaction();
             return namedBeforeClaim == null ? List.of() : List.of(new PostgresCommittable(namedBeforeClaim));
         }
         if (transactionRows == 0) {
@@ -204,7 +208,7 @@ public final class PostgresExactlyOnceWriter
             // PREPARE TRANSACTION takes no parameters; the gid is made of validated parts only.
             prepare.execute("PREPARE TRANSACTION '" + transaction.encode() + "'");
         } catch (SQLException | StaleWriterException e) {
-            ClaimRecovery.reportIfRefused(e, metrics, writerName);
+            claim.failed(e);
             throw new IOException(writerName + " could not prepare " + transaction + ": " + e.getMessage(), e);
         }
         metrics.transactionsPrepared.inc();
@@ -242,9 +246,8 @@ public final class PostgresExactlyOnceWriter
      */
     @Override
     public List<PostgresWriterState> snapshotState(long checkpointId) throws IOException {
-        if (!fence.hasClaimed()) {
-            recovery.claimAtBarrier(checkpointId);
-            held.forEach(event -> write(event, null));
+        if (claim.isHolding()) {
+            claim.claimAtBarrier(checkpointId, event -> write(event, null));
             flush(false);
             if (namedBeforeClaim != null) {
                 TransactionId prepared = prepare();
@@ -257,6 +260,12 @@ public final class PostgresExactlyOnceWriter
         }
         nextCheckpointId = Math.max(nextCheckpointId, checkpointId + 1);
         return PostgresWriterState.copies(horizon(), start.parallelism(), start.maxParallelism());
+    }
+
+    /** The state of this attempt's claim ({@link WriterClaim.State}), for tests. */
+    @VisibleForTesting
+    public String claimState() {
+        return claim.state().name();
     }
 
     private long horizon() throws IOException {
@@ -281,20 +290,15 @@ public final class PostgresExactlyOnceWriter
      */
     @Override
     public void close() throws SQLException {
-        if (!fence.hasClaimed()) { // what a zombie that never got a barrier logs
-            LOG.info("{} closed before its first checkpoint barrier: it claimed and touched nothing; its {} held"
-                    + " events are replayed from the restored checkpoint", writerName, held.size());
-        }
         try {
-            held.close();
+            claim.close();
             if (effects != null && inputEnded) {
                 effects.closeAfterDraining();
             } else if (effects != null) {
                 effects.close();
             }
-            fence.close();
             upserts.close();
-            fence.releaseLocks();
+            claim.releaseLocks();
         } finally {
             connection.close();
         }

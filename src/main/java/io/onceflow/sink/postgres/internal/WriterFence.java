@@ -114,11 +114,6 @@ public final class WriterFence implements AutoCloseable {
         return config.sinkPrefix();
     }
 
-    /** Whether the attempt claimed at a barrier; until then it must not touch its indices. */
-    public boolean hasClaimed() {
-        return claims != null;
-    }
-
     /** The indices this writer holds; its recovery may act on these only. */
     public Set<Integer> claimed() {
         return claims == null ? Set.of() : claims.claimed();
