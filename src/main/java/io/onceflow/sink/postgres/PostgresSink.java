@@ -98,7 +98,8 @@ public final class PostgresSink
 
     @Override
     public Committer<PostgresCommittable> createCommitter(CommitterInitContext context) {
-        return new PostgresCommitter(config, PostgresSinkMetrics.register(context.metricGroup()));
+        return new PostgresCommitter(config, PostgresSinkMetrics.register(context.metricGroup()),
+                context.getJobInfo().getJobId().toHexString());
     }
 
     @Override

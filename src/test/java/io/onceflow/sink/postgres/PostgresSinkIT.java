@@ -7,6 +7,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.onceflow.api.Event;
 import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
+import io.onceflow.sink.postgres.options.PostgresWriterOptions;
 import io.onceflow.sink.postgres.internal.ProtocolHooks.Step;
 import io.onceflow.sink.postgres.internal.ProtocolHooks;
 import io.onceflow.sink.postgres.internal.TransactionId;
@@ -72,6 +73,10 @@ class PostgresSinkIT {
     private final SinkDatabase db = new SinkDatabase();
     /** What the sinks of the next jobs do at each protocol step; null for nothing. */
     private InJvmHook hook;
+    /** The writer lease of the next jobs' sinks. */
+    private Duration writerLease = PostgresWriterOptions.DEFAULT_WRITER_LEASE;
+    /** How many failures the hooks injected. */
+    private final AtomicInteger injected = new AtomicInteger();
     /** Transactions that were prepared when an injected failure hit, and must never be committed. */
     private final List<TransactionId> abandoned = new CopyOnWriteArrayList<>();
 
@@ -95,10 +100,13 @@ class PostgresSinkIT {
     @ParameterizedTest
     @EnumSource(Step.class)
     void aFailureAtAnyStepOfTheProtocolChangesNothing(Step step) throws Exception {
-        hookWith(failOnce(step, transaction -> transaction.checkpointId() >= 3));
+        // the fence's steps carry checkpoint 0: they fail the first time; a short lease renews while the job runs
+        hookWith(failOnce(step, transaction -> transaction.checkpointId() >= 3 || transaction.checkpointId() == 0));
+        writerLease = Duration.ofSeconds(1);
 
         run(job(2, EVENTS, null).withRestarts());
 
+        assertThat(injected).as("failures injected at " + step).hasValue(1);
         assertEveryIdExactlyOnce(EVENTS);
         switch (step) {
             case BEFORE_PREPARE:
@@ -187,6 +195,7 @@ class PostgresSinkIT {
                 if (step == Step.AFTER_PREPARE) {
                     abandoned.add(transaction);
                 }
+                injected.incrementAndGet();
                 throw new IOException("injected failure at " + step + " of " + transaction);
             }
         };
@@ -241,7 +250,7 @@ class PostgresSinkIT {
 
     /** Each job submission is a run of the sink, as OnceflowJob makes it. */
     private PostgresSink startedSink(boolean restoring) throws SQLException {
-        PostgresSinkConfig run = db.builder(PREFIX).setBatchSize(30).build()
+        PostgresSinkConfig run = db.builder(PREFIX).setBatchSize(30).setWriterLease(writerLease).build()
                 .startRun(4, restoring ? StartMode.RESTORE : StartMode.FRESH_DISCARDING_PENDING, "postgres sink it")
                 .config();
         return new PostgresSink(hook == null ? run : run.withHook(hook));

@@ -99,7 +99,7 @@ class PostgresTwoPhaseCommitTest {
         for (PostgresCommittable committable : committables) {
             requests.add(new RecordingCommitRequest<>(committable));
         }
-        try (PostgresCommitter committer = new PostgresCommitter(config, metrics)) {
+        try (PostgresCommitter committer = new PostgresCommitter(config, metrics, "test-job-id")) {
             committer.commit(new ArrayList<>(requests));
         }
         return requests;
@@ -378,7 +378,7 @@ class PostgresTwoPhaseCommitTest {
         assumeTrue(TestPostgres.shared().canRestart(), "needs the embedded PostgreSQL server to restart it");
         PostgresCommittable committable;
         try (PostgresExactlyOnceWriter writer = freshWriter(config);
-                PostgresCommitter committer = new PostgresCommitter(config, PostgresSinkMetrics.unregistered())) {
+                PostgresCommitter committer = new PostgresCommitter(config, PostgresSinkMetrics.unregistered(), "test-job-id")) {
             committable = checkpoint(writer, 1, "a");
             committer.commit(List.of(new RecordingCommitRequest<>(checkpoint(writer, 2, "b"))));
 

@@ -151,8 +151,8 @@ class StaleCopyFailoverTest {
                 .hasMessageContaining("the PostgreSQL server changed since the run was registered")
                 .hasMessageContaining("writer subtask 0 wrote for checkpoint 3 are missing")
                 .hasMessageContaining("Replay that checkpoint's input")
-                .hasMessageContaining("The point to restore from: the newest retained checkpoint or savepoint with an"
-                        + " id below 3");
+                .hasMessageContaining("The point to restore from: the newest retained checkpoint of Flink job"
+                        + " test-job-id (or a savepoint of it) with an id below 3");
         assertThat(metrics.transactionsLost.getCount()).isEqualTo(1);
 
         // (a) and (c): the writer starts (its run may be unknown to the copy) and commits checkpoint 1

@@ -13,7 +13,7 @@ import java.util.Optional;
  * A business effect: a SQL function of the user's that the PostgreSQL sink calls exactly once per
  * message id, its changes committed in the same transaction as the result that records them in the
  * id's row of the events table, which so serves as the transactional inbox. Configured with
- * {@link PostgresSinkBuilder#setEffectFunction} ({@code postgres.effect.function}).
+ * {@code PostgresSinkBuilder.setEffectFunction} ({@code postgres.effect.function}).
  *
  * <pre>{@code
  * CREATE FUNCTION ledger.apply_payment(message_id text, payload jsonb) RETURNS jsonb
@@ -29,7 +29,7 @@ import java.util.Optional;
  * pending) and removes it from the queue, all in one transaction. No effect runs inside the
  * checkpoint's prepared transaction, so none holds a lock across a checkpoint barrier.
  *
- * <p><b>Keys.</b> With {@link PostgresSinkBuilder#setEffectKeys} ({@code postgres.effect.keys}) a
+ * <p><b>Keys.</b> With {@code PostgresSinkBuilder.setEffectKeys} ({@code postgres.effect.keys}) a
  * second function {@code name(message_id text, payload jsonb) RETURNS text[]} names what each
  * effect changes (an account; both accounts of a transfer). A worker locks the keys of its batch in
  * one global order before it calls the effect function: effects on other keys run in parallel on

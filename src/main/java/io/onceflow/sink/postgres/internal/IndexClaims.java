@@ -59,7 +59,9 @@ final class IndexClaims {
      * Fences, in one statement, every index {@code start} covers ({@link WriterStart#covers}) below
      * the maximum parallelism (its own index and every one a wider execution may have had), so that
      * an attempt of an earlier execution that never claimed one of them cannot claim it later; then
-     * claims each of them that a session holds, ending the holder.
+     * claims every covered index that a session holds, ending the holder: above the maximum
+     * parallelism too (a zombie of an earlier run started with a larger one, which a restore cannot
+     * have: Flink keeps it).
      *
      * @throws StaleWriterException if a newer attempt has claimed one of them
      */

@@ -38,10 +38,13 @@ public final class PostgresCommitter implements Committer<PostgresCommittable> {
     /** Null without an effect function. */
     private final String notifyEffectsSql;
     private final PostgresSinkMetrics metrics;
+    /** The Flink job whose retained checkpoints a LOST line points to. */
+    private final String jobId;
     private Connection connection;
 
-    public PostgresCommitter(PostgresSinkConfig config, PostgresSinkMetrics metrics) {
+    public PostgresCommitter(PostgresSinkConfig config, PostgresSinkMetrics metrics, String jobId) {
         this.config = config;
+        this.jobId = jobId;
         this.isLoggedSql = config.schema().commitLog().isLoggedQuery();
         this.notifyEffectsSql = config.tables().effectFunction() == null ? null
                 : config.schema().events().queue().notifyStatement();
@@ -104,9 +107,10 @@ public final class PostgresCommitter implements Committer<PostgresCommittable> {
                 + " prepared nor in the commit log " + config.tables().commitLog() + ": " + cause + ". The rows that"
                 + " writer subtask " + transaction.subtaskIndex() + " wrote for checkpoint "
                 + transaction.checkpointId() + " are missing, and the job runs on without them. Replay that"
-                + " checkpoint's input. The point to restore from: the newest retained checkpoint or savepoint with"
-                + " an id below " + transaction.checkpointId() + ", or below the lowest checkpoint another LOST line"
-                + " names (its transactions all survived, as far as the committers can see); or start fresh with"
+                + " checkpoint's input. The point to restore from: the newest retained checkpoint of Flink job "
+                + jobId + " (or a savepoint of it) with an id below " + transaction.checkpointId() + ", or below the"
+                + " lowest checkpoint another LOST line names (its transactions all survived, as far as the"
+                + " committers can see); or start fresh with"
                 + " the input rewound to before it. The table absorbs what it has already; after a database restore,"
                 + " follow docs/backup-restore.md.";
         LOG.error(message);

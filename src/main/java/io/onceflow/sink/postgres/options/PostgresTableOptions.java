@@ -17,8 +17,8 @@ import java.util.Locale;
  * @param commitLog one row per committed transaction; may be shared by sinks
  * @param runs one row per start of a job (a run); may be shared by sinks
  * @param writers which attempt of which run holds each writer subtask; may be shared by sinks
- * @param effectFunction the {@link EffectFunction} to call once per new message id, or null for none
- * @param effectKeys the function naming what an effect touches ({@link EffectFunction}, "Keys"), or
+ * @param effectFunction the {@code EffectFunction} to call once per new message id, or null for none
+ * @param effectKeys the function naming what an effect touches ({@code EffectFunction}, "Keys"), or
  *     null: effects then lock only their own events rows
  * @param allowTriggersThatMayStallCheckpoints whether a start accepts the user's triggers on the
  *     tables a checkpoint's transaction writes (false by default): a prepared transaction keeps

@@ -2,7 +2,7 @@ package io.onceflow.sink.postgres.options;
 
 /**
  * How a job starts, as far as the exactly-once PostgreSQL sink is concerned (see
- * {@link PostgresRunRegistry#startRun}).
+ * {@code PostgresRunRegistry.startRun}).
  */
 public enum StartMode {
     /**
