@@ -220,7 +220,9 @@ public final class ClusterHarness implements AutoCloseable {
         Path log = directory.resolve("audit-" + System.nanoTime() + ".json");
         List<String> args = new ArrayList<>(jobArgs);
         args.addAll(List.of("--format", "json", "--read-timeout", "120s"));
-        int exit = JvmProcess.run("audit", List.of("-Xmx1g"),
+        // the audit keeps every id of its scope in memory: the long chaos run's 2.5 million ids
+        // ran out of a 1 GB heap (2026-12-07)
+        int exit = JvmProcess.run("audit", List.of("-Xmx3g"),
                 jobJar().toAbsolutePath() + File.pathSeparator + ServiceClasspath.flink(),
                 "io.onceflow.tools.audit.AuditCommand", args, log, timeout);
         String output = Files.readString(log);
