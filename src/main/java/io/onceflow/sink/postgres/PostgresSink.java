@@ -48,7 +48,7 @@ import org.apache.flink.core.io.SimpleVersionedSerializer;
  * <p>Before a job with this sink is submitted, {@link PostgresRunRegistry#startRun} checks the
  * database and registers the submission as a new run of the sink prefix; the sink comes from that
  * {@link RegisteredRun}, the only way to obtain one. Writer attempts of older runs, and older attempts
- * of the same run, are fenced out in the database (see {@code WriterFence}), so a paused or cut-off
+ * of the same run, are fenced out in the database (see {@code WriterClaim}), so a paused or cut-off
  * attempt that wakes up cannot undo its successor's work.
  *
  * <p>Keep the sink prefix stable across restarts and upgrades of a job, and unique among the jobs

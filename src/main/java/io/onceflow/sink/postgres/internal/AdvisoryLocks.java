@@ -15,7 +15,7 @@ import org.postgresql.core.QueryExecutor;
 /**
  * Internal. The session-level advisory locks that say who may act on a sink prefix's subtask index:
  * {@code pg_advisory_lock(key(prefix), index)}, held by a writer on its one connection for its whole
- * life (see {@link WriterFence}), and the sessions that hold them.
+ * life (see {@link WriterClaim}), and the sessions that hold them.
  */
 @Internal
 public final class AdvisoryLocks {

@@ -4,7 +4,7 @@ import org.apache.flink.annotation.Internal;
 
 /**
  * Internal. The fencing token of one writer attempt's claim, and the rule that orders two attempts
- * that claim the same subtask index of a sink prefix (see {@link WriterFence}).
+ * that claim the same subtask index of a sink prefix (see {@link WriterClaim}).
  *
  * <p>The order must be Flink's order of attempts, not the order in which they reach the database:
  * an attempt that stalls (GC pause, frozen VM, SIGSTOP) reaches the database after its successor

@@ -5,30 +5,23 @@ import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
 import java.io.DataInputStream;
 import java.io.IOException;
-import java.io.InputStream;
-import java.io.UncheckedIOException;
+import java.nio.channels.Channels;
 import java.nio.channels.FileChannel;
-import java.nio.channels.FileLock;
-import java.nio.channels.OverlappingFileLockException;
-import java.nio.file.Files;
-import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
-import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.stream.Stream;
 import org.apache.flink.core.memory.DataInputViewStreamWrapper;
 import org.apache.flink.core.memory.DataOutputViewStreamWrapper;
+import org.apache.flink.metrics.Counter;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
  * The events a writer attempt receives before its first checkpoint barrier, where it claims its
- * subtask and may write (see {@code WriterFence}): in memory up to a number of bytes, the rest in a
+ * subtask and may write (see {@code WriterClaim}): in memory up to a number of bytes, the rest in a
  * local spill file, so that a long first interval (a backlog after a restart, checkpoints that keep
  * failing before their barrier) cannot exhaust the heap. {@link #forEach} hands them out in the order
  * they came.
@@ -39,64 +32,62 @@ import org.slf4j.LoggerFactory;
  * transaction; nothing held needs to outlive the process. A table would cost the database the
  * events twice more and another table in every schema.
  *
- * <p>Spill files live in {@code <java.io.tmpdir>/onceflow-held-events/<id>/}, one directory per
- * process, next to {@code <id>.lock}, which the process locks for its life. A writer's start deletes
- * the directories whose lock it can take: their process is gone (killed with {@code kill -9}). A
- * lock, not a pid, because TaskManagers in containers may share a temporary directory but not a
- * process namespace.
+ * <p>The spill file has no name: it is opened with {@code DELETE_ON_CLOSE}, which unlinks it at once
+ * on POSIX systems (and on Windows deletes it when its handle closes), and is written and read back
+ * through its one channel. Its disk space goes with the channel, when the attempt closes it or when
+ * the process dies, {@code kill -9} included: nothing is left for anyone to sweep. It shows in
+ * {@code df}, not in {@code ls} ({@code lsof +L1} lists it).
  */
 final class HeldEvents implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(HeldEvents.class);
-    static final String DIRECTORY = "onceflow-held-events";
     /** What an event costs on the heap beyond its bytes: the object, its strings, the list slot. */
     private static final int OVERHEAD_BYTES = 160;
+    private static final int BUFFER_BYTES = 1 << 16;
 
-    private static final String LOCK_SUFFIX = ".lock";
-    /** This process's spill directory under each root; the channels keep their locks for the process's life. */
-    private static final Map<Path, Path> PROCESS_DIRECTORIES = new ConcurrentHashMap<>();
-    private static final List<FileChannel> PROCESS_LOCKS = new CopyOnWriteArrayList<>();
-
-    private final Path root;
-    private final String fileName;
+    private final Path directory;
+    private final String writerName;
     private final long memoryLimit;
+    private final Counter spilledEvents;
     private final List<Event> inMemory = new ArrayList<>();
     private long memoryBytes;
-    private Path spillFile;
+    /** The unnamed spill file, null until the first event beyond the limit. */
+    private FileChannel spillFile;
     private DataOutputViewStreamWrapper spill;
     private int spilled;
 
     /**
-     * @param root where spill directories go ({@code java.io.tmpdir} in a job)
-     * @param fileName names the writer (prefix, subtask), for whoever looks at the disk
+     * @param directory where the spill file goes ({@code java.io.tmpdir} in a job)
+     * @param writerName for the log line of the first spill
      * @param memoryLimit bytes held in memory before spilling; 0 spills every event
+     * @param spilledEvents counts the events that go to the file
      */
-    HeldEvents(Path root, String fileName, long memoryLimit) {
-        this.root = root;
-        this.fileName = fileName;
+    HeldEvents(Path directory, String writerName, long memoryLimit, Counter spilledEvents) {
+        this.directory = directory;
+        this.writerName = writerName;
         this.memoryLimit = memoryLimit;
+        this.spilledEvents = spilledEvents;
     }
 
-    /**
-     * Holds {@code event}: in memory while within the limit and nothing was spilled yet, else in the file.
-     *
-     * @return whether it went to the file
-     */
-    boolean add(Event event) throws IOException {
+    /** Holds {@code event}: in memory while within the limit and nothing was spilled yet, else in the file. */
+    void add(Event event) throws IOException {
         long bytes = bytesOf(event);
         if (spill == null && memoryBytes + bytes <= memoryLimit) {
             inMemory.add(event);
             memoryBytes += bytes;
-            return false;
+            return;
         }
         if (spill == null) {
-            spillFile = Files.createTempFile(processDirectory(root), fileName + "-", ".spill");
-            spill = new DataOutputViewStreamWrapper(new BufferedOutputStream(Files.newOutputStream(spillFile), 1 << 16));
-            LOG.info("{}: more than {} bytes of events held before the first checkpoint barrier; spilling the rest to {}",
-                    fileName, memoryLimit, spillFile);
+            spillFile = FileChannel.open(directory.resolve("onceflow-held-events-" + UUID.randomUUID() + ".spill"),
+                    StandardOpenOption.CREATE_NEW, StandardOpenOption.READ, StandardOpenOption.WRITE,
+                    StandardOpenOption.DELETE_ON_CLOSE);
+            spill = new DataOutputViewStreamWrapper(new BufferedOutputStream(Channels.newOutputStream(spillFile),
+                    BUFFER_BYTES));
+            LOG.info("{}: more than {} bytes of events held before the first checkpoint barrier; spilling the rest to"
+                    + " an unnamed file in {}", writerName, memoryLimit, directory);
         }
         EventFormat.write(event, spill);
         spilled++;
-        return true;
+        spilledEvents.inc();
     }
 
     int size() {
@@ -130,48 +121,34 @@ final class HeldEvents implements AutoCloseable {
         inMemory.clear();
         memoryBytes = 0;
         if (spill != null) {
-            spill.close();
-            spill = null;
-            try (InputStream file = new BufferedInputStream(Files.newInputStream(spillFile), 1 << 16)) {
-                DataInputViewStreamWrapper in = new DataInputViewStreamWrapper(new DataInputStream(file));
-                for (int i = 0; i < spilled; i++) {
-                    consumer.accept(EventFormat.read(in));
-                }
+            spill.flush();
+            spillFile.position(0);
+            DataInputViewStreamWrapper in = new DataInputViewStreamWrapper(new DataInputStream(
+                    new BufferedInputStream(Channels.newInputStream(spillFile), BUFFER_BYTES)));
+            for (int i = 0; i < spilled; i++) {
+                consumer.accept(EventFormat.read(in));
             }
-            deleteSpillFile();
         }
-        spilled = 0;
+        close();
     }
 
     /**
-     * Drops what is held (the input is replayed from the restored checkpoint) and deletes the spill
-     * file, also when closing it fails (a full disk fails the flush again); a file that cannot be
-     * deleted is logged, and deleted by a later start once this process is gone.
+     * Drops what is held (the input is replayed from the restored checkpoint) and frees the spill
+     * file's disk space by closing its channel, also when the buffer's last flush would fail on a full
+     * disk (the output stream is not closed: it would flush first).
      */
     @Override
     public void close() {
         inMemory.clear();
         memoryBytes = 0;
         spilled = 0;
-        try {
-            if (spill != null) {
-                spill.close();
-            }
-        } catch (IOException e) {
-            LOG.debug("{}: closing its spill file failed: {}", fileName, e.toString());
-        } finally {
-            spill = null;
-            try {
-                deleteSpillFile();
-            } catch (IOException e) {
-                LOG.warn("{}: could not delete its spill file {}: {}", fileName, spillFile, e.toString());
-            }
-        }
-    }
-
-    private void deleteSpillFile() throws IOException {
+        spill = null;
         if (spillFile != null) {
-            Files.deleteIfExists(spillFile);
+            try {
+                spillFile.close();
+            } catch (IOException e) {
+                LOG.warn("{}: could not close its spill file: {}", writerName, e.toString());
+            }
             spillFile = null;
         }
     }
@@ -193,77 +170,5 @@ final class HeldEvents implements AutoCloseable {
 
     private static int chars(String text) {
         return text == null ? 0 : text.length();
-    }
-
-    /** This process's spill directory under {@code root}: created, with its lock taken, on first use. */
-    private static Path processDirectory(Path root) throws IOException {
-        try {
-            return PROCESS_DIRECTORIES.computeIfAbsent(root, HeldEvents::createLockedDirectory);
-        } catch (UncheckedIOException e) {
-            throw e.getCause();
-        }
-    }
-
-    /** The lock first, then the directory: a sweep never finds this directory without its lock taken. */
-    private static Path createLockedDirectory(Path root) {
-        try {
-            Path spills = Files.createDirectories(root.resolve(DIRECTORY));
-            String id = UUID.randomUUID().toString();
-            FileChannel lock = FileChannel.open(spills.resolve(id + LOCK_SUFFIX), StandardOpenOption.CREATE_NEW,
-                    StandardOpenOption.WRITE);
-            PROCESS_LOCKS.add(lock);
-            lock.lock();
-            return Files.createDirectories(spills.resolve(id));
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
-        }
-    }
-
-    /**
-     * Deletes the spill directories under {@code root} whose process is gone (its lock can be
-     * taken): a writer killed with {@code kill -9} cannot delete its file. Best effort: a failure is
-     * logged, never thrown.
-     */
-    static void deleteSpillsOfDeadProcesses(Path root) {
-        Path spills = root.resolve(DIRECTORY);
-        if (!Files.isDirectory(spills)) {
-            return;
-        }
-        try (Stream<Path> entries = Files.list(spills)) {
-            for (Path lockFile : entries.filter(p -> p.getFileName().toString().endsWith(LOCK_SUFFIX)).toList()) {
-                String id = lockFile.getFileName().toString();
-                deleteIfUnlocked(lockFile, spills.resolve(id.substring(0, id.length() - LOCK_SUFFIX.length())));
-            }
-        } catch (IOException | RuntimeException e) {
-            LOG.warn("Could not delete the spill files of held events that dead processes left in {}: {}", spills,
-                    e.toString());
-        }
-    }
-
-    private static void deleteIfUnlocked(Path lockFile, Path directory) throws IOException {
-        if (PROCESS_DIRECTORIES.containsValue(directory)) {
-            return; // this process's own
-        }
-        try (FileChannel channel = FileChannel.open(lockFile, StandardOpenOption.WRITE);
-                FileLock lock = channel.tryLock()) {
-            if (lock == null) {
-                return; // a live process holds it
-            }
-            if (Files.isDirectory(directory)) {
-                deleteRecursively(directory);
-            }
-            Files.deleteIfExists(lockFile);
-        } catch (NoSuchFileException | OverlappingFileLockException e) {
-            // another sweep took it first, or this process holds it
-        }
-    }
-
-    private static void deleteRecursively(Path directory) throws IOException {
-        try (Stream<Path> files = Files.list(directory)) {
-            for (Path file : files.toList()) {
-                Files.deleteIfExists(file);
-            }
-        }
-        Files.deleteIfExists(directory);
     }
 }

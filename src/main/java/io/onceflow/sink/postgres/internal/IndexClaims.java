@@ -4,6 +4,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.Set;
@@ -14,7 +15,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The claims of one writer attempt, made at its first checkpoint barrier (see {@link WriterFence}):
+ * The claims of one writer attempt, made at its first checkpoint barrier (see {@link WriterClaim}):
  * for each subtask index it covers, judge its {@link ClaimToken} against the index's current claim
  * under the row's lock, terminate the holder, record the claim, then take the index's advisory lock
  * and check, with a locking read, that the claim is still its own.
@@ -56,6 +57,34 @@ final class IndexClaims {
     }
 
     /**
+     * The claims of a writer attempt at its first barrier: fences every index {@code start} covers
+     * ({@link #fenceCovered}), claims its own index, then the index of every prepared transaction it
+     * covers, until no new one shows up (a fenced holder may have prepared one just before it was
+     * ended).
+     *
+     * @return the prepared transactions of the indices it covers, for its recovery
+     * @throws StaleWriterException if a newer attempt has claimed one of them
+     */
+    List<TransactionId> claimAtBarrier(WriterStart start) throws SQLException {
+        fenceCovered(start);
+        claim(start.subtaskIndex());
+        while (true) {
+            List<TransactionId> covered = new ArrayList<>();
+            boolean claimedMore = false;
+            for (TransactionId id : PreparedTransactionRecovery.prepared(connection, config.sinkPrefix())) {
+                if (start.covers(id.subtaskIndex())) {
+                    claimedMore |= !claimed.contains(id.subtaskIndex());
+                    claim(id.subtaskIndex());
+                    covered.add(id);
+                }
+            }
+            if (!claimedMore) {
+                return covered;
+            }
+        }
+    }
+
+    /**
      * Fences, in one statement, every index {@code start} covers ({@link WriterStart#covers}) below
      * the maximum parallelism (its own index and every one a wider execution may have had), so that
      * an attempt of an earlier execution that never claimed one of them cannot claim it later; then
@@ -65,7 +94,7 @@ final class IndexClaims {
      *
      * @throws StaleWriterException if a newer attempt has claimed one of them
      */
-    void fenceCovered(WriterStart start) throws SQLException {
+    private void fenceCovered(WriterStart start) throws SQLException {
         int first = start.subtaskIndex();
         int last = start.maxParallelism() - 1;
         int step = start.parallelism();
@@ -92,7 +121,7 @@ final class IndexClaims {
      *
      * @throws StaleWriterException if a newer attempt has claimed the index
      */
-    void claim(int index) throws SQLException {
+    private void claim(int index) throws SQLException {
         if (claimed.contains(index)) {
             return;
         }

@@ -16,7 +16,7 @@ import org.slf4j.LoggerFactory;
  * Keeps a writer's lease: renews its session's activity every third of the lease, from a daemon
  * thread, so that the session never looks idle for longer than the lease while the writer lives. A
  * holder whose session has been idle longer is presumed dead or paused (see
- * {@link LockHolder#leaseExpired}, and {@link WriterFence} for what relies on it).
+ * {@link LockHolder#leaseExpired}, and {@link WriterClaim} for what relies on it).
  */
 final class LeaseKeeper implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(LeaseKeeper.class);

@@ -135,7 +135,7 @@ public final class PostgresConnections {
 
     /**
      * {@code onceflow-<prefix>-<role>}: at most 9 + 40 + 1 + 12 characters, under PostgreSQL's 63.
-     * The fence reads it back to tell its own sessions from others (see {@link WriterFence}).
+     * The fence reads it back to tell its own sessions from others (see {@link WriterClaim}).
      */
     public static String applicationName(String sinkPrefix, String role) {
         return "onceflow" + (sinkPrefix == null ? "" : "-" + sinkPrefix) + "-" + role;

@@ -27,8 +27,8 @@ import org.slf4j.LoggerFactory;
  * <p>Start-up, before anything is written: the start checks that can change while a job runs
  * ({@link RunStartChecks#checkAtWriterStart}: prepared transactions, tables, indexes and triggers
  * that would stall checkpoints, a transaction-pooling proxy), notice a change of server since the
- * run was registered ({@link ServerChange}), open the {@link WriterFence}. The
- * connection opened here is the writer's only one for its whole life: the fence's locks live on it,
+ * run was registered ({@link ServerChange}), open its {@link WriterClaim}. The
+ * connection opened here is the writer's only one for its whole life: the claim's locks live on it,
  * so once a successor has ended its session nothing this writer sends reaches the database.
  *
  * <p>The first checkpoint barrier: until it, the writer holds the events it receives
@@ -73,7 +73,6 @@ public final class PostgresExactlyOnceWriter
     private final String insertIntoCommitLogSql;
     private final Connection connection;
     private final int backendPid;
-    private final WriterFence fence;
     private final WriterClaim claim;
     private final EventUpsertBatch batch;
     private final BackgroundUpserts upserts;
@@ -103,37 +102,26 @@ public final class PostgresExactlyOnceWriter
             throw new IOException(writerName + " has no run: register one with PostgresRunRegistry.startRun before"
                     + " submitting the job, and put its RegisteredRun's sink into the job");
         }
-        // first, so that a failure to spill opens nothing that would need closing
-        Path spillRoot = Path.of(System.getProperty("java.io.tmpdir"));
-        HeldEvents.deleteSpillsOfDeadProcesses(spillRoot);
-        HeldEvents held = new HeldEvents(spillRoot, sinkPrefix + "-s" + start.subtaskIndex(),
-                config.writer().heldEventsMemoryBytes());
+        HeldEvents held = new HeldEvents(Path.of(System.getProperty("java.io.tmpdir")), writerName,
+                config.writer().heldEventsMemoryBytes(), metrics.eventsSpilledBeforeBarrier);
         try {
             for (Event event : start.restoredDeferredEvents()) {
-                if (held.add(event)) {
-                    metrics.eventsSpilledBeforeBarrier.inc();
-                }
+                held.add(event);
             }
             connection = PostgresConnections.open(config, "writer-" + start.subtaskIndex());
         } catch (SQLException | IOException | RuntimeException e) {
             held.close();
             throw new IOException(writerName + " could not start (" + config + "): " + e.getMessage(), e);
         }
-        WriterFence openedFence = null;
         try {
             new RunStartChecks(connection, config).checkAtWriterStart(start.parallelism());
             backendPid = PostgresConnections.backendPid(connection);
-            // before the fence: a run the server lost with a failover is recorded again there
+            // before the claim opens: a run the server lost with a failover is recorded again there
             boolean serverChanged = !ServerChange.seenByWriter(connection, config, start.jobId(),
                     start.restoredCheckpointId(), start.restoredHorizon(), writerName).isEmpty();
-            openedFence = WriterFence.open(config, connection, start, metrics);
-            fence = openedFence;
-            claim = new WriterClaim(connection, fence, start, held, metrics, writerName, serverChanged);
+            claim = WriterClaim.open(config, connection, start, held, metrics, writerName, serverChanged);
         } catch (SQLException | RuntimeException e) {
             WriterClaim.reportIfRefused(e, metrics, writerName);
-            if (openedFence != null) {
-                openedFence.close();
-            }
             PostgresConnections.closeQuietly(connection, e);
             held.close();
             throw new IOException(writerName + " could not start: " + e.getMessage(), e);
@@ -157,7 +145,7 @@ public final class PostgresExactlyOnceWriter
 
     /** The transaction rows go into now: the one {@link #prepareCommit()} prepares next. */
     private TransactionId openTransaction() {
-        return new TransactionId(sinkPrefix, fence.epoch(), start.subtaskIndex(), nextCheckpointId);
+        return new TransactionId(sinkPrefix, claim.epoch(), start.subtaskIndex(), nextCheckpointId);
     }
 
     @Override
@@ -201,7 +189,7 @@ public final class PostgresExactlyOnceWriter
             log.setInt(2, backendPid);
             log.setString(3, sinkPrefix);
             log.setInt(4, start.subtaskIndex());
-            log.setLong(5, fence.epoch());
+            log.setLong(5, claim.epoch());
             if (log.executeUpdate() != 1) {
                 throw notLogged();
             }
@@ -230,7 +218,7 @@ public final class PostgresExactlyOnceWriter
             return new SQLException(SinkRuns.transactionPoolingMessage(), "08000");
         }
         throw new StaleWriterException("its subtask index " + start.subtaskIndex() + " is no longer claimed by this"
-                + " writer (epoch " + fence.epoch() + "): a newer attempt took it over, so this attempt is a zombie"
+                + " writer (epoch " + claim.epoch() + "): a newer attempt took it over, so this attempt is a zombie"
                 + " and must not prepare. See 'Zombie attempts' in docs/failover.md.");
     }
 
@@ -285,7 +273,7 @@ public final class PostgresExactlyOnceWriter
     /**
      * Closes the connection, dropping queued upserts. PostgreSQL rolls back a transaction that was
      * not prepared yet; prepared ones stay for the committer (checkpoint completed) or for recovery
-     * (it did not). The fence's locks go with the session. The effect worker stops; its effects in
+     * (it did not). The claim's locks go with the session. The effect worker stops; its effects in
      * flight stay queued.
      */
     @Override

@@ -27,7 +27,7 @@ import org.apache.flink.annotation.Internal;
  *   <li>The runs table: one row per start of a job with a sink prefix (a submission, not a
  *       failover restart). The newest run owns the prefix; writers of older runs are zombies.
  *   <li>The writers table: per sink prefix and subtask index, which attempt of which run holds it
- *       (see {@link WriterFence}).
+ *       (see {@link WriterClaim}).
  *   <li>{@code max_prepared_transactions}: PostgreSQL's default of 0 forbids prepared transactions.
  *   <li>{@code server_encoding} UTF8: the events are JSON text in UTF-8; another server encoding
  *       would refuse (or worse, mangle) characters it cannot represent.

@@ -30,7 +30,7 @@ import org.slf4j.LoggerFactory;
  * </ul>
  *
  * <p>The others are in the restored committables and left to the committer. A writer only rolls
- * back transactions of the subtask indices it holds ({@link WriterFence}): its own, and the old
+ * back transactions of the subtask indices it holds ({@link WriterClaim}): its own, and the old
  * indices congruent to its own modulo the parallelism, so that together the subtasks cover every
  * old index after any rescaling (2 -> 3 -> 1), and a zombie can never reach them.
  *

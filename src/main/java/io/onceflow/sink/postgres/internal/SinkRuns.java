@@ -17,7 +17,7 @@ import org.apache.flink.annotation.Internal;
  * checkpoint); Flink's own restarts within a job are not new runs. The run id is the xid of the
  * registering transaction: issued by the server, in order, never twice (after the server's counter
  * went back, the id after the newest run's: {@link ServerChange}). Writers of an older run are
- * zombies of a replaced job (see {@link WriterFence}). The run records the server's identity
+ * zombies of a replaced job (see {@link WriterClaim}). The run records the server's identity
  * ({@link ServerIdentity}), so that its writers notice a failover to another copy of the database.
  */
 @Internal

@@ -4,7 +4,7 @@ import org.apache.flink.annotation.Internal;
 
 /**
  * Internal. A writer attempt found that a newer run or a newer attempt owns what it was about to
- * touch: it is a zombie and must stop without writing (see {@link WriterFence}).
+ * touch: it is a zombie and must stop without writing (see {@link WriterClaim}).
  */
 @Internal
 public final class StaleWriterException extends IllegalStateException {

@@ -1,7 +1,6 @@
 package io.onceflow.sink.postgres.internal;
 
 import org.apache.flink.annotation.Internal;
-import java.util.Objects;
 import java.util.Optional;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -30,7 +29,7 @@ import java.util.regex.Pattern;
  * gids of the prefix {@code job2}.
  */
 @Internal
-public final class TransactionId {
+public record TransactionId(String sinkPrefix, long epoch, int subtaskIndex, long checkpointId) {
     /** What a sink prefix may look like: it goes into gids (at most 200 bytes in PostgreSQL). */
     public static final Pattern SINK_PREFIX = Pattern.compile("[a-zA-Z0-9_]{1,40}");
 
@@ -38,16 +37,11 @@ public final class TransactionId {
     private static final Pattern GID = Pattern.compile(
             NAMESPACE + ":(" + SINK_PREFIX.pattern() + "):e([0-9]{1,19}):s([0-9]{1,10}):c([0-9]{1,19})");
 
-    private final String sinkPrefix;
-    private final long epoch;
-    private final int subtaskIndex;
-    private final long checkpointId;
-
     /**
      * @throws IllegalArgumentException if the prefix does not match {@link #SINK_PREFIX} or a
      *     number is negative
      */
-    public TransactionId(String sinkPrefix, long epoch, int subtaskIndex, long checkpointId) {
+    public TransactionId {
         if (sinkPrefix == null || !SINK_PREFIX.matcher(sinkPrefix).matches()) {
             throw new IllegalArgumentException("sink prefix '" + sinkPrefix + "' does not match " + SINK_PREFIX);
         }
@@ -55,10 +49,6 @@ public final class TransactionId {
             throw new IllegalArgumentException("epoch, subtask index and checkpoint id must not be negative: "
                     + epoch + ", " + subtaskIndex + ", " + checkpointId);
         }
-        this.sinkPrefix = sinkPrefix;
-        this.epoch = epoch;
-        this.subtaskIndex = subtaskIndex;
-        this.checkpointId = checkpointId;
     }
 
     /**
@@ -102,42 +92,6 @@ public final class TransactionId {
     /** The gid to use in {@code PREPARE TRANSACTION} and {@code COMMIT PREPARED}. */
     public String encode() {
         return gidPrefix(sinkPrefix) + "e" + epoch + ":s" + subtaskIndex + ":c" + checkpointId;
-    }
-
-    public String sinkPrefix() {
-        return sinkPrefix;
-    }
-
-    public long epoch() {
-        return epoch;
-    }
-
-    public int subtaskIndex() {
-        return subtaskIndex;
-    }
-
-    public long checkpointId() {
-        return checkpointId;
-    }
-
-    @Override
-    public boolean equals(Object o) {
-        if (this == o) {
-            return true;
-        }
-        if (!(o instanceof TransactionId)) {
-            return false;
-        }
-        TransactionId other = (TransactionId) o;
-        return epoch == other.epoch
-                && subtaskIndex == other.subtaskIndex
-                && checkpointId == other.checkpointId
-                && sinkPrefix.equals(other.sinkPrefix);
-    }
-
-    @Override
-    public int hashCode() {
-        return Objects.hash(sinkPrefix, epoch, subtaskIndex, checkpointId);
     }
 
     /** The gid. */

@@ -3,16 +3,19 @@ package io.onceflow.sink.postgres.internal;
 import io.onceflow.api.Event;
 import java.io.IOException;
 import java.sql.Connection;
+import java.sql.ResultSet;
 import java.sql.SQLException;
-import java.util.ArrayList;
+import java.sql.Statement;
 import java.util.List;
 import java.util.OptionalLong;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The claim of one writer attempt on its subtask indices, as one state machine that owns the fence
- * ({@link WriterFence}), the recovery at the first checkpoint barrier and the events held until it:
+ * The claim of one writer attempt on its subtask indices, as one state machine: it fences attempts
+ * from each other in the database, so that an attempt that looks dead to Flink but is only paused
+ * (GC, frozen VM, SIGSTOP) or cut off cannot, when it wakes up, roll back its successor's
+ * transactions or prepare one after its successor's recovery.
  *
  * <pre>
  *   HOLDING --first barrier: claim, recover, hand the held events on--> CLAIMED
@@ -21,19 +24,41 @@ import org.slf4j.LoggerFactory;
  *   any --close--> CLOSED
  * </pre>
  *
- * <p>In HOLDING the attempt touches nothing of its indices: events go to {@link HeldEvents}. Only the
- * barrier's claim rolls anything back, so a zombie that never claims, or claims too late, cannot roll
- * back a successor's transactions. FENCED and FAILED are final: Flink fails the task, and the attempt
- * writes, prepares and recovers nothing more.
+ * <ul>
+ *   <li><b>One rule: claims happen at checkpoint barriers.</b> In HOLDING the attempt touches
+ *       nothing of its indices (no rollback, no write): events go to {@link HeldEvents}. At its first
+ *       checkpoint barrier it claims each subtask index it covers with its {@link ClaimToken} (run,
+ *       barrier id), under the index's row lock ({@link IndexClaims}). Barrier ids only grow and
+ *       belong to one execution, so a later attempt always claims with a higher token than an
+ *       earlier one, across restarts and JobManagers, whenever each reaches the database: a
+ *       claimant finding a newer claim is a zombie and stops; a zombie of a dead JobManager that
+ *       never receives a barrier never claims.
+ *   <li><b>Who may act on an index:</b> the holder of its session-level advisory lock
+ *       ({@link AdvisoryLocks}), taken at the claim and held on the writer's one connection for its
+ *       whole life. Recovery ({@code ROLLBACK PREPARED}) and {@code PREPARE TRANSACTION} only ever
+ *       run on that connection, after the claim; a successor ends the holder's session
+ *       ({@code pg_terminate_backend}) before it recovers, and the writer never reconnects.
+ *   <li><b>Runs:</b> at start and before claiming, the attempt checks that its run is still the
+ *       newest of the prefix ({@link SinkRuns}): a woken attempt of a replaced job stops there.
+ *   <li><b>Lease:</b> {@link LeaseKeeper} keeps the session from looking idle, so that a run's start
+ *       can tell another live job from a dead one.
+ * </ul>
+ *
+ * <p>FENCED and FAILED are final: Flink fails the task, and the attempt writes, prepares and
+ * recovers nothing more.
  */
 final class WriterClaim implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(WriterClaim.class);
 
     enum State { HOLDING, CLAIMED, FENCED, FAILED, CLOSED }
 
+    private final PostgresSinkConfig config;
     private final Connection connection;
-    private final WriterFence fence;
     private final WriterStart start;
+    private final long epoch;
+    private final FenceHooks hooks;
+    private final AdvisoryLocks locks;
+    private final LeaseKeeper leaseKeeper;
     private final HeldEvents held;
     private final PostgresSinkMetrics metrics;
     private final String writerName;
@@ -41,16 +66,50 @@ final class WriterClaim implements AutoCloseable {
     private final boolean serverChanged;
     private State state = State.HOLDING;
 
-    /** Takes over {@code held}, which may already hold restored events. */
-    WriterClaim(Connection connection, WriterFence fence, WriterStart start, HeldEvents held,
-            PostgresSinkMetrics metrics, String writerName, boolean serverChanged) {
+    private WriterClaim(PostgresSinkConfig config, Connection connection, WriterStart start, long epoch,
+            FenceHooks hooks, HeldEvents held, PostgresSinkMetrics metrics, String writerName, boolean serverChanged) {
+        this.config = config;
         this.connection = connection;
-        this.fence = fence;
         this.start = start;
+        this.epoch = epoch;
+        this.hooks = hooks;
+        this.locks = new AdvisoryLocks(connection, config.sinkPrefix());
         this.held = held;
         this.metrics = metrics;
         this.writerName = writerName;
         this.serverChanged = serverChanged;
+        this.leaseKeeper = new LeaseKeeper(connection, config.writer().writerLease(), hooks);
+    }
+
+    /**
+     * Checks the run, takes a new epoch and starts renewing the lease, in HOLDING; takes over
+     * {@code held}, which may already hold restored events. Claims nothing: that waits for the first
+     * checkpoint barrier ({@link #claimAtBarrier}).
+     *
+     * @param connection in autocommit mode, the writer's only connection
+     * @throws StaleWriterException if a newer run owns the prefix
+     */
+    static WriterClaim open(PostgresSinkConfig config, Connection connection, WriterStart start, HeldEvents held,
+            PostgresSinkMetrics metrics, String writerName, boolean serverChanged) throws SQLException {
+        long epoch = newEpoch(connection);
+        FenceHooks hooks = new FenceHooks(config.hooks(), config.sinkPrefix(), epoch, start.subtaskIndex());
+        hooks.reached(ProtocolHooks.Step.FENCE_OPENING);
+        SinkRuns.requireNewestRun(connection, config);
+        return new WriterClaim(config, connection, start, epoch, hooks, held, metrics, writerName, serverChanged);
+    }
+
+    /** The server's 64-bit id of a new transaction: never issued twice by one server, and ordered. */
+    private static long newEpoch(Connection connection) throws SQLException {
+        try (Statement statement = connection.createStatement();
+                ResultSet result = statement.executeQuery("SELECT pg_current_xact_id()::text::bigint")) {
+            result.next();
+            return result.getLong(1);
+        }
+    }
+
+    /** This attempt's epoch, which its transactions' gids carry. */
+    long epoch() {
+        return epoch;
     }
 
     State state() {
@@ -71,9 +130,7 @@ final class WriterClaim implements AutoCloseable {
             return false;
         }
         requireState(State.HOLDING, "hold an event");
-        if (held.add(event)) {
-            metrics.eventsSpilledBeforeBarrier.inc();
-        }
+        held.add(event);
         return true;
     }
 
@@ -88,8 +145,12 @@ final class WriterClaim implements AutoCloseable {
     void claimAtBarrier(long barrier, HeldEvents.EventConsumer write) throws IOException {
         requireState(State.HOLDING, "claim at barrier " + barrier);
         try {
-            fence.claimAtBarrier(barrier);
-            List<TransactionId> covered = claimPreparedOfCoveredIndices();
+            SinkRuns.requireNewestRun(connection, config);
+            IndexClaims claims = new IndexClaims(config, connection, start.tokenAt(config.run(), barrier), epoch,
+                    start.jobId(), locks, hooks, metrics.olderAttemptsFenced);
+            List<TransactionId> covered = claims.claimAtBarrier(start);
+            LOG.info("{}: claimed its indices {} at checkpoint barrier {} ({})", writerName, claims.claimed(), barrier,
+                    claims.token());
             OptionalLong horizon = start.restoredHorizon();
             List<TransactionId> rolledBack = PreparedTransactionRecovery.rollBackAbandoned(connection, covered,
                     start.restoredCheckpointId(), serverChanged ? OptionalLong.empty() : horizon, writerName);
@@ -139,27 +200,6 @@ final class WriterClaim implements AutoCloseable {
     }
 
     /**
-     * Claims the index of every prepared transaction this subtask covers, until no new one shows up
-     * (a fenced holder may have prepared one just before it was ended), and returns them.
-     */
-    private List<TransactionId> claimPreparedOfCoveredIndices() throws SQLException {
-        while (true) {
-            List<TransactionId> covered = new ArrayList<>();
-            boolean claimedMore = false;
-            for (TransactionId id : PreparedTransactionRecovery.prepared(connection, fence.sinkPrefix())) {
-                if (start.covers(id.subtaskIndex())) {
-                    claimedMore |= !fence.claimed().contains(id.subtaskIndex());
-                    fence.claim(id.subtaskIndex());
-                    covered.add(id);
-                }
-            }
-            if (!claimedMore) {
-                return covered;
-            }
-        }
-    }
-
-    /**
      * Drops what is held and stops the lease; the locks stay until {@link #releaseLocks} (the
      * writer's statements still run on the connection).
      */
@@ -173,12 +213,20 @@ final class WriterClaim implements AutoCloseable {
         try {
             held.close();
         } finally {
-            fence.close();
+            leaseKeeper.close();
         }
     }
 
-    /** See {@link WriterFence#releaseLocks}. */
+    /**
+     * Releases the indices' locks before the writer closes its connection: the server ends a closed
+     * session asynchronously, and its locks would otherwise look held (by a live writer) for a moment
+     * after the job stopped. Best effort: a broken connection releases them anyway.
+     */
     void releaseLocks() {
-        fence.releaseLocks();
+        try {
+            locks.releaseAll();
+        } catch (SQLException | RuntimeException e) {
+            LOG.debug("{} could not release its locks before closing", writerName, e);
+        }
     }
 }

@@ -5,7 +5,7 @@ import org.apache.flink.annotation.Internal;
 
 /**
  * Internal. The writers table: per sink prefix and subtask index, which attempt of which run holds it
- * (see {@link WriterFence}).
+ * (see {@link WriterClaim}).
  *
  * <p>Column {@code restored_checkpoint} holds the claim's {@link ClaimToken#claimCheckpoint}, the
  * barrier it was made at. It keeps the name it had before claims moved to barriers, so that

@@ -13,7 +13,7 @@
  *   <li>writing: the exactly-once writer (one transaction per checkpoint, prepared at the barrier),
  *       the at-least-once writer, upserts, the isolation of rows the database refuses;
  *   <li>who may write: the runs of a sink prefix ({@code SinkRuns}) and the claims of writer attempts
- *       on their subtask index at a checkpoint barrier ({@code WriterFence}), with advisory locks and
+ *       on their subtask index at a checkpoint barrier ({@code WriterClaim}), with advisory locks and
  *       a lease, so that a paused attempt that wakes cannot undo its successor's work;
  *   <li>committing: the committer, recovery of prepared transactions, the transaction ids (gids),
  *       committables and writer state with their serializers (part of the savepoint format);

@@ -9,12 +9,15 @@ import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.FileStore;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.stream.IntStream;
+import java.util.stream.Stream;
+import org.apache.flink.metrics.SimpleCounter;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -40,14 +43,34 @@ class HeldEventsTest {
         return IntStream.range(0, count).mapToObj(HeldEventsTest::event).toList();
     }
 
-    /** Spill files under the root, of every process. */
-    private long spillFiles() throws Exception {
-        Path spills = root.resolve(HeldEvents.DIRECTORY);
-        if (!Files.isDirectory(spills)) {
-            return 0;
+    /**
+     * The spill files under {@code directory} that {@code pid} has open: their names are gone, so
+     * only the process's open files show them (Linux's /proc/<pid>/fd, "... (deleted)").
+     */
+    private static long openSpills(long pid, Path directory) throws Exception {
+        try (Stream<Path> fds = Files.list(Path.of("/proc", String.valueOf(pid), "fd"))) {
+            return fds.map(HeldEventsTest::target)
+                    .filter(target -> target.startsWith(directory.toString()) && target.endsWith(".spill (deleted)"))
+                    .count();
         }
-        try (var files = Files.walk(spills)) {
-            return files.filter(file -> file.toString().endsWith(".spill")).count();
+    }
+
+    private long openSpills() throws Exception {
+        return openSpills(ProcessHandle.current().pid(), root);
+    }
+
+    private static String target(Path fd) {
+        try {
+            return Files.readSymbolicLink(fd).toString();
+        } catch (IOException gone) { // the listing's own descriptor, closed by now
+            return "";
+        }
+    }
+
+    /** What anyone listing the directory sees. */
+    private static List<Path> names(Path directory) throws IOException {
+        try (Stream<Path> files = Files.list(directory)) {
+            return files.toList();
         }
     }
 
@@ -67,33 +90,36 @@ class HeldEventsTest {
         long limit = 10 * HeldEvents.bytesOf(event(0));
         List<Event> input = events(5_000);
         List<Event> handedOut = new ArrayList<>();
-        try (HeldEvents held = new HeldEvents(root, "job-s0", limit)) {
+        SimpleCounter spilledEvents = new SimpleCounter();
+        try (HeldEvents held = new HeldEvents(root, "job-s0", limit, spilledEvents)) {
             for (Event event : input) {
                 held.add(event);
                 assertThat(held.memoryBytes()).isLessThanOrEqualTo(limit);
             }
             assertThat(held.size()).isEqualTo(5_000);
             assertThat(held.spilled()).isGreaterThan(4_980);
-            assertThat(spillFiles()).isEqualTo(1);
+            assertThat(spilledEvents.getCount()).isEqualTo(held.spilled());
+            assertThat(openSpills()).as("one spill file, open").isEqualTo(1);
+            assertThat(names(root)).as("it has no name: nothing to sweep after a kill -9").isEmpty();
 
             held.forEach(handedOut::add);
             assertThat(held.isEmpty()).isTrue();
-            assertThat(spillFiles()).as("deleted once handed out").isZero();
+            assertThat(openSpills()).as("closed once handed out").isZero();
         }
         assertThat(handedOut).isEqualTo(input);
     }
 
     @Test
     void withinTheLimitNothingIsSpilledAndALimitOfZeroSpillsEveryEvent() throws Exception {
-        try (HeldEvents held = new HeldEvents(root, "job-s0", Long.MAX_VALUE)) {
+        try (HeldEvents held = new HeldEvents(root, "job-s0", Long.MAX_VALUE, new SimpleCounter())) {
             for (Event event : events(100)) {
                 held.add(event);
             }
             assertThat(held.spilled()).isZero();
-            assertThat(spillFiles()).isZero();
+            assertThat(openSpills()).isZero();
         }
         List<Event> handedOut = new ArrayList<>();
-        try (HeldEvents held = new HeldEvents(root, "job-s1", 0)) {
+        try (HeldEvents held = new HeldEvents(root, "job-s1", 0, new SimpleCounter())) {
             for (Event event : events(3)) {
                 held.add(event);
             }
@@ -104,12 +130,12 @@ class HeldEventsTest {
     }
 
     @Test
-    void aClosedAttemptLeavesNoFileAndAStartDeletesTheSpillsOfDeadProcessesOnly() throws Exception {
-        HeldEvents held = new HeldEvents(root, "job-s0", 0);
+    void aClosedAttemptAndAKilledProcessLeaveNothingOnDisk() throws Exception {
+        HeldEvents held = new HeldEvents(root, "job-s0", 0, new SimpleCounter());
         held.add(event(1));
-        assertThat(spillFiles()).isEqualTo(1);
+        assertThat(openSpills()).isEqualTo(1);
         held.close();
-        assertThat(spillFiles()).isZero();
+        assertThat(openSpills()).isZero();
 
         Process other = java(SpillHolder.class, root).start();
         try (BufferedReader out = new BufferedReader(new InputStreamReader(other.getInputStream(),
@@ -119,69 +145,39 @@ class HeldEventsTest {
                 line = out.readLine();
             } while (line != null && !line.equals("holding"));
             assertThat(line).as("the other process spilled").isEqualTo("holding");
-            HeldEvents live = new HeldEvents(root, "job-s0", 0);
-            live.add(event(2));
-            assertThat(spillFiles()).isEqualTo(2);
-
-            HeldEvents.deleteSpillsOfDeadProcesses(root);
-            assertThat(spillFiles()).as("the other live process's spill and this one's stay").isEqualTo(2);
-
-            other.destroyForcibly().waitFor(); // kill -9: it deletes nothing
-            assertThat(spillFiles()).isEqualTo(2);
-            HeldEvents.deleteSpillsOfDeadProcesses(root);
-            assertThat(spillFiles()).as("the dead process's spill is gone").isEqualTo(1);
-            List<Event> handedOut = new ArrayList<>();
-            live.forEach(handedOut::add);
-            assertThat(handedOut).containsExactly(event(2));
-            live.close();
+            assertThat(openSpills(other.pid(), root)).as("its spill file, open").isEqualTo(1);
+            assertThat(names(root)).as("and nameless").isEmpty();
+            other.destroyForcibly().waitFor(); // kill -9: it deletes nothing, and there is nothing to delete
+            assertThat(names(root)).isEmpty();
         } finally {
             other.destroyForcibly();
         }
     }
 
     /**
-     * Two TaskManagers in two containers (two PID namespaces) sharing one temporary directory: a
-     * writer start in one leaves the other's live spill alone (with directories named by pid, it
-     * deleted it: that pid does not exist in its namespace). Needs {@code unshare --pid}.
-     */
-    @Test
-    void aWriterStartInAnotherPidNamespaceLeavesALiveWritersSpillAlone() throws Exception {
-        assumeTrue(new ProcessBuilder("unshare", "--pid", "--fork", "--mount-proc", "true").start().waitFor() == 0,
-                "needs unshare --pid");
-        List<Event> input = events(10);
-        List<Event> handedOut = new ArrayList<>();
-        try (HeldEvents live = new HeldEvents(root, "job-s0", 0)) {
-            for (Event event : input) {
-                live.add(event);
-            }
-            List<String> command = new ArrayList<>(List.of("unshare", "--pid", "--fork", "--mount-proc"));
-            command.addAll(java(SpillSweeper.class, root).command());
-            assertThat(new ProcessBuilder(command).inheritIO().start().waitFor()).isZero();
-            live.forEach(handedOut::add);
-        }
-        assertThat(handedOut).isEqualTo(input);
-    }
-
-    /**
-     * The disk fills mid-spill: the attempt fails, and its close deletes the file that filled it
-     * (closing fails again on the full disk). Needs root, to mount a small tmpfs.
+     * The disk fills mid-spill: the attempt fails, and its close frees the space of the file that
+     * filled it (a last flush would fail again on the full disk). Needs root, to mount a small tmpfs.
      */
     @Test
     void aSpillThatRanOutOfDiskIsDeletedWhenTheAttemptCloses() throws Exception {
-        Path mount = Files.createDirectories(root.resolve(HeldEvents.DIRECTORY));
+        Path mount = Files.createDirectories(root.resolve("small"));
         Process mounting = new ProcessBuilder("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", mount.toString())
                 .redirectErrorStream(true).start();
         assumeTrue(mounting.waitFor() == 0, "needs root to mount a small tmpfs");
         try {
-            HeldEvents held = new HeldEvents(root, "job-s0", 0);
+            HeldEvents held = new HeldEvents(mount, "job-s0", 0, new SimpleCounter());
             Throwable full = null;
             for (int i = 0; i < 10_000 && full == null; i++) {
                 full = catchThrowable(() -> held.add(event(0, 1_000)));
             }
             assertThat(full).as("the tmpfs filled up").isInstanceOf(IOException.class)
                     .hasMessageContaining("No space left");
+            FileStore disk = Files.getFileStore(mount);
+            assertThat(disk.getTotalSpace() - disk.getUnallocatedSpace()).as("the full disk").isGreaterThan(200_000);
             held.close();
-            assertThat(spillFiles()).as("the spill file, after the failed attempt's close()").isZero();
+            assertThat(openSpills(ProcessHandle.current().pid(), mount)).isZero();
+            assertThat(disk.getTotalSpace() - disk.getUnallocatedSpace())
+                    .as("bytes used on the disk after the failed attempt's close()").isLessThan(16_384);
         } finally {
             new ProcessBuilder("umount", "-l", mount.toString()).start().waitFor();
         }
