@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres;
 
+import io.onceflow.sink.postgres.options.PostgresTableOptions;
 import static io.onceflow.sink.postgres.BusinessEffectsTest.FUNCTION;
 import static io.onceflow.sink.postgres.BusinessEffectsTest.event;
 import static io.onceflow.sink.postgres.BusinessEffectsTest.payment;
@@ -29,7 +30,7 @@ import org.junit.jupiter.api.Test;
  * failures waiting for an operator do not refuse a start with the fixed function.
  */
 class EffectMigrationAndRacesTest {
-    private static final String QUEUE = SinkDatabase.TABLE + PendingEffectsTable.SUFFIX;
+    private static final String QUEUE = SinkDatabase.TABLE + PostgresTableOptions.EFFECT_QUEUE_SUFFIX;
     /** The ledger's function while a bug makes it refuse payments flagged "new-scheme". */
     private static final String BROKEN = BusinessEffectsTest.APPLY_PAYMENT.replace("BEGIN\n",
             "BEGIN\n  IF payload ? 'new-scheme' THEN RAISE EXCEPTION 'scheme not supported: %', message_id; END IF;\n");

@@ -326,11 +326,11 @@ class EffectPartitionLocksTest {
         for (int length : new int[] {PostgresTableOptions.MAX_EVENTS_NAME_LENGTH, PostgresTableOptions.MAX_EVENTS_NAME_LENGTH - 1}) {
             String table = ("events_of_a_rather_long_name_" + "x".repeat(60)).substring(0, length);
             db.config(db.builder("fresh" + length).setTable(table).setEffectFunction(FUNCTION));
-            indexes.put("a new queue, events table of " + length, partitionOrderIndexes(table + PendingEffectsTable.SUFFIX));
+            indexes.put("a new queue, events table of " + length, partitionOrderIndexes(table + PostgresTableOptions.EFFECT_QUEUE_SUFFIX));
         }
         for (int length : new int[] {PostgresTableOptions.MAX_EVENTS_NAME_LENGTH, PostgresTableOptions.MAX_EVENTS_NAME_LENGTH - 1}) {
             String upgraded = ("upgraded_" + "y".repeat(60)).substring(0, length);
-            String queue = upgraded + PendingEffectsTable.SUFFIX;
+            String queue = upgraded + PostgresTableOptions.EFFECT_QUEUE_SUFFIX;
             db.config(db.builder("upgraded" + length).setTable(upgraded).setEffectFunction(FUNCTION));
             // the previous version's queue: all its columns, and the source order index in place of the
             // new one (at 50 characters, that version could not create it: its name was the queue's)

@@ -1,5 +1,6 @@
 package io.onceflow.sink.postgres;
 
+import io.onceflow.sink.postgres.options.PostgresTableOptions;
 import io.onceflow.sink.postgres.options.StartMode;
 import static io.onceflow.sink.postgres.BusinessEffectsTest.event;
 import static io.onceflow.sink.postgres.BusinessEffectsTest.payment;
@@ -31,7 +32,7 @@ import org.junit.jupiter.api.Test;
  * the commit under review; each names the invariant it checks.
  */
 class EffectQueueRacesTest {
-    private static final String QUEUE = SinkDatabase.TABLE + PendingEffectsTable.SUFFIX;
+    private static final String QUEUE = SinkDatabase.TABLE + PostgresTableOptions.EFFECT_QUEUE_SUFFIX;
 
     private final SinkDatabase db = new SinkDatabase();
 

@@ -261,12 +261,12 @@ final class SinkDatabase {
 
     /** The effects queued to be called; not those that failed (they stay queued for an operator). */
     long queuedEffects() throws SQLException {
-        return count("SELECT count(*) FROM " + TABLE + PendingEffectsTable.SUFFIX + " WHERE failed_at IS NULL");
+        return count("SELECT count(*) FROM " + TABLE + PostgresTableOptions.EFFECT_QUEUE_SUFFIX + " WHERE failed_at IS NULL");
     }
 
     /** The effects that failed and wait for an operator. */
     long failedEffects() throws SQLException {
-        return count("SELECT count(*) FROM " + TABLE + PendingEffectsTable.SUFFIX + " WHERE failed_at IS NOT NULL");
+        return count("SELECT count(*) FROM " + TABLE + PostgresTableOptions.EFFECT_QUEUE_SUFFIX + " WHERE failed_at IS NOT NULL");
     }
 
     private long count(String sql) throws SQLException {

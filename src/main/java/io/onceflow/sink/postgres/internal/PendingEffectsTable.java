@@ -1,5 +1,7 @@
 package io.onceflow.sink.postgres.internal;
 
+import static io.onceflow.sink.postgres.options.PostgresTableOptions.MAX_IDENTIFIER_LENGTH;
+
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -14,7 +16,8 @@ import org.apache.flink.annotation.Internal;
  * result. An effect that failed stays, marked {@code failed_at}, until an operator re-drives it
  * (the mark is cleared) or skips it (the row is deleted): so the failures waiting for an operator
  * are counted on this small table, and retention, which keeps every queued row, never deletes one.
- * Named after the events table, {@code <events>}{@value #SUFFIX}.
+ * Named after the events table, {@code <events>_effect_queue}
+ * ({@code PostgresTableOptions.EFFECT_QUEUE_SUFFIX}).
  *
  * <p><b>Why a table of its own</b> rather than a partial index on the events table: an index whose
  * predicate mentions {@code result} makes every update of {@code result} a non-HOT update (a new
@@ -26,7 +29,6 @@ import org.apache.flink.annotation.Internal;
  */
 @Internal
 public final class PendingEffectsTable {
-    public static final String SUFFIX = PostgresTableOptions.EFFECT_QUEUE_SUFFIX;
     static final String SINK_PREFIX_COLUMN = "sink_prefix";
     static final String EFFECT_FUNCTION_COLUMN = "effect_function";
     static final String FAILED_AT_COLUMN = "failed_at";
@@ -39,7 +41,6 @@ public final class PendingEffectsTable {
     private static final String PARTITION_ORDER_INDEX_SUFFIX = "_partition_order";
     /** The suffix of the index of the versions before the partition order index. */
     static final String SOURCE_ORDER_INDEX_SUFFIX = "_source_order";
-    private static final int MAX_IDENTIFIER_LENGTH = PostgresTableOptions.MAX_IDENTIFIER_LENGTH;
 
     private final String name;
     private final String events;
@@ -49,7 +50,7 @@ public final class PendingEffectsTable {
     /** @param events the events table's validated name, {@code table} or {@code schema.table} */
     public PendingEffectsTable(String events) {
         this.events = events;
-        this.name = events + SUFFIX;
+        this.name = events + PostgresTableOptions.EFFECT_QUEUE_SUFFIX;
         this.log = new EffectLogTable(events, this);
         this.upgrade = new EffectQueueUpgrade(events, name);
     }

@@ -68,19 +68,16 @@ public final class Rows {
     /** Rows {@code from} (inclusive) to {@code to} (exclusive), copied. */
     Rows range(int from, int to) {
         Rows range = new Rows(to - from);
-        System.arraycopy(ids, from, range.ids, 0, range.size());
-        System.arraycopy(payloads, from, range.payloads, 0, range.size());
-        System.arraycopy(topics, from, range.topics, 0, range.size());
-        System.arraycopy(partitions, from, range.partitions, 0, range.size());
-        System.arraycopy(offsets, from, range.offsets, 0, range.size());
-        System.arraycopy(deliveries, from, range.deliveries, 0, range.size());
+        for (int i = from; i < to; i++) {
+            range.copy(this, i, i - from);
+        }
         return range;
     }
 
-    /** Binds the six column arrays of a batch's rows ({@link EventsTable}) from parameter {@code first} on. */
     /** How many parameters {@link #bind} sets: one array per column. */
     static final int BOUND_PARAMETERS = 6;
 
+    /** Binds the six column arrays of a batch's rows ({@link EventsTable}) from parameter {@code first} on. */
     void bind(PreparedStatement statement, int first) throws SQLException {
         // pgjdbc's own createArrayOf takes primitive arrays too (no boxing).
         PgConnection pg = statement.getConnection().unwrap(PgConnection.class);
