@@ -148,7 +148,7 @@ class PrometheusMetricsIT {
                     + " writer subtask").hasSize(2);
             assertThat(scrape.names()).as("scraped metric names").contains(OPERATOR + "pendingCommittables",
                     OPERATOR + "effectsFailed", OPERATOR + "effectRetries", OPERATOR + "effectsQueued",
-                    OPERATOR + "effectsAwaitingRedrive", OPERATOR + "effectWorkerLoopAgeSeconds",
+                    OPERATOR + "effectsAwaitingRedrive", OPERATOR + "staleQueuedEffects", OPERATOR + "effectWorkerLoopAgeSeconds",
                     OPERATOR + "oldestQueuedEffectSeconds", OPERATOR + "transactionsRolledBackOnRecovery",
                     OPERATOR + "olderAttemptsFenced", OPERATOR + "staleWriterAttemptsRefused",
                     OPERATOR + "fencedWriterCloses", OPERATOR + "commitLatencyMs",

@@ -191,6 +191,34 @@ class EffectWorkerTest {
                 .isEqualTo("990 1005 1005");
     }
 
+    /**
+     * A queued effect whose inbox row was deleted by hand: no worker can take it (the take joins the
+     * row). The gauges count it as stale, not as waiting: without that, the oldest queued effect's
+     * age grew for ever and its alert never resolved. When the message comes again its new row adopts
+     * the queue entry, and it is applied once.
+     */
+    @Test
+    void aQueuedEffectWhoseInboxRowIsGoneIsCountedStaleNotWaitingUntilItsMessageComesAgain() throws Exception {
+        PostgresSinkConfig config = db.config(sink());
+        db.commitFreshCheckpoint(config, payment("gone", "a1", "a2", 7), payment("p1", "a1", "a2", 10));
+        db.execute("DELETE FROM " + SinkDatabase.TABLE + " WHERE id = 'gone'");
+        Map<String, Gauge<?>> gauges = new ConcurrentHashMap<>();
+        try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, 1,
+                PostgresSinkMetrics.register(gaugesInto(gauges)))) {
+            Eventually.await("p1 applied, the gone one counted stale", PATIENCE, Duration.ofMillis(20),
+                    () -> Long.valueOf(1).equals(gauges.get("staleQueuedEffects").getValue())
+                            && Long.valueOf(0).equals(gauges.get("effectsQueued").getValue()));
+            assertThat(gauges.get("oldestQueuedEffectSeconds").getValue()).as("nothing waits").isEqualTo(0L);
+            assertThat(db.effectStatuses()).containsOnly(entry("p1", "applied"));
+
+            db.commitFreshCheckpoint(SinkDatabase.newRun(config), payment("gone", "a1", "a2", 7)); // a new submission
+            Eventually.await("the message came again: applied, nothing stale", PATIENCE, Duration.ofMillis(20),
+                    () -> "applied".equals(db.effectStatuses().get("gone"))
+                            && Long.valueOf(0).equals(gauges.get("staleQueuedEffects").getValue()));
+        }
+        assertThat(balance("a2")).as("p1 and the gone payment, each once").isEqualTo(1017);
+    }
+
     private static UnregisteredMetricsGroup gaugesInto(Map<String, Gauge<?>> gauges) {
         return new UnregisteredMetricsGroup() {
             @Override

@@ -8,7 +8,8 @@ import java.time.Duration;
 
 /**
  * Internal. An {@link EffectWorker}'s view of its queue, for its gauges: how many effects wait to
- * be called, how many failed and wait for an operator, and the age of the oldest; read at most every
+ * be called, how many failed and wait for an operator, how many are stale
+ * ({@link PendingEffectsTable#backlogQuery}), and the age of the oldest; read at most every
  * {@link #REFRESH} unless asked for now. Written by the worker's thread, read by the metrics'.
  */
 final class EffectBacklog {
@@ -17,6 +18,7 @@ final class EffectBacklog {
     private final String backlogQuery;
     private volatile long queued;
     private volatile long awaitingRedrive;
+    private volatile long stale;
     /** The oldest queued effect's age in ms at the last read, and when that was (nanoTime). */
     private volatile long oldestQueuedMillisAtRead;
     private volatile long readNanos = System.nanoTime();
@@ -40,6 +42,7 @@ final class EffectBacklog {
             readNanos = now;
             queued = backlog.getLong(1);
             awaitingRedrive = backlog.getLong(3);
+            stale = backlog.getLong(4);
         }
     }
 
@@ -51,6 +54,11 @@ final class EffectBacklog {
     /** Failed effects waiting for an operator, at the last read. */
     long awaitingRedrive() {
         return awaitingRedrive;
+    }
+
+    /** Queued effects whose events row is gone, which no worker can take, at the last read. */
+    long stale() {
+        return stale;
     }
 
     /**

@@ -84,7 +84,7 @@ public final class EffectWorker implements AutoCloseable {
         this.backlog = new EffectBacklog(queue);
         this.server = new EffectServerWatch(config);
         metrics.reportEffectBacklog(backlog::queued, backlog::oldestQueuedSeconds, backlog::awaitingRedrive,
-                () -> (System.nanoTime() - loopNanos) / 1_000_000_000L);
+                backlog::stale, () -> (System.nanoTime() - loopNanos) / 1_000_000_000L);
         this.thread = new Thread(this::run, "onceflow-" + config.sinkPrefix() + "-" + name);
         this.thread.setDaemon(true);
     }

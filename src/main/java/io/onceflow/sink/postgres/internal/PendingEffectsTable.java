@@ -251,13 +251,18 @@ public final class PendingEffectsTable {
     }
 
     /**
-     * How many effects are queued to be called, the age of the oldest in seconds (0 when none), and
-     * how many failed and wait for an operator.
+     * How many effects are queued to be called, the age of the oldest in seconds (0 when none), how
+     * many failed and wait for an operator, and how many are stale: queued, but their events row is
+     * gone (deleted by hand, or with a restore), so no worker can take them (the take joins the
+     * events row) until the message comes again and its new row adopts them. Stale rows are not in
+     * the first two figures, which would otherwise say for ever that an effect waits.
      */
     public String backlogQuery() {
-        return "SELECT count(*) FILTER (WHERE " + FAILED_AT_COLUMN + " IS NULL), coalesce(extract(epoch FROM"
-                + " clock_timestamp() - min(queued_at) FILTER (WHERE " + FAILED_AT_COLUMN + " IS NULL)), 0),"
-                + " count(*) FILTER (WHERE " + FAILED_AT_COLUMN + " IS NOT NULL) FROM " + name;
+        String waiting = "q." + FAILED_AT_COLUMN + " IS NULL AND e.id IS NOT NULL";
+        return "SELECT count(*) FILTER (WHERE " + waiting + "), coalesce(extract(epoch FROM clock_timestamp()"
+                + " - min(q.queued_at) FILTER (WHERE " + waiting + ")), 0), count(*) FILTER (WHERE q." + FAILED_AT_COLUMN
+                + " IS NOT NULL), count(*) FILTER (WHERE q." + FAILED_AT_COLUMN + " IS NULL AND e.id IS NULL) FROM "
+                + name + " q LEFT JOIN " + events + " e ON e.id = q.id";
     }
 
     /**

@@ -42,8 +42,8 @@ import org.apache.flink.runtime.metrics.DescriptiveStatisticsHistogram;
  *       what they were about to touch, and stopped (the zombie's side of the fence; counted in the
  *       refused attempt's own group, which lives until its task fails);
  *   <li>{@code effectsQueued}, {@code oldestQueuedEffectSeconds}, {@code effectsAwaitingRedrive},
- *       {@code effectWorkerLoopAgeSeconds}: the effect backlog, the failures waiting for an operator
- *       and the worker's liveness (gauges of the writer, with an effect function; see {@link
+ *       {@code staleQueuedEffects}, {@code effectWorkerLoopAgeSeconds}: the effect backlog, the
+ *       failures waiting for an operator, the queue rows no worker can take and the worker's liveness (gauges of the writer, with an effect function; see {@link
  *       #reportEffectBacklog}).
  * </ul>
  *
@@ -101,15 +101,17 @@ public final class PostgresSinkMetrics {
      * inbox row committed and that no transaction has applied yet), {@code
      * oldestQueuedEffectSeconds} (how long the oldest of them has waited), {@code
      * effectsAwaitingRedrive} (effects that failed and wait for an operator to re-drive or skip
-     * them) and {@code effectWorkerLoopAgeSeconds} (since the worker's loop last came round: it
+     * them), {@code staleQueuedEffects} (queued effects whose inbox row is gone, which no worker can
+     * take) and {@code effectWorkerLoopAgeSeconds} (since the worker's loop last came round: it
      * grows while the worker is stuck). Every worker reads the same queue: alert on the maximum over
      * subtasks, not the sum.
      */
     public void reportEffectBacklog(LongSupplier queued, LongSupplier oldestQueuedSeconds,
-            LongSupplier awaitingRedrive, LongSupplier loopAgeSeconds) {
+            LongSupplier awaitingRedrive, LongSupplier stale, LongSupplier loopAgeSeconds) {
         group.gauge("effectsQueued", (Gauge<Long>) queued::getAsLong);
         group.gauge("oldestQueuedEffectSeconds", (Gauge<Long>) oldestQueuedSeconds::getAsLong);
         group.gauge("effectsAwaitingRedrive", (Gauge<Long>) awaitingRedrive::getAsLong);
+        group.gauge("staleQueuedEffects", (Gauge<Long>) stale::getAsLong);
         group.gauge("effectWorkerLoopAgeSeconds", (Gauge<Long>) loopAgeSeconds::getAsLong);
     }
 
