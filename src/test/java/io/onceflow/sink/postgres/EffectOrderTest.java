@@ -93,6 +93,45 @@ class EffectOrderTest {
     }
 
     /**
+     * Per-account order rests on the partition's order alone, so nothing waits for a predecessor that
+     * never comes: a message dead-lettered before the sink (offset 1: no row), a rejected effect and
+     * a failed one (verdicts) leave the partition's later effects to go on, in offset order, by two
+     * workers. (The per-account sequence scheme this replaced wedged on the first of these.)
+     */
+    @Test
+    void aPartitionGoesOnPastADeadLetteredARejectedAndAFailedPredecessorInOffsetOrder() throws Exception {
+        db.execute("CREATE FUNCTION ledger.verdicts(message_id text, payload jsonb) RETURNS jsonb LANGUAGE plpgsql"
+                + " AS $$ BEGIN\n"
+                + "  IF payload ? 'fail' THEN RAISE EXCEPTION 'bad amount' USING ERRCODE = '22023'; END IF;\n"
+                + "  IF payload ? 'reject' THEN RETURN jsonb_build_object('status', 'rejected'); END IF;\n"
+                + "  RETURN " + FUNCTION + "(message_id, payload); END $$");
+        PostgresSinkConfig config = db.config(db.builder("verdicts").setEffectFunction("ledger.verdicts"));
+        List<Event> events = new ArrayList<>();
+        events.add(event("m0", "{}", "payments", 0, 0)); // offset 1 was dead-lettered: it never reaches the sink
+        events.add(event("m2", "{\"reject\":true}", "payments", 0, 2));
+        events.add(event("m3", "{\"fail\":true}", "payments", 0, 3));
+        for (int offset = 4; offset < 8; offset++) {
+            events.add(event("m" + offset, "{}", "payments", 0, offset));
+        }
+        db.commitFreshCheckpoint(config, events.toArray(Event[]::new));
+
+        List<EffectWorker> workers = new ArrayList<>();
+        try {
+            for (int subtask = 0; subtask < 2; subtask++) {
+                workers.add(EffectWorker.startIfConfigured(config, subtask, 2, PostgresSinkMetrics.unregistered()));
+            }
+            Eventually.await("every effect decided", PATIENCE, Duration.ofMillis(50),
+                    () -> db.queuedEffects() == 0 && db.effectStatuses().values().stream().allMatch(s -> s != null));
+        } finally {
+            workers.forEach(EffectWorker::close);
+        }
+        assertThat(db.effectStatuses()).containsEntry("m2", "rejected").containsEntry("m3", "failed")
+                .containsEntry("m0", "applied").containsEntry("m7", "applied");
+        assertThat(db.database.rows("SELECT source_offset FROM ledger.calls ORDER BY seq"))
+                .as("the applied ones, once each, in offset order").containsExactly("0", "4", "5", "6", "7");
+    }
+
+    /**
      * One checkpoint's rows of a partition, split between two writer subtasks by id, are committed
      * moments apart: no effect of the partition committed by the first may be applied before the
      * second commits the earlier offsets. Meanwhile the effects committed before the checkpoint's
