@@ -201,7 +201,7 @@ class EffectResultsTopicTest {
                     () -> kafka.readCommitted(resultsTopic, Duration.ofSeconds(5)).size() >= first.size());
             subtask0.closeAfterDraining();
             List<Event> rest = events.subList(first.size(), events.size());
-            db.commitFreshCheckpoint(SinkDatabase.newRun(config), rest.toArray(Event[]::new));
+            db.commitCheckpoint(config, 2, rest.toArray(Event[]::new));
             Eventually.await("subtask 1's worker applied the rest", PATIENCE, Duration.ofMillis(100),
                     () -> db.queuedEffects() == 0);
             subtask1.closeAfterDraining();

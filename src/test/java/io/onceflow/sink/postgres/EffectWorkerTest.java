@@ -21,6 +21,8 @@ import io.onceflow.tools.effects.EffectActions;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -211,12 +213,50 @@ class EffectWorkerTest {
             assertThat(gauges.get("oldestQueuedEffectSeconds").getValue()).as("nothing waits").isEqualTo(0L);
             assertThat(db.effectStatuses()).containsOnly(entry("p1", "applied"));
 
-            db.commitFreshCheckpoint(SinkDatabase.newRun(config), payment("gone", "a1", "a2", 7)); // a new submission
+            db.commitCheckpoint(config, 2, payment("gone", "a1", "a2", 7));
             Eventually.await("the message came again: applied, nothing stale", PATIENCE, Duration.ofMillis(20),
                     () -> "applied".equals(db.effectStatuses().get("gone"))
                             && Long.valueOf(0).equals(gauges.get("staleQueuedEffects").getValue()));
         }
         assertThat(balance("a2")).as("p1 and the gone payment, each once").isEqualTo(1017);
+    }
+
+    /**
+     * A new submission replaced the job whose worker is mid-batch (a zombie TaskManager's, or one a
+     * cancel did not reach): the registration waits for that batch to commit, and after it the old
+     * run's worker applies nothing more, so every effect of the new run is applied with its settings
+     * (its function, keys, results topic) by its own workers. Without the batch's run check the old
+     * worker applied p2; without the registration's lock the new run registered under the batch.
+     */
+    @Test
+    void aWorkerOfAReplacedRunAppliesNothingMoreAndTheNewRunWaitsForItsBatchInFlight() throws Exception {
+        db.execute("CREATE FUNCTION ledger.gated(message_id text, payload jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$"
+                + " BEGIN PERFORM pg_advisory_lock_shared(774411); PERFORM pg_advisory_unlock_shared(774411);"
+                + " RETURN ledger.apply_payment(message_id, payload); END $$");
+        PostgresSinkConfig first = db.config(sink().setEffectFunction("ledger.gated"));
+        db.commitFreshCheckpoint(first, payment("p1", "a1", "a2", 10));
+        try (Connection gate = PostgresConnections.open(first, "gate"); Statement hold = gate.createStatement()) {
+            hold.execute("SELECT pg_advisory_lock(774411)");
+            try (EffectWorker replaced = EffectWorker.startIfConfigured(first, 0, 1, PostgresSinkMetrics.unregistered())) {
+                Eventually.await("p1's call waits at the gate", PATIENCE, Duration.ofMillis(20), () -> !db.database.rows(
+                        "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").isEmpty());
+                CompletableFuture<PostgresSinkConfig> second = CompletableFuture.supplyAsync(() -> SinkDatabase.newRun(first));
+                Thread.sleep(1_000); // within the test sessions' 2 s lock timeout
+                assertThat(second).as("the new run's registration waits for the old run's batch").isNotDone();
+                hold.execute("SELECT pg_advisory_unlock(774411)");
+                PostgresSinkConfig next = second.get(30, TimeUnit.SECONDS);
+                assertThat(db.effectStatuses()).as("the batch in flight committed first").containsEntry("p1", "applied");
+
+                db.commitFreshCheckpoint(next, payment("p2", "a1", "a2", 5));
+                Thread.sleep(2_000); // the old run's worker polls every half second
+                assertThat(db.effectStatuses()).as("the old run's worker took nothing more").containsEntry("p2", null);
+                try (EffectWorker current = EffectWorker.startIfConfigured(next, 0, 1, PostgresSinkMetrics.unregistered())) {
+                    Eventually.await("the new run's worker applies p2", PATIENCE, Duration.ofMillis(20),
+                            () -> "applied".equals(db.effectStatuses().get("p2")));
+                }
+            }
+        }
+        assertThat(balance("a2")).as("p1 and p2, each once").isEqualTo(1015);
     }
 
     private static UnregisteredMetricsGroup gaugesInto(Map<String, Gauge<?>> gauges) {

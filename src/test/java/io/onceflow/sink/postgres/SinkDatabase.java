@@ -213,6 +213,18 @@ final class SinkDatabase {
         PostgresTwoPhaseCommitTest.commit(config, committable);
     }
 
+    /**
+     * Writes {@code events} in checkpoint {@code checkpointId} of the same run, by a writer restored
+     * from the checkpoint before it, and commits it: a later checkpoint of a running job.
+     */
+    void commitCheckpoint(PostgresSinkConfig config, long checkpointId, Event... events) throws Exception {
+        PostgresCommittable committable;
+        try (PostgresExactlyOnceWriter writer = restoredWriter(config, checkpointId - 1)) {
+            committable = PostgresTwoPhaseCommitTest.checkpoint(writer, checkpointId, events);
+        }
+        PostgresTwoPhaseCommitTest.commit(config, committable);
+    }
+
     /** {@code result->>'status'} of every committed row, by id: null while its effect is pending. */
     Map<String, String> effectStatuses() throws SQLException {
         Map<String, String> statuses = new HashMap<>();

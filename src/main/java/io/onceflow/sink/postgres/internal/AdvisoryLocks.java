@@ -46,6 +46,23 @@ public final class AdvisoryLocks {
         return ("onceflow-writer:" + sinkPrefix).hashCode();
     }
 
+    /**
+     * The transaction-scoped lock that orders a prefix's run registrations after its effect batches:
+     * a registration takes it exclusively before it inserts the new run, each effect batch shares it
+     * before it reads the newest run ({@code EffectBatch}), so every batch of a replaced run commits
+     * before the new run exists, or sees it. Advisory, so that neither needs more than its grants
+     * (a row lock of the runs table would need UPDATE on it). A key of its own: the writers' index
+     * locks are (prefix key, index).
+     */
+    static String runRegistrationLockStatement(boolean shared) {
+        return "SELECT pg_advisory_xact_lock" + (shared ? "_shared" : "") + "(?, 0)";
+    }
+
+    /** The key of {@link #runRegistrationLockStatement}'s lock for a prefix. */
+    static int runRegistrationLockKey(String sinkPrefix) {
+        return ("onceflow-runs:" + sinkPrefix).hashCode();
+    }
+
     /** This prefix's lock key. */
     int lockKey() {
         return lockKey;

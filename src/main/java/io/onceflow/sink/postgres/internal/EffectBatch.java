@@ -58,6 +58,10 @@ public final class EffectBatch {
     /** The turn of the partition the running batch took, or -1. */
     private int takenTurn;
     private final SettledSnapshots settled;
+    /** The run whose effects this batch applies, or {@link PostgresSinkConfig#NO_RUN}: no run to check. */
+    private final long run;
+    /** Null without a run. */
+    private final RunsTable runs;
 
     /**
      * @param sinkPrefix the sink whose queued effects it takes, with {@code effectFunction}: no other's
@@ -67,6 +71,24 @@ public final class EffectBatch {
      */
     public EffectBatch(EventsTable events, String sinkPrefix, String effectFunction, String keysFunction,
             boolean recordOutcomes, PostgresSinkMetrics metrics) {
+        this(events, sinkPrefix, effectFunction, keysFunction, recordOutcomes, metrics, null, PostgresSinkConfig.NO_RUN);
+    }
+
+    /**
+     * The batch of an effect worker of the sink configured by {@code config}: of its run too, so that
+     * once a newer run of the prefix is registered (this job was replaced) it applies nothing more
+     * ({@link ReplacedRunException}), whatever that run's settings (its function, keys, results topic).
+     */
+    static EffectBatch of(PostgresSinkConfig config, PostgresSinkMetrics metrics) {
+        return new EffectBatch(new EventsTable(config.tables().events()), config.sinkPrefix(),
+                config.tables().effectFunction(), config.tables().effectKeys(), config.effectResults() != null, metrics,
+                config.schema().runs(), config.run());
+    }
+
+    private EffectBatch(EventsTable events, String sinkPrefix, String effectFunction, String keysFunction,
+            boolean recordOutcomes, PostgresSinkMetrics metrics, RunsTable runs, long run) {
+        this.runs = runs;
+        this.run = run;
         PendingEffectsTable queue = events.queue();
         this.sinkPrefix = sinkPrefix;
         this.effectFunction = effectFunction;
@@ -124,6 +146,7 @@ public final class EffectBatch {
             if (rows.size() == 0) {
                 return;
             }
+            requireNewestRun(connection);
             xid[0] = currentTransactionId(connection);
             EffectOutcomes outcomes = new EffectOutcomes();
             Rows locked = keys == null ? rows
@@ -139,6 +162,34 @@ public final class EffectBatch {
             taken[0] = done.size() + failed.size();
             committing[0] = true;
         });
+    }
+
+    /**
+     * Refuses once a newer run of the prefix is registered. Two statements: the first shares the lock
+     * a registration takes ({@link AdvisoryLocks#runRegistrationLockStatement}) until the batch ends,
+     * the second reads the newest run in a snapshot taken after that lock, so it sees any run
+     * registered before; none can be registered until the batch ends. A run missing from the table
+     * (lost with a change of server, which the worker checks for itself) is not refused here.
+     */
+    private void requireNewestRun(Connection connection) throws SQLException {
+        if (runs == null || run == PostgresSinkConfig.NO_RUN) {
+            return;
+        }
+        try (PreparedStatement lock = connection.prepareStatement(AdvisoryLocks.runRegistrationLockStatement(true));
+                PreparedStatement newest = connection.prepareStatement(runs.newestRunQuery())) {
+            lock.setInt(1, AdvisoryLocks.runRegistrationLockKey(sinkPrefix));
+            lock.executeQuery().close();
+            newest.setString(1, sinkPrefix);
+            try (ResultSet result = newest.executeQuery()) {
+                result.next();
+                long newestRun = result.getLong(1);
+                if (newestRun > run) {
+                    throw new ReplacedRunException("sink prefix '" + sinkPrefix + "' has a newer run (" + newestRun
+                            + ") than this job's run " + run + ": this job was replaced, and its effect worker applies"
+                            + " nothing more (the newer run's workers apply what is queued, with its settings)");
+                }
+            }
+        }
     }
 
     private static void execute(Connection connection, String sql, Collection<String> ids) throws SQLException {

@@ -67,16 +67,15 @@ public final class EffectWorker implements AutoCloseable {
     private final EffectServerWatch server;
     /** Publishes the outcomes of this subtask's share of the partitions; null without a results topic. */
     private EffectResultsRelay relay;
-    /** Why the worker applies nothing any more (the server changed under it), or null. */
-    private volatile String serverChange;
+    /** Why the worker applies nothing any more (the server changed under it, a newer run replaced it), or null. */
+    private volatile String stopped;
 
     private EffectWorker(PostgresSinkConfig config, int subtaskIndex, PostgresSinkMetrics metrics) {
         EventsTable events = new EventsTable(config.tables().events());
         this.config = config;
         this.name = "effects-" + subtaskIndex;
         this.queue = events.queue();
-        this.batch = new EffectBatch(events, config.sinkPrefix(), config.tables().effectFunction(), config.tables().effectKeys(),
-                config.effectResults() != null, metrics);
+        this.batch = EffectBatch.of(config, metrics);
         this.functions = config.tables().effectFunction()
                 + (config.tables().effectKeys() == null ? "" : " (or its keys function " + config.tables().effectKeys() + ")");
         this.maxBatch = config.writer().batchSize();
@@ -120,7 +119,7 @@ public final class EffectWorker implements AutoCloseable {
             loopNanos = System.nanoTime();
             try {
                 Connection session = connection();
-                if (serverChange != null) {
+                if (stopped != null) {
                     if (drainDeadline != 0) {
                         return; // the input ended: what is queued stays for the restart
                     }
@@ -147,6 +146,9 @@ public final class EffectWorker implements AutoCloseable {
                     }
                     awaitWork(session);
                 }
+            } catch (ReplacedRunException e) {
+                stopped = e.getMessage();
+                LOG.warn("{}: {}", name, stopped);
             } catch (SQLException e) {
                 if (!running) {
                     return;
@@ -218,14 +220,14 @@ public final class EffectWorker implements AutoCloseable {
     /** At each connection: a server that changed under the worker stops it applying effects ({@link EffectServerWatch}). */
     private void checkServer(Connection session) throws SQLException {
         List<String> signs = server.changes(session);
-        if (!signs.isEmpty() && serverChange == null) {
-            serverChange = String.join("; ", signs);
+        if (!signs.isEmpty() && stopped == null) {
+            stopped = String.join("; ", signs);
             LOG.error("{} of sink {}: the PostgreSQL server changed under this worker ({}). Effects it applied may be"
                     + " queued again here, with their changes lost, and applying them again could give another"
                     + " outcome. It applies no effect: check what the effects applied before the failover did"
                     + " (docs/failover.md, \"Effects after a failover\"), then submit the job again (stop it with a"
                     + " savepoint, resume from it): the new run records this server, and its workers apply what is"
-                    + " queued.", name, config.sinkPrefix(), serverChange);
+                    + " queued.", name, config.sinkPrefix(), stopped);
         }
     }
 
