@@ -23,6 +23,7 @@ import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import io.onceflow.sink.postgres.options.PostgresTableOptions;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -195,7 +196,7 @@ class EffectWorkerTest {
 
     /**
      * A queued effect whose inbox row was deleted by hand: no worker can take it (the take joins the
-     * row). The gauges count it as stale, not as waiting: without that, the oldest queued effect's
+     * row). Once it has waited over a minute, the gauges count it as stale, not as waiting: without that, the oldest queued effect's
      * age grew for ever and its alert never resolved. When the message comes again its new row adopts
      * the queue entry, and it is applied once.
      */
@@ -204,6 +205,9 @@ class EffectWorkerTest {
         PostgresSinkConfig config = db.config(sink());
         db.commitFreshCheckpoint(config, payment("gone", "a1", "a2", 7), payment("p1", "a1", "a2", 10));
         db.execute("DELETE FROM " + SinkDatabase.TABLE + " WHERE id = 'gone'");
+        // stale effects are looked for once something has waited over a minute
+        db.execute("UPDATE " + SinkDatabase.TABLE + PostgresTableOptions.EFFECT_QUEUE_SUFFIX
+                + " SET queued_at = queued_at - interval '2 minutes' WHERE id = 'gone'");
         Map<String, Gauge<?>> gauges = new ConcurrentHashMap<>();
         try (EffectWorker worker = EffectWorker.startIfConfigured(config, 0, 1,
                 PostgresSinkMetrics.register(gaugesInto(gauges)))) {

@@ -7,11 +7,17 @@ import java.io.DataInputStream;
 import java.io.IOException;
 import java.nio.channels.Channels;
 import java.nio.channels.FileChannel;
+import java.nio.file.FileSystems;
+import java.nio.file.Files;
+import java.nio.file.OpenOption;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFilePermission;
+import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.UUID;
 import org.apache.flink.core.memory.DataInputViewStreamWrapper;
 import org.apache.flink.core.memory.DataOutputViewStreamWrapper;
@@ -32,17 +38,20 @@ import org.slf4j.LoggerFactory;
  * transaction; nothing held needs to outlive the process. A table would cost the database the
  * events twice more and another table in every schema.
  *
- * <p>The spill file has no name: it is opened with {@code DELETE_ON_CLOSE}, which unlinks it at once
- * on POSIX systems (and on Windows deletes it when its handle closes), and is written and read back
+ * <p>The spill file has no name: it is opened with {@code DELETE_ON_CLOSE}, which on POSIX systems
+ * unlinks it as it opens (readable by its owner only, for that moment), and is written and read back
  * through its one channel. Its disk space goes with the channel, when the attempt closes it or when
  * the process dies, {@code kill -9} included: nothing is left for anyone to sweep. It shows in
- * {@code df}, not in {@code ls} ({@code lsof +L1} lists it).
+ * {@code df}, not in {@code ls} ({@code lsof +L1} lists it). (On Windows it keeps its name until
+ * its handle closes, which the system does for a killed process too.)
  */
 final class HeldEvents implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(HeldEvents.class);
     /** What an event costs on the heap beyond its bytes: the object, its strings, the list slot. */
     private static final int OVERHEAD_BYTES = 160;
     private static final int BUFFER_BYTES = 1 << 16;
+    /** Held events are the job's input: no other user of the machine may read them. */
+    private static final Set<PosixFilePermission> OWNER_ONLY = PosixFilePermissions.fromString("rw-------");
 
     private final Path directory;
     private final String writerName;
@@ -77,9 +86,7 @@ final class HeldEvents implements AutoCloseable {
             return;
         }
         if (spill == null) {
-            spillFile = FileChannel.open(directory.resolve("onceflow-held-events-" + UUID.randomUUID() + ".spill"),
-                    StandardOpenOption.CREATE_NEW, StandardOpenOption.READ, StandardOpenOption.WRITE,
-                    StandardOpenOption.DELETE_ON_CLOSE);
+            spillFile = openUnnamed(directory);
             spill = new DataOutputViewStreamWrapper(new BufferedOutputStream(Channels.newOutputStream(spillFile),
                     BUFFER_BYTES));
             LOG.info("{}: more than {} bytes of events held before the first checkpoint barrier; spilling the rest to"
@@ -88,6 +95,21 @@ final class HeldEvents implements AutoCloseable {
         EventFormat.write(event, spill);
         spilled++;
         spilledEvents.inc();
+    }
+
+    /**
+     * A new file in {@code directory} (created if missing), readable by this process's user only
+     * (on POSIX; else the directory's default) and unlinked as it opens.
+     */
+    private static FileChannel openUnnamed(Path directory) throws IOException {
+        Files.createDirectories(directory);
+        Path file = directory.resolve("onceflow-held-events-" + UUID.randomUUID() + ".spill");
+        Set<OpenOption> options = Set.of(StandardOpenOption.CREATE_NEW, StandardOpenOption.READ,
+                StandardOpenOption.WRITE, StandardOpenOption.DELETE_ON_CLOSE);
+        if (FileSystems.getDefault().supportedFileAttributeViews().contains("posix")) {
+            return FileChannel.open(file, options, PosixFilePermissions.asFileAttribute(OWNER_ONLY));
+        }
+        return FileChannel.open(file, options);
     }
 
     int size() {

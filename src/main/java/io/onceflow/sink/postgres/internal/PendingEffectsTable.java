@@ -251,18 +251,26 @@ public final class PendingEffectsTable {
     }
 
     /**
-     * How many effects are queued to be called, the age of the oldest in seconds (0 when none), how
-     * many failed and wait for an operator, and how many are stale: queued, but their events row is
-     * gone (deleted by hand, or with a restore), so no worker can take them (the take joins the
-     * events row) until the message comes again and its new row adopts them. Stale rows are not in
-     * the first two figures, which would otherwise say for ever that an effect waits.
+     * How many effects are queued to be called, the age of the oldest in seconds (0 when none), and
+     * how many failed and wait for an operator: one pass over the queue, which holds the backlog.
      */
     public String backlogQuery() {
-        String waiting = "q." + FAILED_AT_COLUMN + " IS NULL AND e.id IS NOT NULL";
-        return "SELECT count(*) FILTER (WHERE " + waiting + "), coalesce(extract(epoch FROM clock_timestamp()"
-                + " - min(q.queued_at) FILTER (WHERE " + waiting + ")), 0), count(*) FILTER (WHERE q." + FAILED_AT_COLUMN
-                + " IS NOT NULL), count(*) FILTER (WHERE q." + FAILED_AT_COLUMN + " IS NULL AND e.id IS NULL) FROM "
-                + name + " q LEFT JOIN " + events + " e ON e.id = q.id";
+        return "SELECT count(*) FILTER (WHERE " + FAILED_AT_COLUMN + " IS NULL), coalesce(extract(epoch FROM"
+                + " clock_timestamp() - min(queued_at) FILTER (WHERE " + FAILED_AT_COLUMN + " IS NULL)), 0),"
+                + " count(*) FILTER (WHERE " + FAILED_AT_COLUMN + " IS NOT NULL) FROM " + name;
+    }
+
+    /**
+     * Of the effects queued to be called, how many are stale, and the age in seconds of the oldest
+     * that is not (0 when none). A stale one's events row is gone (deleted by hand, or with a restore),
+     * so no worker can take it (the take joins the events row) until the message comes again and its
+     * new row adopts it. A probe of the events table per queued effect: run only while something has
+     * waited long ({@code EffectBacklog}).
+     */
+    public String staleQuery() {
+        return "SELECT count(*) FILTER (WHERE e.id IS NULL), coalesce(extract(epoch FROM clock_timestamp()"
+                + " - min(q.queued_at) FILTER (WHERE e.id IS NOT NULL)), 0) FROM " + name + " q LEFT JOIN " + events
+                + " e ON e.id = q.id WHERE q." + FAILED_AT_COLUMN + " IS NULL";
     }
 
     /**

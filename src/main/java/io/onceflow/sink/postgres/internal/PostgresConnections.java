@@ -169,7 +169,7 @@ public final class PostgresConnections {
     }
 
     /** Closes {@code connection} after {@code failure}, keeping any close error as suppressed. */
-    public static void closeQuietly(Connection connection, Exception failure) {
+    public static void closeQuietly(Connection connection, Throwable failure) {
         try {
             connection.close();
         } catch (SQLException e) {

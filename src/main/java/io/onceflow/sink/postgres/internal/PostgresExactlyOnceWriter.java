@@ -128,7 +128,14 @@ public final class PostgresExactlyOnceWriter
         }
         batch = EventUpsertBatch.of(config, metrics);
         upserts = new BackgroundUpserts(batch, connection, writerName, BackgroundUpserts.MAX_IN_FLIGHT);
-        effects = EffectWorker.startIfConfigured(config, start.subtaskIndex(), start.parallelism(), metrics);
+        try {
+            effects = EffectWorker.startIfConfigured(config, start.subtaskIndex(), start.parallelism(), metrics);
+        } catch (RuntimeException | Error e) {
+            // the claim's lease would keep this session looking live: a new run would be refused
+            claim.close();
+            PostgresConnections.closeQuietly(connection, e);
+            throw e;
+        }
     }
 
     @Override

@@ -12,6 +12,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.FileStore;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -151,6 +152,28 @@ class HeldEventsTest {
             assertThat(names(root)).isEmpty();
         } finally {
             other.destroyForcibly();
+        }
+    }
+
+    /**
+     * A spill file in a temporary directory that does not exist yet (a TaskManager's fresh io
+     * directory) is created there, and no other user may read it in the moment before it is unlinked
+     * (held events are the job's input). Its permissions are those of the open file, through
+     * /proc/self/fd.
+     */
+    @Test
+    void aSpillFileIsReadableByItsOwnerOnlyAndItsDirectoryIsCreatedIfMissing() throws Exception {
+        Path missing = root.resolve("tm-1").resolve("tmp");
+        try (HeldEvents held = new HeldEvents(missing, "job-s0", 0, new SimpleCounter())) {
+            held.add(event(1));
+            Path open;
+            try (Stream<Path> fds = Files.list(Path.of("/proc/self/fd"))) {
+                open = fds.filter(fd -> target(fd).startsWith(missing.toString())).findFirst().orElseThrow();
+            }
+            assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(open))).isEqualTo("rw-------");
+            List<Event> handedOut = new ArrayList<>();
+            held.forEach(handedOut::add);
+            assertThat(handedOut).containsExactly(event(1));
         }
     }
 
