@@ -8,13 +8,11 @@ import io.onceflow.sink.postgres.internal.PostgresSinkConfig;
 import io.onceflow.sink.postgres.internal.PostgresSinkMetrics;
 import io.onceflow.sink.postgres.internal.PostgresCommittable;
 import io.onceflow.sink.postgres.internal.EffectBatch;
-import io.onceflow.sink.postgres.internal.EffectWorker;
 import io.onceflow.sink.postgres.internal.EventsTable;
 import io.onceflow.sink.postgres.internal.PostgresExactlyOnceWriter;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.util.OptionalLong;
-import io.onceflow.testing.Eventually;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -69,15 +67,7 @@ class EffectOrderTest {
         events.add(event("r0-0", "{}", "refunds", 0, 0));
         db.commitFreshCheckpoint(config, events.toArray(Event[]::new));
 
-        List<EffectWorker> workers = new ArrayList<>();
-        try {
-            for (int subtask = 0; subtask < 4; subtask++) {
-                workers.add(EffectWorker.startIfConfigured(config, subtask, 4, PostgresSinkMetrics.unregistered()));
-            }
-            Eventually.await("every effect is applied", PATIENCE, Duration.ofMillis(50), () -> db.queuedEffects() == 0);
-        } finally {
-            workers.forEach(EffectWorker::close);
-        }
+        SinkDatabase.runEffectWorkersUntil(config, 4, "every effect is applied", PATIENCE, () -> db.queuedEffects() == 0);
 
         assertThat(db.effectStatuses().values()).hasSize(events.size()).containsOnly("applied");
         List<String> outOfOrder = new ArrayList<>();
@@ -115,16 +105,8 @@ class EffectOrderTest {
         }
         db.commitFreshCheckpoint(config, events.toArray(Event[]::new));
 
-        List<EffectWorker> workers = new ArrayList<>();
-        try {
-            for (int subtask = 0; subtask < 2; subtask++) {
-                workers.add(EffectWorker.startIfConfigured(config, subtask, 2, PostgresSinkMetrics.unregistered()));
-            }
-            Eventually.await("every effect decided", PATIENCE, Duration.ofMillis(50),
-                    () -> db.queuedEffects() == 0 && db.effectStatuses().values().stream().allMatch(s -> s != null));
-        } finally {
-            workers.forEach(EffectWorker::close);
-        }
+        SinkDatabase.runEffectWorkersUntil(config, 2, "every effect decided", PATIENCE,
+                () -> db.queuedEffects() == 0 && db.effectStatuses().values().stream().allMatch(s -> s != null));
         assertThat(db.effectStatuses()).containsEntry("m2", "rejected").containsEntry("m3", "failed")
                 .containsEntry("m0", "applied").containsEntry("m7", "applied");
         assertThat(db.database.rows("SELECT source_offset FROM ledger.calls ORDER BY seq"))

@@ -92,16 +92,8 @@ class EffectResultsTopicTest {
         List<Event> events = payments();
         db.commitFreshCheckpoint(config, events.toArray(Event[]::new));
 
-        List<EffectWorker> workers = new ArrayList<>();
-        try {
-            for (int subtask = 0; subtask < 2; subtask++) {
-                workers.add(EffectWorker.startIfConfigured(config, subtask, 2, PostgresSinkMetrics.unregistered()));
-            }
-            Eventually.await("every outcome published", PATIENCE, Duration.ofMillis(100),
-                    () -> kafka.readCommitted(resultsTopic, Duration.ofSeconds(5)).size() >= events.size());
-        } finally {
-            workers.forEach(EffectWorker::close);
-        }
+        SinkDatabase.runEffectWorkersUntil(config, 2, "every outcome published", PATIENCE,
+                () -> kafka.readCommitted(resultsTopic, Duration.ofSeconds(5)).size() >= events.size());
 
         Map<String, String> published = publishedStatuses(events.size());
         assertThat(published).hasSize(events.size());

@@ -1,5 +1,7 @@
 package io.onceflow.sink.postgres;
 
+import io.onceflow.sink.postgres.internal.EffectWorker;
+import io.onceflow.testing.Eventually;
 import io.onceflow.sink.postgres.options.StartMode;
 import io.onceflow.sink.postgres.options.PostgresTableOptions;
 import io.onceflow.api.Event;
@@ -211,6 +213,23 @@ final class SinkDatabase {
             committable = PostgresTwoPhaseCommitTest.checkpoint(writer, 1, events);
         }
         PostgresTwoPhaseCommitTest.commit(config, committable);
+    }
+
+    /**
+     * Runs the effect workers of {@code parallelism} writer subtasks of {@code config} until
+     * {@code done} holds (failing with {@code what} after {@code patience}), then closes them.
+     */
+    static void runEffectWorkersUntil(PostgresSinkConfig config, int parallelism, String what, Duration patience,
+            Eventually.Condition<Exception> done) throws Exception {
+        List<EffectWorker> workers = new ArrayList<>();
+        try {
+            for (int subtask = 0; subtask < parallelism; subtask++) {
+                workers.add(EffectWorker.startIfConfigured(config, subtask, parallelism, PostgresSinkMetrics.unregistered()));
+            }
+            Eventually.await(what, patience, Duration.ofMillis(50), done);
+        } finally {
+            workers.forEach(EffectWorker::close);
+        }
     }
 
     /**
