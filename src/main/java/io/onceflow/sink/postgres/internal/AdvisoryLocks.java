@@ -54,11 +54,11 @@ public final class AdvisoryLocks {
      * (a row lock of the runs table would need UPDATE on it). A key of its own: the writers' index
      * locks are (prefix key, index).
      */
-    static String runRegistrationLockStatement(boolean shared) {
-        return "SELECT pg_advisory_xact_lock" + (shared ? "_shared" : "") + "(?, 0)";
+    static String runRegistrationLock(boolean shared) {
+        return "pg_advisory_xact_lock" + (shared ? "_shared" : "") + "(?, 0)";
     }
 
-    /** The key of {@link #runRegistrationLockStatement}'s lock for a prefix. */
+    /** The key of {@link #runRegistrationLock}'s lock for a prefix. */
     static int runRegistrationLockKey(String sinkPrefix) {
         return ("onceflow-runs:" + sinkPrefix).hashCode();
     }

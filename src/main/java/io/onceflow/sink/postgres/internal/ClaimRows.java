@@ -85,11 +85,7 @@ final class ClaimRows {
             upsert.setString(1, sinkPrefix);
             upsert.setInt(2, index);
             upsert.setLong(3, token.run());
-            if (token.claimCheckpoint() == ClaimToken.NO_CHECKPOINT) {
-                upsert.setNull(4, java.sql.Types.BIGINT);
-            } else {
-                upsert.setLong(4, token.claimCheckpoint());
-            }
+            upsert.setLong(4, token.claimCheckpoint()); // a barrier's id: every claim is made at one
             upsert.setInt(5, token.claimer());
             upsert.setInt(6, token.attempt());
             upsert.setLong(7, epoch);

@@ -166,7 +166,7 @@ public final class EffectBatch {
 
     /**
      * Refuses once a newer run of the prefix is registered. Two statements: the first shares the lock
-     * a registration takes ({@link AdvisoryLocks#runRegistrationLockStatement}) until the batch ends,
+     * a registration takes ({@link AdvisoryLocks#runRegistrationLock}) until the batch ends,
      * the second reads the newest run in a snapshot taken after that lock, so it sees any run
      * registered before; none can be registered until the batch ends. A run missing from the table
      * (lost with a change of server, which the worker checks for itself) is not refused here.
@@ -175,7 +175,7 @@ public final class EffectBatch {
         if (runs == null || run == PostgresSinkConfig.NO_RUN) {
             return;
         }
-        try (PreparedStatement lock = connection.prepareStatement(AdvisoryLocks.runRegistrationLockStatement(true));
+        try (PreparedStatement lock = connection.prepareStatement("SELECT " + AdvisoryLocks.runRegistrationLock(true));
                 PreparedStatement newest = connection.prepareStatement(runs.newestRunQuery())) {
             lock.setInt(1, AdvisoryLocks.runRegistrationLockKey(sinkPrefix));
             lock.executeQuery().close();

@@ -5,7 +5,6 @@ import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.List;
 import java.util.Set;
 import java.util.TreeSet;
@@ -47,15 +46,6 @@ final class IndexClaims {
         this.olderAttemptsFenced = olderAttemptsFenced;
     }
 
-    /** The indices this attempt holds. */
-    Set<Integer> claimed() {
-        return Collections.unmodifiableSet(claimed);
-    }
-
-    ClaimToken token() {
-        return token;
-    }
-
     /**
      * The claims of a writer attempt at its first barrier: fences every index {@code start} covers
      * ({@link #fenceCovered}), claims its own index, then the index of every prepared transaction it
@@ -79,6 +69,8 @@ final class IndexClaims {
                 }
             }
             if (!claimedMore) {
+                LOG.info("PostgreSQL sink prefix '{}' subtask {}: claimed its indices {} at checkpoint barrier {} ({})",
+                        config.sinkPrefix(), start.subtaskIndex(), claimed, token.claimCheckpoint(), token);
                 return covered;
             }
         }

@@ -112,29 +112,23 @@ final class RunStartChecks {
 
     /**
      * Registers the new run with the server's identity, and returns its id; after every effect batch
-     * of the runs before it that is in flight ({@link AdvisoryLocks#runRegistrationLockStatement}).
+     * of the runs before it that is in flight ({@link AdvisoryLocks#runRegistrationLock}).
      */
     long register(ServerIdentity server, StartMode mode, String jobName, String flinkJobId) throws SQLException {
-        long[] run = {0};
-        PostgresConnections.inTransaction(connection, () -> {
-            try (PreparedStatement lock = connection.prepareStatement(AdvisoryLocks.runRegistrationLockStatement(false));
-                    PreparedStatement insert = connection.prepareStatement(config.schema().runs().registerStatement())) {
-                lock.setInt(1, AdvisoryLocks.runRegistrationLockKey(config.sinkPrefix()));
-                lock.executeQuery().close();
-                insert.setString(1, config.sinkPrefix());
-                insert.setString(2, config.sinkPrefix());
-                insert.setString(3, jobName);
-                insert.setString(4, mode.name());
-                insert.setString(5, flinkJobId);
-                ServerChange.setNullable(insert, 6, server.systemIdentifier());
-                ServerChange.setNullable(insert, 7, server.timeline());
-                try (ResultSet registered = insert.executeQuery()) {
-                    registered.next();
-                    run[0] = registered.getLong(1);
-                }
+        try (PreparedStatement insert = connection.prepareStatement(config.schema().runs().registerStatement())) {
+            insert.setString(1, config.sinkPrefix());
+            insert.setString(2, config.sinkPrefix());
+            insert.setString(3, jobName);
+            insert.setString(4, mode.name());
+            insert.setString(5, flinkJobId);
+            ServerChange.setNullable(insert, 6, server.systemIdentifier());
+            ServerChange.setNullable(insert, 7, server.timeline());
+            insert.setInt(8, AdvisoryLocks.runRegistrationLockKey(config.sinkPrefix()));
+            try (ResultSet run = insert.executeQuery()) {
+                run.next();
+                return run.getLong(1);
             }
-        });
-        return run[0];
+        }
     }
 
     /**

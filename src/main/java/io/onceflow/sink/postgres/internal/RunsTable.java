@@ -76,13 +76,15 @@ final class RunsTable {
      * transaction-id counter went back behind a run of the prefix (a promoted replica or restored
      * copy of the same server), the next id after that run, so that the new run is still the newest.
      * Parameters: sink prefix (twice), job name, start mode, Flink job id, system identifier,
-     * timeline (either may be null).
+     * timeline (either may be null), the prefix's registration lock key. It takes that lock first
+     * ({@link AdvisoryLocks#runRegistrationLock}): after the effect batches of earlier runs in flight.
      */
     public String registerStatement() {
         return "INSERT INTO " + name + " (sink_prefix, run, job_name, start_mode, registered_from, flink_job_id,"
                 + " system_identifier, timeline_id) SELECT ?, GREATEST(pg_current_xact_id()::text::bigint,"
                 + " (SELECT max(run) + 1 FROM " + name + " WHERE sink_prefix = ?)), ?, ?, host(inet_client_addr()),"
-                + " ?, ?, ? RETURNING run";
+                + " ?, ?, ? FROM (SELECT " + AdvisoryLocks.runRegistrationLock(false) + ") AS registration_lock"
+                + " RETURNING run";
     }
 
     /**

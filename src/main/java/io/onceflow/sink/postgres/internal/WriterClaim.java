@@ -28,11 +28,9 @@ import org.slf4j.LoggerFactory;
  *   <li><b>One rule: claims happen at checkpoint barriers.</b> In HOLDING the attempt touches
  *       nothing of its indices (no rollback, no write): events go to {@link HeldEvents}. At its first
  *       checkpoint barrier it claims each subtask index it covers with its {@link ClaimToken} (run,
- *       barrier id), under the index's row lock ({@link IndexClaims}). Barrier ids only grow and
- *       belong to one execution, so a later attempt always claims with a higher token than an
- *       earlier one, across restarts and JobManagers, whenever each reaches the database: a
- *       claimant finding a newer claim is a zombie and stops; a zombie of a dead JobManager that
- *       never receives a barrier never claims.
+ *       barrier id: ordered as Flink's attempts are, whenever each reaches the database), under the
+ *       index's row lock ({@link IndexClaims}). A claimant finding a newer claim is a zombie and
+ *       stops; a zombie of a dead JobManager that never receives a barrier never claims.
  *   <li><b>Who may act on an index:</b> the holder of its session-level advisory lock
  *       ({@link AdvisoryLocks}), taken at the claim and held on the writer's one connection for its
  *       whole life. Recovery ({@code ROLLBACK PREPARED}) and {@code PREPARE TRANSACTION} only ever
@@ -149,8 +147,6 @@ final class WriterClaim implements AutoCloseable {
             IndexClaims claims = new IndexClaims(config, connection, start.tokenAt(config.run(), barrier), epoch,
                     start.jobId(), locks, hooks, metrics.olderAttemptsFenced);
             List<TransactionId> covered = claims.claimAtBarrier(start);
-            LOG.info("{}: claimed its indices {} at checkpoint barrier {} ({})", writerName, claims.claimed(), barrier,
-                    claims.token());
             OptionalLong horizon = start.restoredHorizon();
             List<TransactionId> rolledBack = PreparedTransactionRecovery.rollBackAbandoned(connection, covered,
                     start.restoredCheckpointId(), serverChanged ? OptionalLong.empty() : horizon, writerName);
