@@ -31,15 +31,10 @@ import org.slf4j.LoggerFactory;
  * connection opened here is the writer's only one for its whole life: the claim's locks live on it,
  * so once a successor has ended its session nothing this writer sends reaches the database.
  *
- * <p>The first checkpoint barrier: until it, the writer holds the events it receives
- * ({@link HeldEvents}: in memory up to a bound, then in a local spill file) and touches nothing.
- * At the barrier ({@link #snapshotState}) it claims its indices with the barrier's id, fencing
- * older attempts out, rolls back the abandoned prepared transactions of those indices
- * ({@link WriterClaim}; after a change of server, commits those of completed checkpoints
- * first), writes the held events and prepares them as this checkpoint's transaction, under the
- * name that {@link #prepareCommit()} handed to the committer just before. A bounded input that
- * ends before any barrier does the same at the final checkpoint's barrier. Every claim is made at
- * a barrier, so claims are ordered as Flink's attempts are (see {@code ClaimToken}).
+ * <p>The first checkpoint barrier: until it, the writer holds the events it receives and touches
+ * nothing; at it ({@link #snapshotState}) its {@link WriterClaim} claims and recovers, and the held
+ * events are written and prepared as this checkpoint's transaction, under the name that
+ * {@link #prepareCommit()} handed to the committer just before (at end of input: the final one's).
  *
  * <p>With an {@link EffectFunction}, start-up also starts the subtask's {@link EffectWorker}, which
  * applies queued effects once their transaction committed, never in the checkpoint's transaction
@@ -113,29 +108,30 @@ public final class PostgresExactlyOnceWriter
             held.close();
             throw new IOException(writerName + " could not start (" + config + "): " + e.getMessage(), e);
         }
+        batch = EventUpsertBatch.of(config, metrics);
+        upserts = new BackgroundUpserts(batch, connection, writerName, BackgroundUpserts.MAX_IN_FLIGHT);
+        WriterClaim opened = null;
         try {
             new RunStartChecks(connection, config).checkAtWriterStart(start.parallelism());
             backendPid = PostgresConnections.backendPid(connection);
             // before the claim opens: a run the server lost with a failover is recorded again there
             boolean serverChanged = !ServerChange.seenByWriter(connection, config, start.jobId(),
                     start.restoredCheckpointId(), start.restoredHorizon(), writerName).isEmpty();
-            claim = WriterClaim.open(config, connection, start, held, metrics, writerName, serverChanged);
-        } catch (SQLException | RuntimeException e) {
+            opened = WriterClaim.open(config, connection, start, held, metrics, writerName, serverChanged);
+            effects = EffectWorker.startIfConfigured(config, start.subtaskIndex(), start.parallelism(), metrics);
+        } catch (SQLException | RuntimeException | Error e) {
             WriterClaim.reportIfRefused(e, metrics, writerName);
+            if (opened != null) { // its lease would keep this session looking live: a new run would be refused
+                opened.close();
+            }
             PostgresConnections.closeQuietly(connection, e);
             held.close();
+            if (e instanceof Error error) {
+                throw error;
+            }
             throw new IOException(writerName + " could not start: " + e.getMessage(), e);
         }
-        batch = EventUpsertBatch.of(config, metrics);
-        upserts = new BackgroundUpserts(batch, connection, writerName, BackgroundUpserts.MAX_IN_FLIGHT);
-        try {
-            effects = EffectWorker.startIfConfigured(config, start.subtaskIndex(), start.parallelism(), metrics);
-        } catch (RuntimeException | Error e) {
-            // the claim's lease would keep this session looking live: a new run would be refused
-            claim.close();
-            PostgresConnections.closeQuietly(connection, e);
-            throw e;
-        }
+        claim = opened;
     }
 
     @Override

@@ -180,7 +180,7 @@ final class WriterClaim implements AutoCloseable {
      * Whether {@code failure} is the fence refusing a stale attempt; if so, says it where operators
      * look (docs/failover.md, "What a woken zombie logs"): the fence did its job.
      */
-    static boolean reportIfRefused(Exception failure, PostgresSinkMetrics metrics, String writerName) {
+    static boolean reportIfRefused(Throwable failure, PostgresSinkMetrics metrics, String writerName) {
         if (!(failure instanceof StaleWriterException)) {
             return false;
         }
