@@ -66,10 +66,15 @@ class EffectResultsTopicTest {
     }
 
     private PostgresSinkConfig config(String prefix) {
+        return config(prefix, resultsTopic);
+    }
+
+    /** A new run of {@code prefix}, publishing to {@code topic}. */
+    private PostgresSinkConfig config(String prefix, String topic) {
         Properties client = new Properties();
         client.setProperty(CommonClientConfigs.BOOTSTRAP_SERVERS_CONFIG, kafka.bootstrapServers());
         return db.config(db.builder(prefix).setEffectFunction(FUNCTION).setBatchSize(7)
-                .setEffectResults(new EffectResultsTopic(resultsTopic, client)));
+                .setEffectResults(new EffectResultsTopic(topic, client)));
     }
 
     /** Every fifth is rejected, every thirteenth fails; the rest are applied. */
@@ -226,6 +231,37 @@ class EffectResultsTopicTest {
             ids.add(new String(record.key(), StandardCharsets.UTF_8));
         }
         assertThat(ids).hasSize(PER_PARTITION).doesNotHaveDuplicates().allMatch(id -> id.startsWith("pay-1-"));
+    }
+
+    /**
+     * A new submission publishes the outcomes to another topic while the replaced run's relay still
+     * runs (a zombie TaskManager's): that relay publishes none of the new run's outcomes and does not
+     * move the outbox's floor past them, so the new run's relay publishes every one. (From a review:
+     * the old relay published them to the old topic and moved the shared floor past them, and the
+     * new topic never got them.)
+     */
+    @Test
+    void aReplacedRunsRelayLeavesTheNewRunsOutcomesToTheNewTopic() throws Exception {
+        String newTopic = TestKafka.uniqueTopic("moved-results");
+        kafka.createTopics(2, newTopic);
+        List<Event> events = payments();
+        List<Event> before = events.subList(0, PARTITIONS);
+        List<Event> after = events.subList(PARTITIONS, 2 * PARTITIONS);
+        PostgresSinkConfig replaced = config("moved");
+        db.commitFreshCheckpoint(replaced, before.toArray(Event[]::new));
+        PostgresSinkConfig next;
+        try (EffectWorker zombie = EffectWorker.startIfConfigured(replaced, 0, 1, PostgresSinkMetrics.unregistered())) {
+            Eventually.await("the first run's outcomes published", PATIENCE, Duration.ofMillis(100),
+                    () -> kafka.readCommitted(resultsTopic, Duration.ofSeconds(3)).size() >= before.size());
+            next = config("moved", newTopic);
+            db.commitFreshCheckpoint(next, after.toArray(Event[]::new));
+            SinkDatabase.drainEffects(next, PostgresSinkMetrics.unregistered()); // the new run's outcomes recorded
+            Thread.sleep(3_000); // the zombie's relay polls every 200 ms
+        }
+        SinkDatabase.runEffectWorkersUntil(next, 1, "the new run's outcomes on its topic", PATIENCE,
+                () -> kafka.readCommitted(newTopic, Duration.ofSeconds(3)).size() >= after.size());
+        assertThat(kafka.readCommitted(resultsTopic, Duration.ofSeconds(3))).as("the replaced run's topic")
+                .hasSize(before.size());
     }
 
     private void relayUntilPublished(PostgresSinkConfig config, int count) throws Exception {

@@ -164,31 +164,10 @@ public final class EffectBatch {
         });
     }
 
-    /**
-     * Refuses once a newer run of the prefix is registered. Two statements: the first shares the lock
-     * a registration takes ({@link AdvisoryLocks#runRegistrationLock}) until the batch ends,
-     * the second reads the newest run in a snapshot taken after that lock, so it sees any run
-     * registered before; none can be registered until the batch ends. A run missing from the table
-     * (lost with a change of server, which the worker checks for itself) is not refused here.
-     */
+    /** See {@link SinkRuns#refuseIfReplacedUntilCommit}; nothing to check without a run. */
     private void requireNewestRun(Connection connection) throws SQLException {
-        if (runs == null || run == PostgresSinkConfig.NO_RUN) {
-            return;
-        }
-        try (PreparedStatement lock = connection.prepareStatement("SELECT " + AdvisoryLocks.runRegistrationLock(true));
-                PreparedStatement newest = connection.prepareStatement(runs.newestRunQuery())) {
-            lock.setInt(1, AdvisoryLocks.runRegistrationLockKey(sinkPrefix));
-            lock.executeQuery().close();
-            newest.setString(1, sinkPrefix);
-            try (ResultSet result = newest.executeQuery()) {
-                result.next();
-                long newestRun = result.getLong(1);
-                if (newestRun > run) {
-                    throw new ReplacedRunException("sink prefix '" + sinkPrefix + "' has a newer run (" + newestRun
-                            + ") than this job's run " + run + ": this job was replaced, and its effect worker applies"
-                            + " nothing more (the newer run's workers apply what is queued, with its settings)");
-                }
-            }
+        if (runs != null && run != PostgresSinkConfig.NO_RUN) {
+            SinkRuns.refuseIfReplacedUntilCommit(connection, runs, sinkPrefix, run);
         }
     }
 

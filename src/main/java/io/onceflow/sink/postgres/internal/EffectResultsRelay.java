@@ -89,6 +89,9 @@ final class EffectResultsRelay implements AutoCloseable {
                         }
                         sleep(POLL.toMillis());
                     }
+                } catch (ReplacedRunException e) {
+                    LOG.warn("{}: {}", name, e.getMessage());
+                    return;
                 } catch (SQLException | RuntimeException e) { // the database: every partition waits
                     if (!running) {
                         return;
@@ -113,6 +116,9 @@ final class EffectResultsRelay implements AutoCloseable {
     private boolean publishOnce() throws SQLException {
         if (connection == null) {
             connection = PostgresConnections.open(config, name);
+        }
+        if (config.run() != PostgresSinkConfig.NO_RUN) { // a replaced run's relay stops (and at each mark)
+            SinkRuns.refuseIfReplacedUntilCommit(connection, config.schema().runs(), config.sinkPrefix(), config.run());
         }
         // once the input ended, every partition: a relay whose subtask finished first relays no more
         boolean all = draining;
@@ -150,6 +156,8 @@ final class EffectResultsRelay implements AutoCloseable {
             boolean published = publisher.publishUpTo(connection, outcomes, head, MAX_PER_TRANSACTION);
             retries.remove(source);
             return published;
+        } catch (ReplacedRunException e) {
+            throw e;
         } catch (RuntimeException e) {
             if (!running) {
                 throw e;

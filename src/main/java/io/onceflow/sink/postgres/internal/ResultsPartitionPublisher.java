@@ -192,12 +192,23 @@ public final class ResultsPartitionPublisher implements AutoCloseable {
         return true;
     }
 
+    /**
+     * Moves the outbox's floor: only for the newest run, as the floor is shared by every run's relay
+     * (a replaced run's, publishing to its own results topic, would move it past what the newer run's
+     * relay has to publish to another).
+     */
     private void markPublished(Connection connection, EffectOutcomesTable outcomes, long last) throws SQLException {
-        try (PreparedStatement trim = connection.prepareStatement(outcomes.markPublishedStatement())) {
-            bindPartition(trim);
-            trim.setLong(4, last);
-            trim.executeUpdate();
-        }
+        PostgresConnections.inTransaction(connection, () -> {
+            if (config.run() != PostgresSinkConfig.NO_RUN) {
+                SinkRuns.refuseIfReplacedUntilCommit(connection, config.schema().runs(), config.sinkPrefix(),
+                        config.run());
+            }
+            try (PreparedStatement trim = connection.prepareStatement(outcomes.markPublishedStatement())) {
+                bindPartition(trim);
+                trim.setLong(4, last);
+                trim.executeUpdate();
+            }
+        });
     }
 
     /** The record's value; without the result if the result makes it too large for a record. */

@@ -128,6 +128,14 @@ final class RunStartChecks {
                 run.next();
                 return run.getLong(1);
             }
+        } catch (SQLException e) {
+            if (SqlStates.is(e, SqlStates.LOCK_NOT_AVAILABLE)) {
+                throw new IllegalStateException("PostgreSQL sink prefix '" + config.sinkPrefix() + "': the new run"
+                        + " waited longer than postgres.lock.timeout for an effect batch of an earlier run to end (its"
+                        + " workers, onceflow-" + config.sinkPrefix() + "-effects-<n> in pg_stat_activity, are still"
+                        + " applying effects: is the earlier job still running?). Start again once they are done.", e);
+            }
+            throw e;
         }
     }
 

@@ -160,6 +160,36 @@ public final class SinkRuns {
     }
 
     /**
+     * For what an effect worker or results relay commits: refuses once a newer run of the prefix is
+     * registered, and keeps one from being registered until the transaction ends. Two statements: the
+     * first shares the lock a registration takes ({@link AdvisoryLocks#runRegistrationLock}), the
+     * second reads the newest run in a snapshot taken after that lock, so it sees any run registered
+     * before. So what a replaced run commits commits before the new run exists, or is refused. A run
+     * missing from the table (lost with a change of server, which the workers check for themselves)
+     * is not refused here.
+     *
+     * @throws ReplacedRunException if a newer run was registered
+     */
+    static void refuseIfReplacedUntilCommit(Connection connection, RunsTable runs, String sinkPrefix, long run)
+            throws SQLException {
+        try (PreparedStatement lock = connection.prepareStatement("SELECT " + AdvisoryLocks.runRegistrationLock(true));
+                PreparedStatement newest = connection.prepareStatement(runs.newestRunQuery())) {
+            lock.setInt(1, AdvisoryLocks.runRegistrationLockKey(sinkPrefix));
+            lock.executeQuery().close();
+            newest.setString(1, sinkPrefix);
+            try (ResultSet result = newest.executeQuery()) {
+                result.next();
+                long newestRun = result.getLong(1);
+                if (newestRun > run) {
+                    throw new ReplacedRunException("sink prefix '" + sinkPrefix + "' has a newer run (" + newestRun
+                            + ") than this job's run " + run + ": this job was replaced, and its effect worker and"
+                            + " results relay apply and publish nothing more (the newer run's do, with its settings)");
+                }
+            }
+        }
+    }
+
+    /**
      * As {@link #requireNewestRun(Connection, PostgresSinkConfig)}, for the Kafka sinks' gate: a run
      * missing from the table (a failover to a replica that never got its row) passes there, since
      * the PostgreSQL writer decides whether to adopt it ({@link ServerChange}); only a newer run
