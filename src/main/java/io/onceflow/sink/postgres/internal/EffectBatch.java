@@ -164,9 +164,9 @@ public final class EffectBatch {
         });
     }
 
-    /** See {@link SinkRuns#refuseIfReplacedUntilCommit}; nothing to check without a run. */
+    /** See {@link SinkRuns#refuseIfReplacedUntilCommit}; nothing to check for a batch built without a run's table. */
     private void requireNewestRun(Connection connection) throws SQLException {
-        if (runs != null && run != PostgresSinkConfig.NO_RUN) {
+        if (runs != null) {
             SinkRuns.refuseIfReplacedUntilCommit(connection, runs, sinkPrefix, run);
         }
     }

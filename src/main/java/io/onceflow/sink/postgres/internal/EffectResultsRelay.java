@@ -117,9 +117,8 @@ final class EffectResultsRelay implements AutoCloseable {
         if (connection == null) {
             connection = PostgresConnections.open(config, name);
         }
-        if (config.run() != PostgresSinkConfig.NO_RUN) { // a replaced run's relay stops (and at each mark)
-            SinkRuns.refuseIfReplacedUntilCommit(connection, config.schema().runs(), config.sinkPrefix(), config.run());
-        }
+        // a replaced run's relay stops (and is refused at each mark)
+        SinkRuns.refuseIfReplacedUntilCommit(connection, config.schema().runs(), config.sinkPrefix(), config.run());
         // once the input ended, every partition: a relay whose subtask finished first relays no more
         boolean all = draining;
         Map<TopicPartition, Long> heads = new HashMap<>();

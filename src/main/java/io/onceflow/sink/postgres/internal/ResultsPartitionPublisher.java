@@ -199,10 +199,7 @@ public final class ResultsPartitionPublisher implements AutoCloseable {
      */
     private void markPublished(Connection connection, EffectOutcomesTable outcomes, long last) throws SQLException {
         PostgresConnections.inTransaction(connection, () -> {
-            if (config.run() != PostgresSinkConfig.NO_RUN) {
-                SinkRuns.refuseIfReplacedUntilCommit(connection, config.schema().runs(), config.sinkPrefix(),
-                        config.run());
-            }
+            SinkRuns.refuseIfReplacedUntilCommit(connection, config.schema().runs(), config.sinkPrefix(), config.run());
             try (PreparedStatement trim = connection.prepareStatement(outcomes.markPublishedStatement())) {
                 bindPartition(trim);
                 trim.setLong(4, last);

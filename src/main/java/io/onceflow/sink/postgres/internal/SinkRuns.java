@@ -166,12 +166,15 @@ public final class SinkRuns {
      * second reads the newest run in a snapshot taken after that lock, so it sees any run registered
      * before. So what a replaced run commits commits before the new run exists, or is refused. A run
      * missing from the table (lost with a change of server, which the workers check for themselves)
-     * is not refused here.
+     * is not refused here; nor is a sink without a run ({@link PostgresSinkConfig#NO_RUN}: at-least-once).
      *
      * @throws ReplacedRunException if a newer run was registered
      */
     static void refuseIfReplacedUntilCommit(Connection connection, RunsTable runs, String sinkPrefix, long run)
             throws SQLException {
+        if (run == PostgresSinkConfig.NO_RUN) {
+            return;
+        }
         try (PreparedStatement lock = connection.prepareStatement("SELECT " + AdvisoryLocks.runRegistrationLock(true));
                 PreparedStatement newest = connection.prepareStatement(runs.newestRunQuery())) {
             lock.setInt(1, AdvisoryLocks.runRegistrationLockKey(sinkPrefix));
